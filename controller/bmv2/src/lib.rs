@@ -1,0 +1,18 @@
+//! BMv2 `simple_switch_grpc` processes, started on loopback with free ports
+//! and stopped by PID when dropped — also when a test panics.
+//!
+//! ```no_run
+//! let tools = bmv2::Toolchain::find().expect("BMv2 installed");
+//! let switches = bmv2::start_switches(&tools, 2).unwrap();
+//! println!("P4Runtime of s1 at {}", switches[0].grpc_addr());
+//! ```
+//!
+//! Each switch writes its log into its own directory; the directory is
+//! removed when the switch is dropped normally and kept (path printed) when
+//! the thread is panicking or `FORESIGHT_KEEP_LOGS` is set.
+
+mod switch;
+mod toolchain;
+
+pub use switch::{start_switches, Bmv2Switch, StartError, SwitchSpec};
+pub use toolchain::{Toolchain, ToolchainMissing};

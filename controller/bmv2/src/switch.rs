@@ -1,0 +1,312 @@
+//! One `simple_switch_grpc` process and its lifetime.
+
+use std::fs::File;
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::Toolchain;
+
+/// What to start. Ports and log directory are chosen by [`Bmv2Switch::start`].
+#[derive(Debug, Clone)]
+pub struct SwitchSpec {
+    /// Name used in logs and log directory names (e.g. `s1`).
+    pub name: String,
+    /// P4Runtime device id (BMv2's default is 0).
+    pub device_id: u64,
+    /// Data-plane ports: (port number, Linux interface name).
+    pub interfaces: Vec<(u32, String)>,
+    /// Extra arguments for BMv2 before `--` (e.g. `--priority-queues 8`).
+    pub extra_args: Vec<String>,
+    /// How long to wait for the gRPC server to accept connections.
+    pub ready_timeout: Duration,
+}
+
+impl SwitchSpec {
+    pub fn new(name: impl Into<String>, device_id: u64) -> Self {
+        SwitchSpec {
+            name: name.into(),
+            device_id,
+            interfaces: Vec::new(),
+            extra_args: Vec::new(),
+            ready_timeout: Duration::from_secs(15),
+        }
+    }
+
+    pub fn interface(mut self, port: u32, name: impl Into<String>) -> Self {
+        self.interfaces.push((port, name.into()));
+        self
+    }
+
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.extra_args.push(arg.into());
+        self
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{name}: cannot prepare ({0})", name = .1)]
+    Io(#[source] std::io::Error, String),
+    #[error("{name}: simple_switch_grpc exited during start-up ({status}); log {log}:\n{tail}")]
+    Exited {
+        name: String,
+        status: String,
+        log: String,
+        tail: String,
+    },
+    #[error("{name}: gRPC server did not accept connections on {addr} within {waited:?}; log {log}:\n{tail}")]
+    NotReady {
+        name: String,
+        addr: String,
+        waited: Duration,
+        log: String,
+        tail: String,
+    },
+}
+
+/// A running switch. Dropping it stops the process (SIGTERM, then SIGKILL).
+pub struct Bmv2Switch {
+    spec: SwitchSpec,
+    child: Child,
+    grpc_port: u16,
+    thrift_port: u16,
+    log_dir: Option<tempfile::TempDir>,
+}
+
+/// A port that was free a moment ago on 127.0.0.1.
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn tail(path: &Path, max_bytes: u64) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = File::open(path) {
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut buf = Vec::new();
+        use std::io::Seek;
+        let _ = file.seek(std::io::SeekFrom::Start(len.saturating_sub(max_bytes)));
+        let _ = file.read_to_end(&mut buf);
+        text = String::from_utf8_lossy(&buf).into_owned();
+    }
+    text
+}
+
+impl Bmv2Switch {
+    /// Start a switch with no pipeline (`--no-p4`); the caller pushes one over
+    /// P4Runtime. Retries with new ports if the chosen ones were taken.
+    pub fn start(tools: &Toolchain, spec: SwitchSpec) -> Result<Bmv2Switch, StartError> {
+        let mut last_err = None;
+        for _ in 0..3 {
+            match Self::start_once(tools, spec.clone()) {
+                Ok(switch) => return Ok(switch),
+                Err(err @ StartError::Exited { .. }) => last_err = Some(err),
+                Err(err) => return Err(err),
+            }
+        }
+        Err(last_err.expect("three attempts"))
+    }
+
+    fn start_once(tools: &Toolchain, spec: SwitchSpec) -> Result<Bmv2Switch, StartError> {
+        let io = |e| StartError::Io(e, spec.name.clone());
+        let grpc_port = free_port().map_err(io)?;
+        let thrift_port = free_port().map_err(io)?;
+        let log_dir = tempfile::Builder::new()
+            .prefix(&format!("foresight-bmv2-{}-", spec.name))
+            .tempdir()
+            .map_err(io)?;
+        let log_path = log_dir.path().join("switch.log");
+        let log = File::create(&log_path).map_err(io)?;
+
+        let mut command = Command::new(&tools.simple_switch_grpc);
+        command
+            .arg("--no-p4")
+            .arg("--device-id")
+            .arg(spec.device_id.to_string())
+            .arg("--thrift-port")
+            .arg(thrift_port.to_string())
+            .arg("--log-console");
+        for (port, interface) in &spec.interfaces {
+            command.arg("-i").arg(format!("{port}@{interface}"));
+        }
+        command.args(&spec.extra_args);
+        command
+            .arg("--")
+            .arg("--grpc-server-addr")
+            .arg(format!("127.0.0.1:{grpc_port}"));
+        if let Some(lib) = tools.lib_dir() {
+            let mut paths = vec![lib];
+            if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+                paths.extend(std::env::split_paths(&old));
+            }
+            command.env(
+                "LD_LIBRARY_PATH",
+                std::env::join_paths(paths).expect("valid paths"),
+            );
+        }
+        command
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(io)?)
+            .stderr(log);
+        let child = command.spawn().map_err(io)?;
+
+        let mut switch = Bmv2Switch {
+            spec,
+            child,
+            grpc_port,
+            thrift_port,
+            log_dir: Some(log_dir),
+        };
+        switch.wait_ready()?;
+        Ok(switch)
+    }
+
+    /// Poll the gRPC port until it accepts a connection, or fail with the
+    /// log's tail if the process exits or the timeout passes.
+    fn wait_ready(&mut self) -> Result<(), StartError> {
+        let started = Instant::now();
+        let addr = self.grpc_addr();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(StartError::Exited {
+                    name: self.spec.name.clone(),
+                    status: status.to_string(),
+                    log: self.keep_logs().display().to_string(),
+                    tail: tail(&self.log_path(), 2000),
+                });
+            }
+            let sock = addr.parse().expect("valid address");
+            if TcpStream::connect_timeout(&sock, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            if started.elapsed() > self.spec.ready_timeout {
+                return Err(StartError::NotReady {
+                    name: self.spec.name.clone(),
+                    addr,
+                    waited: self.spec.ready_timeout,
+                    log: self.keep_logs().display().to_string(),
+                    tail: tail(&self.log_path(), 2000),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    pub fn device_id(&self) -> u64 {
+        self.spec.device_id
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `127.0.0.1:<port>` of the P4Runtime server.
+    pub fn grpc_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.grpc_port)
+    }
+
+    /// Thrift port for `simple_switch_CLI`. BMv2 binds it on all interfaces.
+    pub fn thrift_port(&self) -> u16 {
+        self.thrift_port
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.log_dir
+            .as_ref()
+            .map(|d| d.path().join("switch.log"))
+            .unwrap_or_default()
+    }
+
+    /// Keep the log directory after drop; returns its path.
+    pub fn keep_logs(&mut self) -> PathBuf {
+        match self.log_dir.take() {
+            Some(dir) => dir.keep(),
+            None => PathBuf::new(),
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Run `simple_switch_CLI` commands (e.g. `set_queue_rate 100 1`) on this
+    /// switch's Thrift port; returns the CLI's output.
+    pub fn cli(&self, tools: &Toolchain, commands: &str) -> std::io::Result<String> {
+        use std::io::Write;
+        let cli = tools.simple_switch_cli.as_ref().ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "simple_switch_CLI not installed",
+            )
+        })?;
+        let mut child = Command::new(cli)
+            .arg("--thrift-port")
+            .arg(self.thrift_port.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        child
+            .stdin
+            .take()
+            .expect("piped")
+            .write_all(commands.as_bytes())?;
+        let out = child.wait_with_output()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return Err(std::io::Error::other(format!(
+                "simple_switch_CLI failed: {text}"
+            )));
+        }
+        Ok(text)
+    }
+
+    /// Stop the process now: SIGTERM, then SIGKILL after 2 s.
+    pub fn stop(&mut self) {
+        if !self.is_running() {
+            return;
+        }
+        // SAFETY: kill(2) on the PID of a child we spawned and have not reaped.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if !self.is_running() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Bmv2Switch {
+    fn drop(&mut self) {
+        self.stop();
+        let keep = std::thread::panicking() || std::env::var_os("FORESIGHT_KEEP_LOGS").is_some();
+        if keep {
+            let path = self.keep_logs();
+            if !path.as_os_str().is_empty() {
+                eprintln!("bmv2: kept log of {} in {}", self.spec.name, path.display());
+            }
+        }
+    }
+}
+
+/// Start `count` switches without data-plane ports, named `s1..sN` with
+/// device ids 0..N-1 (BMv2's default device id is 0).
+pub fn start_switches(tools: &Toolchain, count: usize) -> Result<Vec<Bmv2Switch>, StartError> {
+    (0..count)
+        .map(|i| Bmv2Switch::start(tools, SwitchSpec::new(format!("s{}", i + 1), i as u64)))
+        .collect()
+}

@@ -1,0 +1,252 @@
+//! `foresight switch push|write|read`: talk to one P4Runtime switch directly.
+//!
+//! For bring-up and debugging: push a compiled pipeline, write entries from
+//! a YAML file (all validated before anything is sent; an insert batch that
+//! fails is rolled back), read entries back decoded with P4Info names.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use p4rt::proto::p4::v1 as p4;
+use p4rt::{EntrySpec, P4Info, Switch, SwitchOptions};
+
+#[derive(Args)]
+pub struct SwitchCmd {
+    #[command(subcommand)]
+    action: SwitchAction,
+}
+
+/// How to reach the switch.
+#[derive(Args, Clone)]
+struct Target {
+    /// P4Runtime server, host:port.
+    #[arg(long, default_value = "127.0.0.1:9559")]
+    addr: String,
+    /// P4Runtime device id (simple_switch_grpc's default is 0).
+    #[arg(long, default_value_t = 0)]
+    device_id: u64,
+    /// Election id; the highest connected client is primary.
+    #[arg(long, default_value_t = 1)]
+    election_id: u128,
+    /// P4Info of the pipeline (binary .binpb or text .txtpb).
+    #[arg(long)]
+    p4info: PathBuf,
+    /// Seconds to keep retrying the connection (switch still starting).
+    #[arg(long, default_value_t = 10)]
+    connect_timeout: u64,
+}
+
+#[derive(Subcommand)]
+enum SwitchAction {
+    /// Push a pipeline (SetForwardingPipelineConfig, VERIFY_AND_COMMIT).
+    Push {
+        #[command(flatten)]
+        target: Target,
+        /// Target device config: the BMv2 JSON from p4c.
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Write table entries from a YAML list of {table, match, action, params, priority}.
+    Write {
+        #[command(flatten)]
+        target: Target,
+        /// YAML file with a list of entries.
+        #[arg(long)]
+        entries: PathBuf,
+        /// What to do with them.
+        #[arg(long, value_enum, default_value = "insert")]
+        op: WriteOp,
+        /// Updates per Write RPC.
+        #[arg(long, default_value_t = 500)]
+        batch_size: usize,
+    },
+    /// Read table entries (one table, or all) and print them by name.
+    Read {
+        #[command(flatten)]
+        target: Target,
+        /// Only this table.
+        #[arg(long)]
+        table: Option<String>,
+        /// JSON instead of YAML.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(clap::ValueEnum, Clone, Copy)]
+enum WriteOp {
+    Insert,
+    Modify,
+    Delete,
+    /// Insert, or modify what already exists.
+    Upsert,
+}
+
+pub fn run(cmd: SwitchCmd) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        match cmd.action {
+            SwitchAction::Push { target, config } => push(target, config).await,
+            SwitchAction::Write {
+                target,
+                entries,
+                op,
+                batch_size,
+            } => write(target, entries, op, batch_size).await,
+            SwitchAction::Read {
+                target,
+                table,
+                json,
+            } => read(target, table, json).await,
+        }
+    })
+}
+
+async fn connect(target: &Target) -> anyhow::Result<(Switch, P4Info)> {
+    let info = P4Info::load(&target.p4info)?;
+    let options =
+        SwitchOptions::new(&target.addr, target.device_id).election_id(target.election_id);
+    let switch =
+        Switch::connect_with_retry(options, Duration::from_secs(target.connect_timeout)).await?;
+    Ok((switch, info))
+}
+
+async fn connect_primary(target: &Target) -> anyhow::Result<(Switch, P4Info)> {
+    let (switch, info) = connect(target).await?;
+    switch.wait_primary(Duration::from_secs(2)).await.context(
+        "another client with a higher election id is primary; pass a higher --election-id",
+    )?;
+    Ok((switch, info))
+}
+
+async fn push(target: Target, config: PathBuf) -> anyhow::Result<()> {
+    let device_config =
+        std::fs::read(&config).with_context(|| format!("reading {}", config.display()))?;
+    let (switch, info) = connect_primary(&target).await?;
+    switch
+        .set_pipeline(
+            &info,
+            device_config,
+            p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit,
+        )
+        .await?;
+    println!(
+        "pushed {} to {} (device {})",
+        config.display(),
+        target.addr,
+        target.device_id
+    );
+    switch.shutdown().await;
+    Ok(())
+}
+
+async fn write(
+    target: Target,
+    path: PathBuf,
+    op: WriteOp,
+    batch_size: usize,
+) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let specs: Vec<EntrySpec> = serde_yaml::from_str(&text)
+        .with_context(|| format!("{}: not a YAML list of entries", path.display()))?;
+    let (switch, info) = connect_primary(&target).await?;
+    // Build everything first: a bad entry stops the command before any write.
+    let entities = specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            spec.to_entry(&info).map(p4::Entity::from).with_context(|| {
+                format!(
+                    "{}: entry #{} (table {})",
+                    path.display(),
+                    i + 1,
+                    spec.table
+                )
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let count = entities.len();
+    use p4::update::Type;
+    let result = match op {
+        WriteOp::Insert => insert_all_or_nothing(&switch, entities, batch_size).await,
+        WriteOp::Modify => switch
+            .apply(Type::Modify, entities, batch_size)
+            .await
+            .map_err(Into::into),
+        WriteOp::Delete => switch
+            .apply(Type::Delete, entities, batch_size)
+            .await
+            .map_err(Into::into),
+        WriteOp::Upsert => switch
+            .insert_or_modify(entities, batch_size)
+            .await
+            .map_err(Into::into),
+    };
+    switch.shutdown().await;
+    result?;
+    println!("wrote {count} entries to {}", target.addr);
+    Ok(())
+}
+
+/// Insert; if any insert fails, delete the ones that went in, so the switch
+/// ends as it was.
+async fn insert_all_or_nothing(
+    switch: &Switch,
+    entities: Vec<p4::Entity>,
+    batch_size: usize,
+) -> anyhow::Result<()> {
+    let Err(err) = switch
+        .apply(p4::update::Type::Insert, entities.clone(), batch_size)
+        .await
+    else {
+        return Ok(());
+    };
+    let sent = entities.len() - err.not_sent;
+    let applied: Vec<p4::Entity> = entities
+        .into_iter()
+        .enumerate()
+        .take(sent)
+        .filter(|(i, _)| err.status.is_none() && !err.failures.iter().any(|f| f.index == *i))
+        .map(|(_, e)| e)
+        .collect();
+    let rolled_back = applied.len();
+    if let Err(rollback) = switch
+        .apply(p4::update::Type::Delete, applied, batch_size)
+        .await
+    {
+        bail!("{err}; rolling back {rolled_back} inserted entries also failed: {rollback}");
+    }
+    bail!("{err}; rolled back the {rolled_back} entries that were inserted")
+}
+
+async fn read(target: Target, table: Option<String>, json: bool) -> anyhow::Result<()> {
+    let (switch, info) = connect(&target).await?;
+    let tables: Vec<String> = match table {
+        Some(t) => vec![t],
+        None => info.table_names().to_vec(),
+    };
+    let mut wanted = Vec::new();
+    for t in &tables {
+        wanted.push(p4rt::entity::all_table_entries(&info, t)?);
+    }
+    let entities = switch.read(wanted).await?;
+    switch.shutdown().await;
+    let specs = entities
+        .iter()
+        .filter_map(|e| match &e.entity {
+            Some(p4::entity::Entity::TableEntry(t)) => Some(EntrySpec::from_entry(&info, t)),
+            _ => None,
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&specs)?);
+    } else if specs.is_empty() {
+        println!("# no entries");
+    } else {
+        print!("{}", serde_yaml::to_string(&specs)?);
+    }
+    Ok(())
+}

@@ -15,6 +15,7 @@ command -v p4c >/dev/null || { echo "p4c not found (PATH or $prefix/bin)" >&2; e
 # program name -> top-level source, relative to p4src/
 programs=(
   "ipv4_forward:examples/ipv4_forward.p4"
+  "p4rt_features:examples/p4rt_features.p4"
 )
 [ -f "$here/foresight.p4" ] && programs+=("foresight:foresight.p4")
 

@@ -14,5 +14,5 @@
 mod switch;
 mod toolchain;
 
-pub use switch::{start_switches, Bmv2Switch, StartError, SwitchSpec};
+pub use switch::{start_switches, Bmv2Switch, StartError, SwitchSpec, DEFAULT_CPU_PORT};
 pub use toolchain::{Toolchain, ToolchainMissing};

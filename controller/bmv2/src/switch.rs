@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 
 use crate::Toolchain;
 
+/// The CPU port the harness gives switches unless told otherwise; the P4
+/// programs' `CPU_PORT` constants use the same number.
+pub const DEFAULT_CPU_PORT: u32 = 255;
+
 /// What to start. Ports and log directory are chosen by [`Bmv2Switch::start`].
 #[derive(Debug, Clone)]
 pub struct SwitchSpec {
@@ -20,6 +24,8 @@ pub struct SwitchSpec {
     pub interfaces: Vec<(u32, String)>,
     /// Extra arguments for BMv2 before `--` (e.g. `--priority-queues 8`).
     pub extra_args: Vec<String>,
+    /// Port number of the CPU port for P4Runtime packet-in/out (`None`: off).
+    pub cpu_port: Option<u32>,
     /// How long to wait for the gRPC server to accept connections.
     pub ready_timeout: Duration,
 }
@@ -31,6 +37,7 @@ impl SwitchSpec {
             device_id,
             interfaces: Vec::new(),
             extra_args: Vec::new(),
+            cpu_port: Some(DEFAULT_CPU_PORT),
             ready_timeout: Duration::from_secs(15),
         }
     }
@@ -74,6 +81,7 @@ pub struct Bmv2Switch {
     grpc_port: u16,
     thrift_port: u16,
     log_dir: Option<tempfile::TempDir>,
+    tools: Toolchain,
 }
 
 /// A port that was free a moment ago on 127.0.0.1.
@@ -117,50 +125,36 @@ impl Bmv2Switch {
             .prefix(&format!("foresight-bmv2-{}-", spec.name))
             .tempdir()
             .map_err(io)?;
-        let log_path = log_dir.path().join("switch.log");
-        let log = File::create(&log_path).map_err(io)?;
-
-        let mut command = Command::new(&tools.simple_switch_grpc);
-        command
-            .arg("--no-p4")
-            .arg("--device-id")
-            .arg(spec.device_id.to_string())
-            .arg("--thrift-port")
-            .arg(thrift_port.to_string())
-            .arg("--log-console");
-        for (port, interface) in &spec.interfaces {
-            command.arg("-i").arg(format!("{port}@{interface}"));
-        }
-        command.args(&spec.extra_args);
-        command
-            .arg("--")
-            .arg("--grpc-server-addr")
-            .arg(format!("127.0.0.1:{grpc_port}"));
-        if let Some(lib) = tools.lib_dir() {
-            let mut paths = vec![lib];
-            if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
-                paths.extend(std::env::split_paths(&old));
-            }
-            command.env(
-                "LD_LIBRARY_PATH",
-                std::env::join_paths(paths).expect("valid paths"),
-            );
-        }
-        command
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(io)?)
-            .stderr(log);
-        let child = command.spawn().map_err(io)?;
-
+        let child = spawn(tools, &spec, grpc_port, thrift_port, log_dir.path())?;
         let mut switch = Bmv2Switch {
             spec,
             child,
             grpc_port,
             thrift_port,
             log_dir: Some(log_dir),
+            tools: tools.clone(),
         };
         switch.wait_ready()?;
         Ok(switch)
+    }
+
+    /// Stop the process and start it again on the same ports (simulates a
+    /// switch reboot: the pipeline and all state are gone).
+    pub fn restart(&mut self) -> Result<(), StartError> {
+        self.stop();
+        let dir = self
+            .log_dir
+            .as_ref()
+            .map(|d| d.path().to_path_buf())
+            .unwrap_or_else(std::env::temp_dir);
+        self.child = spawn(
+            &self.tools,
+            &self.spec,
+            self.grpc_port,
+            self.thrift_port,
+            &dir,
+        )?;
+        self.wait_ready()
     }
 
     /// Poll the gRPC port until it accepts a connection, or fail with the
@@ -288,6 +282,56 @@ impl Bmv2Switch {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Launch `simple_switch_grpc` with its output appended to `dir/switch.log`.
+fn spawn(
+    tools: &Toolchain,
+    spec: &SwitchSpec,
+    grpc_port: u16,
+    thrift_port: u16,
+    dir: &Path,
+) -> Result<Child, StartError> {
+    let io = |e| StartError::Io(e, spec.name.clone());
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("switch.log"))
+        .map_err(io)?;
+    let mut command = Command::new(&tools.simple_switch_grpc);
+    command
+        .arg("--no-p4")
+        .arg("--device-id")
+        .arg(spec.device_id.to_string())
+        .arg("--thrift-port")
+        .arg(thrift_port.to_string())
+        .arg("--log-console");
+    for (port, interface) in &spec.interfaces {
+        command.arg("-i").arg(format!("{port}@{interface}"));
+    }
+    command.args(&spec.extra_args);
+    command
+        .arg("--")
+        .arg("--grpc-server-addr")
+        .arg(format!("127.0.0.1:{grpc_port}"));
+    if let Some(cpu_port) = spec.cpu_port {
+        command.arg("--cpu-port").arg(cpu_port.to_string());
+    }
+    if let Some(lib) = tools.lib_dir() {
+        let mut paths = vec![lib];
+        if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+            paths.extend(std::env::split_paths(&old));
+        }
+        command.env(
+            "LD_LIBRARY_PATH",
+            std::env::join_paths(paths).expect("valid paths"),
+        );
+    }
+    command
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(io)?)
+        .stderr(log);
+    command.spawn().map_err(io)
 }
 
 impl Drop for Bmv2Switch {

@@ -1,0 +1,59 @@
+//! Addresses the controller derives from the topology: switch port MACs
+//! (locally administered, `06:00:<switch id, 2 bytes>:<port, 2 bytes>`; hosts use
+//! `02:...` in the generated topologies, so the two never collide) and
+//! the subnet each leaf owns.
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+
+use planner::topology::{NodeRef, SwitchIdx};
+use planner::Topology;
+
+/// MAC of `port` on the switch with id `switch_id`.
+pub fn switch_port_mac(switch_id: u32, port: u16) -> [u8; 6] {
+    let id = (switch_id as u16).to_be_bytes();
+    let p = port.to_be_bytes();
+    [0x06, 0x00, id[0], id[1], p[0], p[1]]
+}
+
+/// The MAC a packet leaving through `edge` must carry as destination: the
+/// host NIC's, or the receiving switch port's.
+pub fn neighbour_mac(topo: &Topology, edge: u32) -> [u8; 6] {
+    let link = topo.edge(edge);
+    match link.to {
+        NodeRef::Host(h) => topo.hosts()[h as usize].mac,
+        NodeRef::Switch(s) => switch_port_mac(topo.switches()[s as usize].id, link.to_port),
+    }
+}
+
+/// The subnets of a leaf's hosts (usually one /24), as (network, length).
+pub fn leaf_subnets(topo: &Topology, leaf: SwitchIdx) -> BTreeSet<(Ipv4Addr, u8)> {
+    topo.hosts()
+        .iter()
+        .filter(|h| h.leaf == leaf)
+        .map(|h| {
+            let mask = if h.prefix_len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - h.prefix_len)
+            };
+            (Ipv4Addr::from(u32::from(h.ip) & mask), h.prefix_len)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_macs_are_unique_and_local() {
+        assert_eq!(switch_port_mac(0x0102, 3), [0x06, 0, 1, 2, 0, 3]);
+        assert_ne!(switch_port_mac(1, 2), switch_port_mac(2, 1));
+        assert_eq!(
+            switch_port_mac(7, 1)[0] & 0x02,
+            0x02,
+            "locally administered"
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! A switch's intended state: P4Runtime objects by name, resolved against a
+//! P4Info into entities keyed for comparison with what a switch reports.
+
+use std::collections::BTreeMap;
+
+use p4rt::entity::{self, BuildError};
+use p4rt::proto::p4::v1 as p4;
+use p4rt::{EntrySpec, P4Info, Value};
+use prost::Message;
+
+/// One object the controller wants on a switch, by P4Info names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Object {
+    /// A table entry.
+    Entry(EntrySpec),
+    /// The default action of a keyless table (written with MODIFY).
+    Default(EntrySpec),
+    /// An action profile member (one ECMP next hop).
+    Member {
+        profile: String,
+        id: u32,
+        action: String,
+        params: Vec<(String, Value)>,
+    },
+    /// An action selector group (an ECMP set), members with weight 1.
+    Group {
+        profile: String,
+        id: u32,
+        members: Vec<u32>,
+    },
+}
+
+/// Intended objects of one switch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Intent {
+    pub objects: Vec<Object>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("intended state of {switch}: {source}")]
+pub struct IntentError {
+    pub switch: String,
+    #[source]
+    pub source: BuildError,
+}
+
+/// Identity of an entity on a switch. The order is the order of inserts
+/// (members before the groups that use them, both before table entries);
+/// deletes go in reverse.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Key {
+    Member {
+        profile_id: u32,
+        id: u32,
+    },
+    Group {
+        profile_id: u32,
+        id: u32,
+    },
+    /// Encoded (table id, match fields sorted by id, priority).
+    Table(Vec<u8>),
+}
+
+/// Intent resolved to P4Runtime entities.
+#[derive(Debug, Clone, Default)]
+pub struct Resolved {
+    /// Keyed entities, in normal form (see [`normal_form`]).
+    pub entities: BTreeMap<Key, p4::Entity>,
+    /// Default entries, always re-written (MODIFY is idempotent).
+    pub defaults: Vec<p4::TableEntry>,
+}
+
+impl Intent {
+    pub fn push(&mut self, object: Object) {
+        self.objects.push(object);
+    }
+
+    /// Resolve names and values; the first bad object fails the whole intent.
+    pub fn resolve(&self, switch: &str, info: &P4Info) -> Result<Resolved, IntentError> {
+        let err = |source: BuildError| IntentError {
+            switch: switch.to_string(),
+            source,
+        };
+        let mut out = Resolved::default();
+        for object in &self.objects {
+            let entity: p4::Entity = match object {
+                Object::Entry(spec) => spec.to_entry(info).map_err(err)?.into(),
+                Object::Default(spec) => {
+                    let mut entry = spec.to_entry(info).map_err(err)?;
+                    entry.is_default_action = true;
+                    out.defaults.push(entry);
+                    continue;
+                }
+                Object::Member {
+                    profile,
+                    id,
+                    action,
+                    params,
+                } => {
+                    let params: Vec<(&str, Value)> = params
+                        .iter()
+                        .map(|(n, v)| (n.as_str(), v.clone()))
+                        .collect();
+                    entity::action_profile_member(info, profile, *id, action, &params)
+                        .map_err(err)?
+                        .into()
+                }
+                Object::Group {
+                    profile,
+                    id,
+                    members,
+                } => {
+                    let weighted: Vec<(u32, i32)> = members.iter().map(|m| (*m, 1)).collect();
+                    entity::action_profile_group(info, profile, *id, &weighted)
+                        .map_err(err)?
+                        .into()
+                }
+            };
+            let entity = normal_form(entity);
+            let key = key_of(&entity).expect("intent objects are keyed kinds");
+            out.entities.insert(key, entity);
+        }
+        Ok(out)
+    }
+}
+
+/// The key of an entity, for the kinds reconciliation manages.
+pub fn key_of(entity: &p4::Entity) -> Option<Key> {
+    use p4::entity::Entity as E;
+    match entity.entity.as_ref()? {
+        E::ActionProfileMember(m) => Some(Key::Member {
+            profile_id: m.action_profile_id,
+            id: m.member_id,
+        }),
+        E::ActionProfileGroup(g) => Some(Key::Group {
+            profile_id: g.action_profile_id,
+            id: g.group_id,
+        }),
+        E::TableEntry(t) => {
+            let key = p4::TableEntry {
+                table_id: t.table_id,
+                r#match: t.r#match.clone(),
+                priority: t.priority,
+                ..Default::default()
+            };
+            Some(Key::Table(key.encode_to_vec()))
+        }
+        _ => None,
+    }
+}
+
+/// Only the fields that define an entity, in a canonical order: what the
+/// switch echoes back may carry extra fields (counter data, timeouts) or
+/// list group members in another order.
+pub fn normal_form(entity: p4::Entity) -> p4::Entity {
+    use p4::entity::Entity as E;
+    let inner = match entity.entity {
+        Some(E::TableEntry(t)) => {
+            let mut r#match = t.r#match;
+            r#match.sort_by_key(|m| m.field_id);
+            E::TableEntry(p4::TableEntry {
+                table_id: t.table_id,
+                r#match,
+                action: t.action,
+                priority: t.priority,
+                ..Default::default()
+            })
+        }
+        Some(E::ActionProfileGroup(g)) => {
+            let mut members: Vec<p4::action_profile_group::Member> = g
+                .members
+                .into_iter()
+                .map(|m| p4::action_profile_group::Member {
+                    member_id: m.member_id,
+                    weight: m.weight.max(1),
+                    watch_kind: None,
+                })
+                .collect();
+            members.sort_by_key(|m| m.member_id);
+            E::ActionProfileGroup(p4::ActionProfileGroup {
+                action_profile_id: g.action_profile_id,
+                group_id: g.group_id,
+                members,
+                max_size: 0,
+            })
+        }
+        Some(other) => other,
+        None => return entity,
+    };
+    p4::Entity {
+        entity: Some(inner),
+    }
+}

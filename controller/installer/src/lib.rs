@@ -1,0 +1,22 @@
+//! What every switch of a fabric should hold, and how to get it there.
+//!
+//! * [`names`] — the P4Runtime names of the Foresight program (one place);
+//! * [`addressing`] — switch port MACs and leaf subnets;
+//! * [`intent`] — a switch's intended state as P4Runtime entities, keyed so
+//!   that two states can be compared;
+//! * [`static_state`] — routes, ECMP groups, SR adjacencies, priorities, INT
+//!   and ECN configuration derived from the topology;
+//! * [`reservations`] — the ingress SR push entries of reserved flows;
+//! * [`reconcile`] — read a switch, diff against intent, apply the minimal
+//!   changes (no duplicates, nothing lost).
+
+pub mod addressing;
+pub mod intent;
+pub mod names;
+pub mod reconcile;
+pub mod reservations;
+pub mod static_state;
+
+pub use intent::{Intent, IntentError, Object};
+pub use reconcile::{reconcile, Diff};
+pub use reservations::ReservedFlow;

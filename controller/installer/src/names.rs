@@ -1,0 +1,44 @@
+//! P4Runtime names of `p4src/foresight.p4` that the controller writes.
+//! Kept in one place: `p4src/README.md` documents them, and a test resolves
+//! every one against the committed P4Info.
+
+pub const IPV4_LPM: &str = "FsIngress.routing.ipv4_lpm";
+pub const SET_NEXTHOP: &str = "FsIngress.routing.set_nexthop";
+pub const ECMP_SELECTOR: &str = "FsIngress.routing.ecmp_selector";
+
+pub const SR_RESERVATION: &str = "FsIngress.sr.reservation";
+/// `push_1` .. `push_4`, indexed by stack depth - 1.
+pub const SR_PUSH: [&str; 4] = [
+    "FsIngress.sr.push_1",
+    "FsIngress.sr.push_2",
+    "FsIngress.sr.push_3",
+    "FsIngress.sr.push_4",
+];
+pub const SR_ADJACENCY: &str = "FsIngress.sr.adjacency";
+pub const FORWARD_ADJACENCY: &str = "FsIngress.sr.forward_adjacency";
+
+pub const DSCP_PRIORITY: &str = "FsIngress.qos.dscp_priority";
+pub const SET_PRIORITY: &str = "FsIngress.qos.set_priority";
+
+pub const INT_WATCHLIST: &str = "FsIngress.int_ingress.watchlist";
+pub const INT_SOURCE: &str = "FsIngress.int_ingress.int_source";
+pub const INT_SINK_PORTS: &str = "FsIngress.int_ingress.sink_ports";
+pub const INT_SET_SINK: &str = "FsIngress.int_ingress.set_sink";
+pub const INT_NODE_CONFIG: &str = "FsEgress.int_egress.node_config";
+pub const INT_SET_NODE_ID: &str = "FsEgress.int_egress.set_node_id";
+
+pub const DCQCN_PORT: &str = "FsEgress.ecn.dcqcn_port";
+pub const SET_DCQCN: &str = "FsEgress.ecn.set_dcqcn";
+pub const PREDRAIN: &str = "FsEgress.ecn.predrain";
+pub const PREDRAIN_MARK: &str = "FsEgress.ecn.predrain_mark";
+
+/// Every table the controller owns entries of (reconciliation reads these).
+pub const OWNED_TABLES: [&str; 7] = [
+    IPV4_LPM,
+    SR_RESERVATION,
+    SR_ADJACENCY,
+    DSCP_PRIORITY,
+    INT_WATCHLIST,
+    INT_SINK_PORTS,
+    DCQCN_PORT,
+];

@@ -1,0 +1,304 @@
+//! The state every switch holds independent of reservations, derived from
+//! the topology: routes and ECMP groups, SR adjacencies, DSCP priorities,
+//! INT node id and sink ports, DCQCN marking thresholds.
+
+use std::collections::BTreeMap;
+
+use p4rt::value::Value;
+use p4rt::EntrySpec;
+use planner::topology::{NodeRef, SwitchIdx};
+use planner::Topology;
+
+use crate::addressing::{leaf_subnets, neighbour_mac, switch_port_mac};
+use crate::intent::{Intent, Object};
+use crate::names;
+
+/// DCQCN congestion-point profile for every port (the seeds' typical
+/// values scaled to BMv2's packet-counted queues).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EcnProfile {
+    /// Queue depth (packets) below which nothing is marked.
+    pub kmin: u32,
+    /// Queue depth (packets) above which everything ECN-capable is marked.
+    pub kmax: u32,
+    /// Marking probability at Kmax, in 1/65536.
+    pub pmax: u32,
+}
+
+impl Default for EcnProfile {
+    fn default() -> Self {
+        // Kmin 10 / Kmax 50 packets of ~1 KB, Pmax 20 %: marks start well
+        // before a 64-packet BMv2 queue fills.
+        EcnProfile {
+            kmin: 10,
+            kmax: 50,
+            pmax: 13107,
+        }
+    }
+}
+
+/// DSCP of RoCEv2 data in the fabric and the BMv2 priority queue it uses.
+pub const ROCE_DSCP: u8 = 24;
+pub const ROCE_QUEUE: u8 = 3;
+
+fn mac(m: [u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}
+
+fn entry(
+    table: &str,
+    matches: &[(&str, String)],
+    action: &str,
+    params: &[(&str, String)],
+) -> EntrySpec {
+    EntrySpec {
+        table: table.into(),
+        matches: matches
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+        action: Some(action.into()),
+        params: params
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+        priority: None,
+        group: None,
+        member: None,
+    }
+}
+
+/// Egress edges of a switch to everything it is wired to, by port: other
+/// switches and (on a leaf) hosts.
+fn ports(topo: &Topology, s: SwitchIdx) -> Vec<u32> {
+    let mut edges: Vec<u32> = topo.switch_out_edges(s).to_vec();
+    for (h, host) in topo.hosts().iter().enumerate() {
+        if host.leaf == s {
+            edges.push(topo.host_down_edge(h as u32));
+        }
+    }
+    edges.sort_by_key(|e| topo.edge(*e).from_port);
+    edges
+}
+
+/// The static intent of every switch, by switch name.
+pub fn static_state(topo: &Topology, ecn: EcnProfile) -> BTreeMap<String, Intent> {
+    (0..topo.switches().len() as SwitchIdx)
+        .map(|s| {
+            (
+                topo.switches()[s as usize].name.clone(),
+                switch_state(topo, s, ecn),
+            )
+        })
+        .collect()
+}
+
+/// The static intent of one switch.
+pub fn switch_state(topo: &Topology, s: SwitchIdx, ecn: EcnProfile) -> Intent {
+    let me = &topo.switches()[s as usize];
+    let mut intent = Intent::default();
+    intent.push(Object::Default(entry(
+        names::INT_NODE_CONFIG,
+        &[],
+        names::INT_SET_NODE_ID,
+        &[("node_id", me.id.to_string())],
+    )));
+    intent.push(Object::Entry(entry(
+        names::DSCP_PRIORITY,
+        &[("dscp", ROCE_DSCP.to_string())],
+        names::SET_PRIORITY,
+        &[("priority", ROCE_QUEUE.to_string())],
+    )));
+
+    for edge in ports(topo, s) {
+        let link = topo.edge(edge);
+        let port = link.from_port;
+        let src_mac = switch_port_mac(me.id, port);
+        let dst_mac = neighbour_mac(topo, edge);
+        intent.push(Object::Entry(entry(
+            names::SR_ADJACENCY,
+            &[(
+                "label",
+                (planner::conventions::ADJ_LABEL_BASE + u32::from(port)).to_string(),
+            )],
+            names::FORWARD_ADJACENCY,
+            &[
+                ("port", port.to_string()),
+                ("src_mac", mac(src_mac)),
+                ("dst_mac", mac(dst_mac)),
+            ],
+        )));
+        intent.push(Object::Member {
+            profile: names::ECMP_SELECTOR.into(),
+            id: u32::from(port),
+            action: names::SET_NEXTHOP.into(),
+            params: vec![
+                ("port".into(), Value::from(port)),
+                ("src_mac".into(), Value::from(src_mac)),
+                ("dst_mac".into(), Value::from(dst_mac)),
+            ],
+        });
+        intent.push(Object::Entry(entry(
+            names::DCQCN_PORT,
+            &[("egress_port", port.to_string())],
+            names::SET_DCQCN,
+            &[
+                ("kmin", ecn.kmin.to_string()),
+                ("kmax", ecn.kmax.to_string()),
+                ("pmax", ecn.pmax.to_string()),
+            ],
+        )));
+        if matches!(link.to, NodeRef::Host(_)) {
+            intent.push(Object::Entry(entry(
+                names::INT_SINK_PORTS,
+                &[("egress_port", port.to_string())],
+                names::INT_SET_SINK,
+                &[],
+            )));
+        }
+    }
+
+    // Routes: host /32s on the own leaf, leaf subnets elsewhere through one
+    // next hop (member) or an ECMP group per distinct set of ports.
+    let mut groups: BTreeMap<Vec<u32>, u32> = BTreeMap::new();
+    for (h, host) in topo.hosts().iter().enumerate() {
+        if host.leaf == s {
+            let port = topo.edge(topo.host_down_edge(h as u32)).from_port;
+            intent.push(Object::Entry(route(
+                &format!("{}/32", host.ip),
+                u32::from(port),
+                None,
+            )));
+        }
+    }
+    for &leaf in topo.leaves() {
+        if leaf == s {
+            continue;
+        }
+        let hops: Vec<u32> = topo
+            .next_hops(s, leaf)
+            .map(|e| u32::from(topo.edge(e).from_port))
+            .collect();
+        if hops.is_empty() {
+            continue;
+        }
+        for (net, len) in leaf_subnets(topo, leaf) {
+            let prefix = format!("{net}/{len}");
+            if hops.len() == 1 {
+                intent.push(Object::Entry(route(&prefix, hops[0], None)));
+            } else {
+                let next_id = groups.len() as u32 + 1;
+                let id = *groups.entry(hops.clone()).or_insert(next_id);
+                intent.push(Object::Entry(route(&prefix, 0, Some(id))));
+            }
+        }
+    }
+    for (members, id) in groups {
+        intent.push(Object::Group {
+            profile: names::ECMP_SELECTOR.into(),
+            id,
+            members,
+        });
+    }
+    intent
+}
+
+/// An LPM route to a member (one next hop, member id = port) or a group.
+fn route(prefix: &str, member_port: u32, group: Option<u32>) -> EntrySpec {
+    EntrySpec {
+        table: names::IPV4_LPM.into(),
+        matches: [("dst_addr".to_string(), prefix.to_string())].into(),
+        action: None,
+        params: Default::default(),
+        priority: None,
+        group,
+        member: group.is_none().then_some(member_port),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> Topology {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../bmv2-lab/topologies/leaf-spine-small.yaml"
+        );
+        planner::topology::yaml::load_file(path).unwrap()
+    }
+
+    fn count(intent: &Intent, table: &str) -> usize {
+        intent
+            .objects
+            .iter()
+            .filter(|o| matches!(o, Object::Entry(e) if e.table == table))
+            .count()
+    }
+
+    #[test]
+    fn leaf_routes_hosts_locally_and_remote_subnets_over_ecmp() {
+        let topo = small();
+        let state = static_state(&topo, EcnProfile::default());
+        let leaf1 = &state["leaf1"];
+        // 2 local hosts as /32, leaf2's /24 through a group of both spines.
+        assert_eq!(count(leaf1, names::IPV4_LPM), 3);
+        let groups: Vec<_> = leaf1
+            .objects
+            .iter()
+            .filter_map(|o| match o {
+                Object::Group { members, .. } => Some(members.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].len(), 2, "both spines");
+        // One adjacency, member and DCQCN entry per wired port (2 hosts + 2 spines).
+        assert_eq!(count(leaf1, names::SR_ADJACENCY), 4);
+        assert_eq!(count(leaf1, names::DCQCN_PORT), 4);
+        assert_eq!(count(leaf1, names::INT_SINK_PORTS), 2);
+        let remote = leaf1.objects.iter().find_map(|o| match o {
+            Object::Entry(e)
+                if e.table == names::IPV4_LPM && e.matches["dst_addr"] == "10.0.2.0/24" =>
+            {
+                Some(e.clone())
+            }
+            _ => None,
+        });
+        assert_eq!(remote.unwrap().group, Some(1));
+    }
+
+    #[test]
+    fn spines_have_one_next_hop_per_leaf_and_no_sinks() {
+        let topo = small();
+        let spine = &static_state(&topo, EcnProfile::default())["spine1"];
+        assert_eq!(
+            count(spine, names::IPV4_LPM),
+            2,
+            "one route per leaf subnet"
+        );
+        assert_eq!(count(spine, names::INT_SINK_PORTS), 0);
+        assert!(!spine
+            .objects
+            .iter()
+            .any(|o| matches!(o, Object::Group { .. })));
+    }
+
+    #[test]
+    fn adjacency_macs_point_at_the_neighbour() {
+        let topo = small();
+        let leaf1 = &static_state(&topo, EcnProfile::default())["leaf1"];
+        let h1 = leaf1.objects.iter().find_map(|o| match o {
+            Object::Entry(e) if e.table == names::SR_ADJACENCY && e.matches["label"] == "1001" => {
+                Some(e.clone())
+            }
+            _ => None,
+        });
+        let h1 = h1.expect("label 1001 = port 1 = h1");
+        assert_eq!(h1.params["dst_mac"], "02:00:0a:00:01:01");
+        assert_eq!(h1.params["src_mac"], "06:00:00:01:00:01");
+    }
+}

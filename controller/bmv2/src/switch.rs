@@ -24,6 +24,8 @@ pub struct SwitchSpec {
     pub interfaces: Vec<(u32, String)>,
     /// Extra arguments for BMv2 before `--` (e.g. `--priority-queues 8`).
     pub extra_args: Vec<String>,
+    /// Extra target arguments, after `--` (e.g. `--priority-queues 8`).
+    pub target_args: Vec<String>,
     /// Port number of the CPU port for P4Runtime packet-in/out (`None`: off).
     pub cpu_port: Option<u32>,
     /// How long to wait for the gRPC server to accept connections.
@@ -37,6 +39,7 @@ impl SwitchSpec {
             device_id,
             interfaces: Vec::new(),
             extra_args: Vec::new(),
+            target_args: Vec::new(),
             cpu_port: Some(DEFAULT_CPU_PORT),
             ready_timeout: Duration::from_secs(15),
         }
@@ -49,6 +52,11 @@ impl SwitchSpec {
 
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.extra_args.push(arg.into());
+        self
+    }
+
+    pub fn target_arg(mut self, arg: impl Into<String>) -> Self {
+        self.target_args.push(arg.into());
         self
     }
 }
@@ -317,6 +325,7 @@ fn spawn(
     if let Some(cpu_port) = spec.cpu_port {
         command.arg("--cpu-port").arg(cpu_port.to_string());
     }
+    command.args(&spec.target_args);
     if let Some(lib) = tools.lib_dir() {
         let mut paths = vec![lib];
         if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {

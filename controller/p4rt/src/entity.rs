@@ -239,7 +239,10 @@ impl<'a> TableEntryBuilder<'a> {
         self
     }
 
-    pub fn build(self) -> Build<p4::TableEntry> {
+    /// The entry, with match fields in P4Info id order (a canonical form, so
+    /// entries built from the same fields in any order compare equal).
+    pub fn build(mut self) -> Build<p4::TableEntry> {
+        self.entry.r#match.sort_by_key(|m| m.field_id);
         let needs_priority = self.table.match_fields.iter().any(|f| {
             matches!(
                 match_type(f),

@@ -327,6 +327,61 @@ impl Switch {
         Ok(())
     }
 
+    /// Like [`Switch::write_batched`], with up to `in_flight` Write RPCs
+    /// outstanding at once: for updates that do not depend on each other
+    /// (the switch may apply concurrent requests in any order). Hides the
+    /// round-trip time when batches are small. All batches are sent; the
+    /// error lists every failed update by its index in `updates`.
+    pub async fn write_pipelined(
+        &self,
+        updates: Vec<p4::Update>,
+        batch_size: usize,
+        in_flight: usize,
+    ) -> Result<(), WriteError> {
+        use futures::StreamExt as FuturesStreamExt;
+        let batch_size = batch_size.max(1);
+        let mut batches = Vec::new();
+        let mut offset = 0;
+        let mut remaining = updates.into_iter().peekable();
+        while remaining.peek().is_some() {
+            let batch: Vec<p4::Update> = remaining.by_ref().take(batch_size).collect();
+            let len = batch.len();
+            batches.push((offset, batch));
+            offset += len;
+        }
+        let requests = FuturesStreamExt::map(
+            futures::stream::iter(batches),
+            |(offset, batch)| async move {
+                self.write(batch).await.map_err(|mut err| {
+                    for failure in &mut err.failures {
+                        failure.index += offset;
+                    }
+                    err
+                })
+            },
+        );
+        let results: Vec<Result<(), WriteError>> = FuturesStreamExt::collect(
+            FuturesStreamExt::buffer_unordered(requests, in_flight.max(1)),
+        )
+        .await;
+        let mut failures = Vec::new();
+        let mut status = None;
+        for err in results.into_iter().filter_map(Result::err) {
+            failures.extend(err.failures);
+            status = status.or(err.status);
+        }
+        if failures.is_empty() && status.is_none() {
+            return Ok(());
+        }
+        failures.sort_by_key(|f| f.index);
+        Err(WriteError {
+            addr: self.options.addr.clone(),
+            failures,
+            status,
+            not_sent: 0,
+        })
+    }
+
     /// Insert, modify or delete `entities`, in batches of `batch_size`.
     pub async fn apply(
         &self,

@@ -129,7 +129,28 @@ async fn batch_failures_map_to_the_failing_update() {
         tonic::Code::AlreadyExists as i32,
         "{err}"
     );
-    assert_eq!(err.not_sent, 2, "batches of 4: updates 8 and 9 come after the failing batch");
+    assert_eq!(
+        err.not_sent, 2,
+        "batches of 4: updates 8 and 9 come after the failing batch"
+    );
+
+    // Pipelined: every batch is sent; the duplicate of #2 (now at #9, sent
+    // in another in-flight request) is the only failure and keeps its index.
+    let more: Vec<p4::Update> = (20..30u8)
+        .map(|i| route(&info, Ipv4Addr::new(10, 1, i, 0), 24, 1).into())
+        .chain(std::iter::once(entities[2].clone()))
+        .map(|e| p4rt::switch::update(p4::update::Type::Insert, e))
+        .collect();
+    let err = switch.write_pipelined(more, 2, 4).await.unwrap_err();
+    assert_eq!(err.failures.len(), 1, "{err}");
+    assert_eq!(err.failures[0].index, 10, "{err}");
+    for i in 20..30u8 {
+        let e: p4::Entity = route(&info, Ipv4Addr::new(10, 1, i, 0), 24, 1).into();
+        switch
+            .apply(p4::update::Type::Delete, [e], 1)
+            .await
+            .unwrap();
+    }
 
     // Re-applying everything with insert-or-modify is idempotent.
     switch.insert_or_modify(entities, 3).await.unwrap();

@@ -1,0 +1,216 @@
+//! Lower bounds on the peak link utilisation any path assignment can reach.
+//!
+//! At every moment, some traffic *must* cross certain groups of links:
+//! * a NIC's uplink / downlink carries all its flows;
+//! * a flow between different leaves leaves its leaf on one of the leaf's
+//!   `S` uplinks, and enters the destination leaf on one of its `S`
+//!   downlinks;
+//! * a flow between pods leaves its pod on one of the pod's `S·X`
+//!   spine→super-spine links, and enters the destination pod on one of its
+//!   `S·X` super-spine→spine links.
+//!
+//! For a group of `m` links of capacity `C` crossed by flows of total rate
+//! `R`, some link carries at least `R/(m·C)` (the *cut bound*); if the `n`
+//! flows all have the same rate `r`, flows cannot be split, so some link
+//! carries `⌈n/m⌉·r` (the *colouring bound*: on a leaf's uplinks it is
+//! König's `⌈Δ/S⌉`). The bound is the maximum over groups and over time.
+
+use serde::Serialize;
+
+use crate::clos::ClosShape;
+use crate::demand::Flow;
+use crate::topology::{EdgeId, Topology};
+
+/// The lower bound and what sets it.
+#[derive(Clone, Debug, Serialize)]
+pub struct LowerBound {
+    /// Peak utilisation no assignment can beat.
+    pub utilisation: f64,
+    /// The link group that sets it, e.g. `uplinks of leaf 'leaf3'`.
+    pub group: String,
+    /// When (ns).
+    pub at_ns: u64,
+    /// Which bound: "cut", "colouring" or "nic".
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Default)]
+struct Group {
+    n: u64,
+    sum: u128,
+    sumsq: u128,
+}
+
+/// Computes the bound for a set of flows (reserved at their full rates).
+/// Without a regular Clos shape only the NIC links are used.
+pub fn lower_bound(topo: &Topology, clos: Option<&ClosShape>, flows: &[Flow]) -> LowerBound {
+    // Groups: 2 per host (up, down), 2 per leaf, 2 per pod.
+    let nh = topo.hosts().len();
+    let nl = clos.map_or(0, |c| c.leaf_count());
+    let np = clos.map_or(0, |c| if c.superspines > 0 { c.pods } else { 0 });
+    let mut groups = vec![Group::default(); 2 * nh + 2 * nl + 2 * np];
+    let mut events: Vec<(u64, bool, u32)> = Vec::with_capacity(flows.len() * 2);
+    for (i, f) in flows.iter().enumerate() {
+        events.push((f.start_ns, true, i as u32));
+        events.push((f.end_ns(), false, i as u32));
+    }
+    // Removals before additions at the same time.
+    events.sort_unstable_by_key(|&(t, add, i)| (t, add, i));
+    let group_ids = |f: &Flow| -> smallvec::SmallVec<[usize; 6]> {
+        let mut g = smallvec::smallvec![2 * f.src as usize, 2 * f.dst as usize + 1];
+        if let Some(c) = clos {
+            let (a, b) = (
+                topo.hosts()[f.src as usize].leaf,
+                topo.hosts()[f.dst as usize].leaf,
+            );
+            if a != b {
+                let (u, v) = (c.leaf_index(a).unwrap(), c.leaf_index(b).unwrap());
+                g.push(2 * nh + 2 * u);
+                g.push(2 * nh + 2 * v + 1);
+                let (p, q) = (c.pod_of(u), c.pod_of(v));
+                if np > 0 && p != q {
+                    g.push(2 * nh + 2 * nl + 2 * p);
+                    g.push(2 * nh + 2 * nl + 2 * q + 1);
+                }
+            }
+        }
+        g
+    };
+    let value = |gi: usize, g: &Group| -> (f64, &'static str) {
+        if g.n == 0 {
+            return (0.0, "cut");
+        }
+        let (m, cap) = if gi < 2 * nh {
+            let h = gi / 2;
+            let e: EdgeId = if gi % 2 == 0 {
+                topo.host_up_edge(h as u32)
+            } else {
+                topo.host_down_edge(h as u32)
+            };
+            (1u64, topo.edge(e).capacity_bps)
+        } else if gi < 2 * nh + 2 * nl {
+            let c = clos.unwrap();
+            (c.spines as u64, c.leaf_capacity_bps)
+        } else {
+            let c = clos.unwrap();
+            ((c.spines * c.superspines) as u64, c.pod_capacity_bps)
+        };
+        let cut = g.sum as f64 / (m as f64 * cap as f64);
+        let uniform = g.sum * g.sum == g.n as u128 * g.sumsq;
+        if uniform && m > 1 {
+            let r = (g.sum / g.n as u128) as f64;
+            let col = g.n.div_ceil(m) as f64 * r / cap as f64;
+            if col > cut {
+                return (col, "colouring");
+            }
+        }
+        (cut, if gi < 2 * nh { "nic" } else { "cut" })
+    };
+    let mut best = LowerBound {
+        utilisation: 0.0,
+        group: String::new(),
+        at_ns: 0,
+        kind: "cut",
+    };
+    let mut best_gi = usize::MAX;
+    let mut touched: Vec<usize> = Vec::new();
+    let mut k = 0;
+    while k < events.len() {
+        let t = events[k].0;
+        touched.clear();
+        while k < events.len() && events[k].0 == t {
+            let (_, add, i) = events[k];
+            let f = &flows[i as usize];
+            let r = f.rate_bps as u128;
+            for gi in group_ids(f) {
+                let g = &mut groups[gi];
+                if add {
+                    g.n += 1;
+                    g.sum += r;
+                    g.sumsq += r * r;
+                } else {
+                    g.n -= 1;
+                    g.sum -= r;
+                    g.sumsq -= r * r;
+                }
+                touched.push(gi);
+            }
+            k += 1;
+        }
+        for &gi in &touched {
+            let (v, kind) = value(gi, &groups[gi]);
+            if v > best.utilisation + 1e-12 {
+                best.utilisation = v;
+                best.at_ns = t;
+                best.kind = kind;
+                best_gi = gi;
+            }
+        }
+    }
+    if best_gi != usize::MAX {
+        best.group = describe(topo, clos, nh, nl, best_gi);
+    }
+    best
+}
+
+fn describe(topo: &Topology, clos: Option<&ClosShape>, nh: usize, nl: usize, gi: usize) -> String {
+    if gi < 2 * nh {
+        let h = &topo.hosts()[gi / 2].name;
+        return format!(
+            "{} of host '{h}'",
+            if gi % 2 == 0 { "uplink" } else { "downlink" }
+        );
+    }
+    let c = clos.expect("leaf and pod groups need a Clos shape");
+    if gi < 2 * nh + 2 * nl {
+        let k = (gi - 2 * nh) / 2;
+        let leaf = topo.leaves()[k];
+        return format!(
+            "{} of leaf '{}'",
+            if gi % 2 == 0 { "uplinks" } else { "downlinks" },
+            topo.switches()[leaf as usize].name
+        );
+    }
+    let p = (gi - 2 * nh - 2 * nl) / 2;
+    let _ = c;
+    format!(
+        "{} of pod {}",
+        if gi % 2 == 0 { "uplinks" } else { "downlinks" },
+        p
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::generate::*;
+
+    #[test]
+    fn colouring_bound_for_unsplittable_flows() {
+        let t = Topology::from_spec(
+            leaf_spine(&LeafSpine {
+                leaves: 2,
+                spines: 3,
+                hosts_per_leaf: 4,
+                ..Default::default()
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        let c = ClosShape::detect(&t).unwrap();
+        // 4 flows of 10G from leaf1 to leaf2 over 3 spines: ceil(4/3) * 10G / 100G = 0.2.
+        let flows: Vec<Flow> = (0..4)
+            .map(|h| Flow::new(&t, h, 4 + h, 256, 0, 1000, 10_000_000_000))
+            .collect();
+        let b = lower_bound(&t, Some(&c), &flows);
+        assert!((b.utilisation - 0.2).abs() < 1e-12, "{b:?}");
+        assert_eq!(b.kind, "colouring");
+        assert_eq!(b.group, "uplinks of leaf 'leaf1'");
+        // Non-overlapping in time: only 1 flow at a time -> NIC bound 0.1.
+        let seq: Vec<Flow> = (0..4)
+            .map(|h| Flow::new(&t, h, 4 + h, 256, h as u64 * 1000, 1000, 10_000_000_000))
+            .collect();
+        let b = lower_bound(&t, Some(&c), &seq);
+        assert!((b.utilisation - 0.1).abs() < 1e-12, "{b:?}");
+    }
+}

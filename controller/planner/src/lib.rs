@@ -1,0 +1,55 @@
+//! Foresight's fabric model and reservation planner.
+//!
+//! * [`topology`] — fabrics as a petgraph graph: generators (leaf-spine,
+//!   multi-pod with super-spines, rail-optimized), YAML load/save,
+//!   validation that names the bad element.
+//! * [`demand`] — demand signals and demand files, flows with RoCE QPs.
+//! * [`collectives`] — ring/tree all-reduce, all-gather, reduce-scatter,
+//!   all-to-all, pipeline sends, prefill→decode KV transfer → flows.
+//! * [`ledger`] — reserved bandwidth per link over time.
+//! * [`assign`] (with [`colouring`] and [`clos`]) — path choice minimising
+//!   the peak link load; König-optimal on a Clos.
+//! * [`admission`] — priority order, deferral, partial reservations, ECMP
+//!   fallback; [`Planner`] is the entry point.
+//! * [`paths`] — paths and SR-MPLS adjacency label stacks.
+//! * [`ecmp`] — the switch hash (shared with the data plane) and the ECMP baseline.
+//! * [`bounds`] — lower bounds on the peak load.
+//! * [`report`] — per-demand / per-link report, text and JSON.
+//! * [`conventions`] — numbers shared with the data plane and the lab.
+//!
+//! No I/O beyond reading and writing YAML files.
+
+pub mod admission;
+pub mod assign;
+pub mod bounds;
+pub mod clos;
+pub mod collectives;
+pub mod colouring;
+pub mod conventions;
+pub mod demand;
+pub mod ecmp;
+pub mod ledger;
+pub mod paths;
+pub mod report;
+pub mod rng;
+pub mod topology;
+
+pub use admission::{Outcome, Plan, Planner, PlannerConfig, Reason};
+pub use collectives::{Collective, CollectiveKind};
+pub use demand::{Demand, DemandSignal, Flow};
+pub use ledger::{Ledger, Window};
+pub use paths::{Hop, Path};
+pub use report::{PlanReport, ReportOptions};
+pub use topology::{Topology, TopologyError, TopologySpec};
+
+/// Plans `demands` on an empty ledger of `topo` and returns the plan with
+/// the planner (whose ledger holds the reservations).
+pub fn plan<'t>(
+    topo: &'t Topology,
+    demands: &[Demand],
+    config: PlannerConfig,
+) -> (Plan, Planner<'t>) {
+    let mut p = Planner::new(topo, config);
+    let plan = p.plan(demands);
+    (plan, p)
+}

@@ -4,6 +4,8 @@
 //! arguments, sets up logging and dispatches.
 
 mod cmd;
+mod daemon;
+mod fabric;
 
 use clap::Parser;
 
@@ -19,14 +21,18 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FORESIGHT_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    let (level, json) = cli.command.logging();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FORESIGHT_LOG")
+        .unwrap_or_else(|_| level.into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
     match cmd::run(cli.command) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {

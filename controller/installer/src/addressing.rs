@@ -1,7 +1,8 @@
 //! Addresses the controller derives from the topology: switch port MACs
 //! (locally administered, `06:00:<switch id, 2 bytes>:<port, 2 bytes>`; hosts use
-//! `02:...` in the generated topologies, so the two never collide) and
-//! the subnet each leaf owns.
+//! `02:...` in the generated topologies, so the two never collide), the
+//! address a switch sends its own packets from, and the subnet each leaf
+//! owns.
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
@@ -24,6 +25,12 @@ pub fn neighbour_mac(topo: &Topology, edge: u32) -> [u8; 6] {
         NodeRef::Host(h) => topo.hosts()[h as usize].mac,
         NodeRef::Switch(s) => switch_port_mac(topo.switches()[s as usize].id, link.to_port),
     }
+}
+
+/// The source address of what a switch itself sends (telemetry reports):
+/// `172.31.<id / 256>.<id % 256>`, outside the fabric's host space.
+pub fn switch_address(switch_id: u32) -> Ipv4Addr {
+    Ipv4Addr::new(172, 31, (switch_id >> 8) as u8, switch_id as u8)
 }
 
 /// The subnets of a leaf's hosts (usually one /24), as (network, length).

@@ -28,6 +28,8 @@ pub enum Object {
         id: u32,
         members: Vec<u32>,
     },
+    /// A clone session copying packets to `ports` (instance 0, untruncated).
+    CloneSession { id: u32, ports: Vec<u32> },
 }
 
 /// Intended objects of one switch.
@@ -49,6 +51,9 @@ pub struct IntentError {
 /// deletes go in reverse.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Key {
+    CloneSession {
+        id: u32,
+    },
     Member {
         profile_id: u32,
         id: u32,
@@ -115,6 +120,10 @@ impl Intent {
                         .map_err(err)?
                         .into()
                 }
+                Object::CloneSession { id, ports } => {
+                    let replicas: Vec<(u32, u32)> = ports.iter().map(|p| (*p, 0)).collect();
+                    entity::clone_session(*id, &replicas, 0)
+                }
             };
             let entity = normal_form(entity);
             let key = key_of(&entity).expect("intent objects are keyed kinds");
@@ -136,6 +145,12 @@ pub fn key_of(entity: &p4::Entity) -> Option<Key> {
             profile_id: g.action_profile_id,
             id: g.group_id,
         }),
+        E::PacketReplicationEngineEntry(pre) => match pre.r#type.as_ref()? {
+            p4::packet_replication_engine_entry::Type::CloneSessionEntry(c) => {
+                Some(Key::CloneSession { id: c.session_id })
+            }
+            _ => None,
+        },
         E::TableEntry(t) => {
             let key = p4::TableEntry {
                 table_id: t.table_id,
@@ -161,11 +176,15 @@ pub fn normal_form(entity: p4::Entity) -> p4::Entity {
             E::TableEntry(p4::TableEntry {
                 table_id: t.table_id,
                 r#match,
-                action: t.action,
+                action: t.action.map(normal_table_action),
                 priority: t.priority,
                 ..Default::default()
             })
         }
+        Some(E::ActionProfileMember(m)) => E::ActionProfileMember(p4::ActionProfileMember {
+            action: m.action.map(normal_action),
+            ..m
+        }),
         Some(E::ActionProfileGroup(g)) => {
             let mut members: Vec<p4::action_profile_group::Member> = g
                 .members
@@ -184,10 +203,120 @@ pub fn normal_form(entity: p4::Entity) -> p4::Entity {
                 max_size: 0,
             })
         }
+        Some(E::PacketReplicationEngineEntry(pre)) => {
+            use p4::packet_replication_engine_entry::Type;
+            match pre.r#type {
+                Some(Type::CloneSessionEntry(c)) => {
+                    let mut replicas: Vec<p4::Replica> =
+                        c.replicas.into_iter().map(normal_replica).collect();
+                    replicas.sort_by_key(|r| (replica_port(r), r.instance));
+                    E::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry {
+                        r#type: Some(Type::CloneSessionEntry(p4::CloneSessionEntry {
+                            session_id: c.session_id,
+                            replicas,
+                            class_of_service: c.class_of_service,
+                            packet_length_bytes: c.packet_length_bytes,
+                        })),
+                    })
+                }
+                other => E::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry {
+                    r#type: other,
+                }),
+            }
+        }
         Some(other) => other,
         None => return entity,
     };
     p4::Entity {
         entity: Some(inner),
+    }
+}
+
+/// A replica with its port as the integer `egress_port` (PI, BMv2's
+/// P4Runtime server, predates the `port` bytes of P4Runtime 1.4).
+#[allow(deprecated)]
+fn normal_replica(r: p4::Replica) -> p4::Replica {
+    let port = replica_port(&r);
+    p4::Replica {
+        instance: r.instance,
+        port_kind: Some(p4::replica::PortKind::EgressPort(port)),
+    }
+}
+
+#[allow(deprecated)]
+fn replica_port(r: &p4::Replica) -> u32 {
+    match &r.port_kind {
+        Some(p4::replica::PortKind::EgressPort(p)) => *p,
+        Some(p4::replica::PortKind::Port(bytes)) => {
+            bytes.iter().fold(0u32, |acc, b| (acc << 8) | u32::from(*b))
+        }
+        None => 0,
+    }
+}
+
+/// An action with its parameters in id order (switches echo them sorted).
+fn normal_action(mut a: p4::Action) -> p4::Action {
+    a.params.sort_by_key(|p| p.param_id);
+    a
+}
+
+fn normal_table_action(t: p4::TableAction) -> p4::TableAction {
+    match t.r#type {
+        Some(p4::table_action::Type::Action(a)) => p4::TableAction {
+            r#type: Some(p4::table_action::Type::Action(normal_action(a))),
+        },
+        other => p4::TableAction { r#type: other },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(params: &[(u32, u8)]) -> p4::Entity {
+        p4::TableEntry {
+            table_id: 1,
+            r#match: vec![],
+            action: Some(p4::TableAction {
+                r#type: Some(p4::table_action::Type::Action(p4::Action {
+                    action_id: 7,
+                    params: params
+                        .iter()
+                        .map(|(id, v)| p4::action::Param {
+                            param_id: *id,
+                            value: vec![*v],
+                        })
+                        .collect(),
+                })),
+            }),
+            ..Default::default()
+        }
+        .into()
+    }
+
+    #[test]
+    fn normal_form_orders_action_params_as_switches_echo_them() {
+        // Built in name order, echoed in id order: the same entry.
+        assert_eq!(
+            normal_form(entry(&[(3, 1), (1, 2), (2, 3)])),
+            normal_form(entry(&[(1, 2), (2, 3), (3, 1)]))
+        );
+        assert_ne!(
+            normal_form(entry(&[(1, 2), (2, 3)])),
+            normal_form(entry(&[(1, 3), (2, 2)]))
+        );
+    }
+
+    #[test]
+    fn normal_form_keeps_group_actions() {
+        let e: p4::Entity = p4::TableEntry {
+            table_id: 1,
+            action: Some(p4::TableAction {
+                r#type: Some(p4::table_action::Type::ActionProfileGroupId(4)),
+            }),
+            ..Default::default()
+        }
+        .into();
+        assert_eq!(normal_form(e.clone()), e);
     }
 }

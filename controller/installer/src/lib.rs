@@ -6,11 +6,15 @@
 //!   that two states can be compared;
 //! * [`static_state`] — routes, ECMP groups, SR adjacencies, priorities, INT
 //!   and ECN configuration derived from the topology;
-//! * [`reservations`] — the ingress SR push entries of reserved flows;
+//! * [`reservations`] — the ingress SR push and INT watch entries of
+//!   reserved flows;
+//! * [`ecn`] — DCQCN port profiles (static and lowered around a reserved
+//!   burst) and pre-drain entries for competing flows;
 //! * [`reconcile`] — read a switch, diff against intent, apply the minimal
-//!   changes (no duplicates, nothing lost).
+//!   changes (no duplicates, nothing lost); diff two intended states.
 
 pub mod addressing;
+pub mod ecn;
 pub mod intent;
 pub mod names;
 pub mod reconcile;

@@ -26,6 +26,11 @@ pub const INT_SINK_PORTS: &str = "FsIngress.int_ingress.sink_ports";
 pub const INT_SET_SINK: &str = "FsIngress.int_ingress.set_sink";
 pub const INT_NODE_CONFIG: &str = "FsEgress.int_egress.node_config";
 pub const INT_SET_NODE_ID: &str = "FsEgress.int_egress.set_node_id";
+pub const INT_REPORT_CONFIG: &str = "FsEgress.int_egress.report_config";
+pub const INT_SET_COLLECTOR: &str = "FsEgress.int_egress.set_collector";
+/// Clone session the INT sink mirrors report copies to
+/// (`INT_REPORT_CLONE_SESSION` in `p4src/include/headers.p4`).
+pub const INT_REPORT_CLONE_SESSION: u32 = 64;
 
 pub const DCQCN_PORT: &str = "FsEgress.ecn.dcqcn_port";
 pub const SET_DCQCN: &str = "FsEgress.ecn.set_dcqcn";
@@ -33,7 +38,7 @@ pub const PREDRAIN: &str = "FsEgress.ecn.predrain";
 pub const PREDRAIN_MARK: &str = "FsEgress.ecn.predrain_mark";
 
 /// Every table the controller owns entries of (reconciliation reads these).
-pub const OWNED_TABLES: [&str; 7] = [
+pub const OWNED_TABLES: [&str; 8] = [
     IPV4_LPM,
     SR_RESERVATION,
     SR_ADJACENCY,
@@ -41,4 +46,5 @@ pub const OWNED_TABLES: [&str; 7] = [
     INT_WATCHLIST,
     INT_SINK_PORTS,
     DCQCN_PORT,
+    PREDRAIN,
 ];

@@ -43,17 +43,28 @@ pub fn diff(intended: &Resolved, actual: Vec<p4::Entity>) -> Diff {
             key_of(&e).map(|k| (k, e))
         })
         .collect();
+    diff_maps(&intended.entities, &actual)
+}
+
+/// Compare two intended states (both in normal form): what must change to
+/// go from `from` to `to`. Used to move a switch between intended states
+/// without reading it back.
+pub fn diff_states(from: &Resolved, to: &Resolved) -> Diff {
+    diff_maps(&to.entities, &from.entities)
+}
+
+fn diff_maps(want: &BTreeMap<Key, p4::Entity>, have: &BTreeMap<Key, p4::Entity>) -> Diff {
     let mut out = Diff::default();
-    for (key, want) in &intended.entities {
-        match actual.get(key) {
-            None => out.insert.push((key.clone(), want.clone())),
-            Some(have) if have != want => out.modify.push((key.clone(), want.clone())),
+    for (key, w) in want {
+        match have.get(key) {
+            None => out.insert.push((key.clone(), w.clone())),
+            Some(h) if h != w => out.modify.push((key.clone(), w.clone())),
             Some(_) => {}
         }
     }
-    for (key, have) in actual.into_iter().rev() {
-        if !intended.entities.contains_key(&key) {
-            out.delete.push((key, have));
+    for (key, h) in have.iter().rev() {
+        if !want.contains_key(key) {
+            out.delete.push((key.clone(), h.clone()));
         }
     }
     out
@@ -104,6 +115,28 @@ pub enum ReconcileError {
     Write(#[from] p4rt::WriteError),
 }
 
+/// Clone sessions the controller owns, read one by one (PI answers reads
+/// of a given session id; a missing session is not an error here).
+pub async fn read_clone_sessions(switch: &Switch, ids: &[u32]) -> Vec<p4::Entity> {
+    let mut out = Vec::new();
+    for &id in ids {
+        if let Ok(found) = switch
+            .read(vec![p4rt::entity::clone_session(id, &[], 0)])
+            .await
+        {
+            out.extend(found);
+        }
+    }
+    out
+}
+
+/// Everything the controller owns on a switch, as the switch reports it.
+pub async fn read_owned(switch: &Switch, info: &P4Info) -> Result<Vec<p4::Entity>, ReconcileError> {
+    let mut actual = switch.read(owned_selectors(info)?).await?;
+    actual.extend(read_clone_sessions(switch, &[names::INT_REPORT_CLONE_SESSION]).await);
+    Ok(actual)
+}
+
 /// Read, diff and apply. Returns what was changed.
 pub async fn reconcile(
     switch: &Switch,
@@ -111,65 +144,64 @@ pub async fn reconcile(
     intended: &Resolved,
     batch_size: usize,
 ) -> Result<Diff, ReconcileError> {
-    let actual = switch.read(owned_selectors(info)?).await?;
+    let actual = read_owned(switch, info).await?;
     let diff = diff(intended, actual);
     apply(switch, &diff, intended, batch_size).await?;
     Ok(diff)
 }
 
-/// Apply a diff: inserts and modifies in key order (members, groups, then
-/// table entries), deletes in reverse order (entries before the groups and
-/// members they use), then the default entries.
+/// Apply a diff, then (re)write the default entries.
 pub async fn apply(
     switch: &Switch,
     diff: &Diff,
     intended: &Resolved,
     batch_size: usize,
 ) -> Result<(), ReconcileError> {
-    use p4::update::Type;
-    let mut upserts: Vec<(&Key, p4::Update)> = diff
-        .insert
-        .iter()
-        .map(|(k, e)| (k, p4rt::switch::update(Type::Insert, e.clone())))
-        .chain(
-            diff.modify
-                .iter()
-                .map(|(k, e)| (k, p4rt::switch::update(Type::Modify, e.clone()))),
-        )
-        .collect();
-    upserts.sort_by(|a, b| a.0.cmp(b.0));
-    // Members and groups must exist before the entries that point at them:
-    // write them in their own requests first.
-    let (profile, tables): (Vec<_>, Vec<_>) = upserts
-        .into_iter()
-        .partition(|(k, _)| !matches!(k, Key::Table(_)));
-    let (members, groups): (Vec<_>, Vec<_>) = profile
-        .into_iter()
-        .partition(|(k, _)| matches!(k, Key::Member { .. }));
-    for phase in [members, groups, tables] {
-        switch
-            .write_batched(phase.into_iter().map(|(_, u)| u).collect(), batch_size)
-            .await?;
-    }
-    let (table_deletes, profile_deletes): (Vec<_>, Vec<_>) = diff
-        .delete
-        .iter()
-        .partition(|(k, _)| matches!(k, Key::Table(_)));
-    let (group_deletes, member_deletes): (Vec<_>, Vec<_>) = profile_deletes
-        .into_iter()
-        .partition(|(k, _)| matches!(k, Key::Group { .. }));
-    for phase in [table_deletes, group_deletes, member_deletes] {
-        let updates = phase
-            .into_iter()
-            .map(|(_, e)| p4rt::switch::update(Type::Delete, e.clone()))
-            .collect();
-        switch.write_batched(updates, batch_size).await?;
-    }
+    apply_diff(switch, diff, batch_size).await?;
     let defaults = intended
         .defaults
         .iter()
-        .map(|e| p4rt::switch::update(Type::Modify, e.clone().into()))
+        .map(|e| p4rt::switch::update(p4::update::Type::Modify, e.clone().into()))
         .collect();
     switch.write_batched(defaults, batch_size).await?;
+    Ok(())
+}
+
+/// Apply a diff in dependency order: clone sessions, members and groups
+/// first (table entries point at them), then every table entry change in
+/// one go (inserts, modifies and deletes of distinct keys are independent),
+/// then the groups, members and sessions to delete. Empty phases send no
+/// request, so a change of table entries only is one Write RPC.
+pub async fn apply_diff(
+    switch: &Switch,
+    diff: &Diff,
+    batch_size: usize,
+) -> Result<(), ReconcileError> {
+    use p4::update::Type;
+    let rank = |k: &Key| match k {
+        Key::CloneSession { .. } => 0,
+        Key::Member { .. } => 1,
+        Key::Group { .. } => 2,
+        Key::Table(_) => 3,
+    };
+    let mut phases: [Vec<p4::Update>; 7] = Default::default();
+    for (k, e) in &diff.insert {
+        phases[rank(k)].push(p4rt::switch::update(Type::Insert, e.clone()));
+    }
+    for (k, e) in &diff.modify {
+        phases[rank(k)].push(p4rt::switch::update(Type::Modify, e.clone()));
+    }
+    for (k, e) in &diff.delete {
+        // Table entry deletes go with the other table changes; groups,
+        // members and sessions after them, in that order.
+        let phase = match rank(k) {
+            3 => 3,
+            r => 6 - r,
+        };
+        phases[phase].push(p4rt::switch::update(Type::Delete, e.clone()));
+    }
+    for phase in phases {
+        switch.write_batched(phase, batch_size).await?;
+    }
     Ok(())
 }

@@ -1,8 +1,12 @@
-//! Reserved flows as ingress-leaf SR push entries (and INT watch entries).
+//! Reserved flows as ingress-leaf entries: the SR push (which also sets the
+//! priority queue through the MPLS traffic class) and the INT watch entry.
+
+use std::net::Ipv4Addr;
 
 use p4rt::EntrySpec;
 use planner::admission::Plan;
-use planner::topology::SwitchIdx;
+use planner::conventions::ROCEV2_UDP_PORT;
+use planner::topology::{NodeRef, SwitchIdx};
 use planner::{Demand, Topology};
 
 use crate::intent::Object;
@@ -12,24 +16,50 @@ use crate::names;
 pub const RESERVED_TC: u8 = 5;
 /// Priority of reservation entries (all are exact in effect, so equal).
 pub const RESERVATION_PRIORITY: i32 = 100;
+/// Priority of INT watch entries.
+pub const WATCH_PRIORITY: i32 = 100;
+/// INT instructions Foresight asks for (`p4src/README.md`): node id, L1
+/// ports, hop latency, queue id + occupancy, egress timestamp.
+pub const INT_INSTRUCTIONS: u16 = 0xF400;
+/// Foresight domain-specific instructions: egress port transmitted bytes.
+pub const INT_DS_INSTRUCTIONS: u16 = 0x8000;
+/// Remaining hop count a source grants (a 3-tier Clos path has 5 hops).
+pub const INT_MAX_HOP: u8 = 8;
 
 /// One reserved flow as the data plane sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReservedFlow {
     /// Demand id it belongs to.
     pub demand: String,
+    /// Index of the flow within its demand.
+    pub flow: usize,
     pub ingress_leaf: SwitchIdx,
-    pub src_ip: std::net::Ipv4Addr,
-    pub dst_ip: std::net::Ipv4Addr,
-    pub dst_qp: u32,
+    pub src_ip: Ipv4Addr,
+    pub dst_ip: Ipv4Addr,
+    /// RoCE destination QP steered; `None` steers every QP between the hosts.
+    pub dst_qp: Option<u32>,
     /// Adjacency labels, top first (1..=4).
     pub labels: Vec<u32>,
+    /// The path as (switch, egress port), ingress leaf first.
+    pub hops: Vec<(SwitchIdx, u16)>,
     pub start_ns: u64,
     pub end_ns: u64,
 }
 
+fn qp_match(dst_qp: Option<u32>) -> String {
+    match dst_qp {
+        Some(qp) => format!("{qp}&&&0xffffff"),
+        None => "0&&&0".to_string(),
+    }
+}
+
+fn host_match(ip: Ipv4Addr) -> String {
+    format!("{ip}&&&255.255.255.255")
+}
+
 impl ReservedFlow {
-    /// The ingress leaf's `sr.reservation` entry.
+    /// The ingress leaf's `sr.reservation` entry: push the label stack and
+    /// put the flow in the reserved priority queue.
     pub fn entry(&self) -> Object {
         let mut params = vec![("tc".to_string(), RESERVED_TC.to_string())];
         for (i, label) in self.labels.iter().enumerate() {
@@ -38,15 +68,9 @@ impl ReservedFlow {
         Object::Entry(EntrySpec {
             table: names::SR_RESERVATION.into(),
             matches: [
-                (
-                    "src_addr".to_string(),
-                    format!("{}&&&255.255.255.255", self.src_ip),
-                ),
-                (
-                    "dst_addr".to_string(),
-                    format!("{}&&&255.255.255.255", self.dst_ip),
-                ),
-                ("dst_qp".to_string(), format!("{}&&&0xffffff", self.dst_qp)),
+                ("src_addr".to_string(), host_match(self.src_ip)),
+                ("dst_addr".to_string(), host_match(self.dst_ip)),
+                ("dst_qp".to_string(), qp_match(self.dst_qp)),
             ]
             .into(),
             action: Some(names::SR_PUSH[self.labels.len() - 1].into()),
@@ -56,6 +80,54 @@ impl ReservedFlow {
             member: None,
         })
     }
+
+    /// The ingress leaf's INT `watchlist` entry: instrument the flow's
+    /// RoCEv2 packets so every hop stamps its queue and the sink reports.
+    pub fn watch_entry(&self) -> Object {
+        Object::Entry(EntrySpec {
+            table: names::INT_WATCHLIST.into(),
+            matches: [
+                ("src_addr".to_string(), host_match(self.src_ip)),
+                ("dst_addr".to_string(), host_match(self.dst_ip)),
+                (
+                    "l4_dst_port".to_string(),
+                    format!("{ROCEV2_UDP_PORT}&&&0xffff"),
+                ),
+                ("dst_qp".to_string(), qp_match(self.dst_qp)),
+            ]
+            .into(),
+            action: Some(names::INT_SOURCE.into()),
+            params: [
+                ("max_hop".to_string(), INT_MAX_HOP.to_string()),
+                (
+                    "instruction_bitmap".to_string(),
+                    format!("{INT_INSTRUCTIONS:#x}"),
+                ),
+                (
+                    "ds_instruction".to_string(),
+                    format!("{INT_DS_INSTRUCTIONS:#x}"),
+                ),
+            ]
+            .into(),
+            priority: Some(WATCH_PRIORITY),
+            group: None,
+            member: None,
+        })
+    }
+}
+
+/// The hops of a plan path as (switch, egress port).
+pub fn path_hops(topo: &Topology, path: &planner::Path) -> Vec<(SwitchIdx, u16)> {
+    path.edges()
+        .iter()
+        .filter_map(|&e| {
+            let link = topo.edge(e);
+            match link.from {
+                NodeRef::Switch(s) => Some((s, link.from_port)),
+                NodeRef::Host(_) => None,
+            }
+        })
+        .collect()
 }
 
 /// The reserved flows of a plan: every flow with a reservation and a path
@@ -64,7 +136,7 @@ pub fn reserved_flows(topo: &Topology, demands: &[Demand], plan: &Plan) -> Vec<R
     let mut out = Vec::new();
     for dp in &plan.demands {
         let demand = &demands[dp.demand];
-        for (flow, fp) in demand.flows.iter().zip(&dp.flows) {
+        for (i, (flow, fp)) in demand.flows.iter().zip(&dp.flows).enumerate() {
             if fp.reserved_bps == 0 || fp.path.is_empty() {
                 continue;
             }
@@ -74,17 +146,19 @@ pub fn reserved_flows(topo: &Topology, demands: &[Demand], plan: &Plan) -> Vec<R
             if labels.is_empty() || labels.len() > names::SR_PUSH.len() {
                 continue;
             }
-            let first = topo.edge(fp.path.edges()[0]);
-            let planner::topology::NodeRef::Switch(ingress_leaf) = first.from else {
+            let hops = path_hops(topo, &fp.path);
+            let Some(&(ingress_leaf, _)) = hops.first() else {
                 continue;
             };
             out.push(ReservedFlow {
                 demand: demand.id.clone(),
+                flow: i,
                 ingress_leaf,
                 src_ip: flow.src_ip,
                 dst_ip: flow.dst_ip,
-                dst_qp: flow.dest_qp,
+                dst_qp: Some(flow.dest_qp),
                 labels,
+                hops,
                 start_ns: fp.start_ns,
                 end_ns: fp.start_ns + flow.duration_ns,
             });

@@ -1,6 +1,7 @@
 //! The state every switch holds independent of reservations, derived from
 //! the topology: routes and ECMP groups, SR adjacencies, DSCP priorities,
-//! INT node id and sink ports, DCQCN marking thresholds.
+//! INT node id and sink ports, DCQCN marking thresholds, and (with a
+//! collector) where INT sinks send their telemetry reports.
 
 use std::collections::BTreeMap;
 
@@ -9,33 +10,12 @@ use p4rt::EntrySpec;
 use planner::topology::{NodeRef, SwitchIdx};
 use planner::Topology;
 
-use crate::addressing::{leaf_subnets, neighbour_mac, switch_port_mac};
+use crate::addressing::{leaf_subnets, neighbour_mac, switch_address, switch_port_mac};
+use crate::ecn::dcqcn_entry;
 use crate::intent::{Intent, Object};
 use crate::names;
 
-/// DCQCN congestion-point profile for every port (the seeds' typical
-/// values scaled to BMv2's packet-counted queues).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EcnProfile {
-    /// Queue depth (packets) below which nothing is marked.
-    pub kmin: u32,
-    /// Queue depth (packets) above which everything ECN-capable is marked.
-    pub kmax: u32,
-    /// Marking probability at Kmax, in 1/65536.
-    pub pmax: u32,
-}
-
-impl Default for EcnProfile {
-    fn default() -> Self {
-        // Kmin 10 / Kmax 50 packets of ~1 KB, Pmax 20 %: marks start well
-        // before a 64-packet BMv2 queue fills.
-        EcnProfile {
-            kmin: 10,
-            kmax: 50,
-            pmax: 13107,
-        }
-    }
-}
+pub use crate::ecn::EcnProfile;
 
 /// DSCP of RoCEv2 data in the fabric and the BMv2 priority queue it uses.
 pub const ROCE_DSCP: u8 = 24;
@@ -141,16 +121,7 @@ pub fn switch_state(topo: &Topology, s: SwitchIdx, ecn: EcnProfile) -> Intent {
                 ("dst_mac".into(), Value::from(dst_mac)),
             ],
         });
-        intent.push(Object::Entry(entry(
-            names::DCQCN_PORT,
-            &[("egress_port", port.to_string())],
-            names::SET_DCQCN,
-            &[
-                ("kmin", ecn.kmin.to_string()),
-                ("kmax", ecn.kmax.to_string()),
-                ("pmax", ecn.pmax.to_string()),
-            ],
-        )));
+        intent.push(dcqcn_entry(port, ecn));
         if matches!(link.to, NodeRef::Host(_)) {
             intent.push(Object::Entry(entry(
                 names::INT_SINK_PORTS,
@@ -204,6 +175,59 @@ pub fn switch_state(topo: &Topology, s: SwitchIdx, ecn: EcnProfile) -> Intent {
         });
     }
     intent
+}
+
+/// Where INT sinks send telemetry reports: a host of the fabric (the
+/// collector) and its UDP port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Collector {
+    pub host: planner::topology::HostIdx,
+    pub udp_port: u16,
+}
+
+/// The report configuration of every INT sink (every leaf with host ports):
+/// the outer headers of its reports (`report_config` default action) and
+/// the clone session that sends report copies toward the collector — its
+/// host port on the collector's leaf, the first uplink towards that leaf
+/// elsewhere (the fabric routes the report by its IPv4 destination).
+pub fn collector_config(topo: &Topology, collector: Collector) -> BTreeMap<String, Vec<Object>> {
+    let c = &topo.hosts()[collector.host as usize];
+    let mut out = BTreeMap::new();
+    for &leaf in topo.leaves() {
+        let has_hosts = topo.hosts().iter().any(|h| h.leaf == leaf);
+        if !has_hosts {
+            continue;
+        }
+        let edge = if leaf == c.leaf {
+            Some(topo.host_down_edge(collector.host))
+        } else {
+            topo.next_hops(leaf, c.leaf).next()
+        };
+        let Some(edge) = edge else { continue };
+        let me = &topo.switches()[leaf as usize];
+        let port = topo.edge(edge).from_port;
+        let objects = vec![
+            Object::Default(entry(
+                names::INT_REPORT_CONFIG,
+                &[],
+                names::INT_SET_COLLECTOR,
+                &[
+                    ("src_mac", mac(switch_port_mac(me.id, port))),
+                    ("dst_mac", mac(neighbour_mac(topo, edge))),
+                    ("src_addr", switch_address(me.id).to_string()),
+                    ("collector_addr", c.ip.to_string()),
+                    ("src_port", collector.udp_port.to_string()),
+                    ("collector_port", collector.udp_port.to_string()),
+                ],
+            )),
+            Object::CloneSession {
+                id: names::INT_REPORT_CLONE_SESSION,
+                ports: vec![u32::from(port)],
+            },
+        ];
+        out.insert(me.name.clone(), objects);
+    }
+    out
 }
 
 /// An LPM route to a member (one next hop, member id = port) or a group.
@@ -285,6 +309,32 @@ mod tests {
             .objects
             .iter()
             .any(|o| matches!(o, Object::Group { .. })));
+    }
+
+    #[test]
+    fn collector_config_points_every_sink_at_the_collector() {
+        let topo = small();
+        let h3 = topo.host_by_name("h3").unwrap();
+        let config = collector_config(
+            &topo,
+            Collector {
+                host: h3,
+                udp_port: 32766,
+            },
+        );
+        assert_eq!(config.len(), 2, "both leaves are sinks, spines are not");
+        let clone_port = |leaf: &str| {
+            config[leaf].iter().find_map(|o| match o {
+                Object::CloneSession { ports, .. } => Some(ports[0]),
+                _ => None,
+            })
+        };
+        assert_eq!(clone_port("leaf2"), Some(1), "h3's host port");
+        assert!(matches!(clone_port("leaf1"), Some(3 | 4)), "an uplink");
+        let Object::Default(report) = &config["leaf1"][0] else {
+            panic!("report_config first")
+        };
+        assert_eq!(report.params["collector_addr"], "10.0.2.1");
     }
 
     #[test]

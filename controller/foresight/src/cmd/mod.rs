@@ -1,18 +1,64 @@
 //! Subcommands. One module per command family; add a variant here and a
 //! `run` function in the module.
 
+mod controller;
+mod demo;
+mod entries;
+mod plan;
+mod reserve;
+mod sim;
+mod status;
 mod switch;
+mod topo;
 
 use clap::Subcommand;
 
 #[derive(Subcommand)]
 pub enum Command {
+    /// Run the whole loop on an embedded default fabric and ring all-reduce
+    /// (on BMv2 when installed, planning only otherwise).
+    Demo(demo::DemoCmd),
     /// Talk to one P4Runtime switch: push a pipeline, write or read entries.
     Switch(switch::SwitchCmd),
+    /// Fabric topologies: generate, show, validate (YAML).
+    Topo(topo::TopoCmd),
+    /// Plan reservations for demands or a collective; predicted completion.
+    Plan(plan::PlanCmd),
+    /// Run the controller daemon: NDSP server, planner, switch sessions.
+    Controller(controller::ControllerCmd),
+    /// Reserve a demand or a collective on a running controller.
+    Reserve(reserve::ReserveCmd),
+    /// Cancel a demand, collective, reservation or job on a running controller.
+    Cancel(reserve::CancelCmd),
+    /// A running controller's switches, reservations and link loads.
+    Status(status::StatusCmd),
+    /// What a switch holds, decoded with P4Info names (through the controller).
+    Entries(entries::EntriesCmd),
+    /// Flow-level simulator: ECMP, QP hashing, adaptive, spraying, Foresight.
+    Sim(sim::SimCmd),
+}
+
+impl Command {
+    /// Default log filter (FORESIGHT_LOG overrides) and whether logs are JSON.
+    pub fn logging(&self) -> (&'static str, bool) {
+        match self {
+            Command::Controller(c) => ("info", c.json_logs()),
+            _ => ("warn", false),
+        }
+    }
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
+        Command::Demo(cmd) => demo::run(cmd),
         Command::Switch(cmd) => switch::run(cmd),
+        Command::Topo(cmd) => topo::run(cmd),
+        Command::Plan(cmd) => plan::run(cmd),
+        Command::Controller(cmd) => controller::run(cmd),
+        Command::Reserve(cmd) => reserve::run(cmd),
+        Command::Cancel(cmd) => reserve::cancel(cmd),
+        Command::Status(cmd) => status::run(cmd),
+        Command::Entries(cmd) => entries::run(cmd),
+        Command::Sim(cmd) => sim::run(cmd),
     }
 }

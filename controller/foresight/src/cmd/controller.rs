@@ -1,0 +1,209 @@
+//! `foresight controller`: the controller daemon (see `daemon/`).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use installer::ecn::{EcnProfile, PREDRAIN_ALWAYS};
+use installer::static_state::Collector;
+use planner::topology::yaml;
+use planner::PlannerConfig;
+use serde::Deserialize;
+
+use crate::daemon::{self, desired::Policy, Switches};
+use crate::fabric::{Endpoint, Pipeline};
+
+/// Default NDSP address (loopback: expose it deliberately).
+pub const DEFAULT_NDSP: &str = "127.0.0.1:50051";
+/// Default metrics and admin HTTP address.
+pub const DEFAULT_HTTP: &str = "127.0.0.1:9090";
+
+#[derive(Args)]
+pub struct ControllerCmd {
+    /// Fabric topology (YAML, see `foresight topo`).
+    #[arg(long)]
+    topology: PathBuf,
+    /// Switch endpoints: YAML map of switch name to {addr: host:port, device_id: N}
+    /// (device_id defaults to the topology's switch id).
+    #[arg(long, conflicts_with = "bmv2", required_unless_present = "bmv2")]
+    switches: Option<PathBuf>,
+    /// Start one BMv2 simple_switch_grpc per topology switch (stopped on exit).
+    #[arg(long)]
+    bmv2: bool,
+    /// Compiled pipeline `<prefix>.p4info.binpb` + `<prefix>.json` (default: the embedded one).
+    #[arg(long)]
+    pipeline: Option<String>,
+    /// NDSP gRPC listen address.
+    #[arg(long, default_value = DEFAULT_NDSP)]
+    ndsp: SocketAddr,
+    /// Prometheus metrics and admin (status, entries) HTTP listen address.
+    #[arg(long, default_value = DEFAULT_HTTP)]
+    http: SocketAddr,
+    /// Intended state, reloaded and reconciled on restart ("none" to keep it in memory only).
+    #[arg(long, default_value = "foresight-state.json")]
+    state_file: PathBuf,
+    /// Install reservation entries this long before their start (the seed's T+1 horizon is 50 ms).
+    #[arg(long, default_value_t = 50.0)]
+    lead_time_ms: f64,
+    /// P4Runtime election id (the highest connected controller is primary).
+    #[arg(long, default_value_t = 1)]
+    election_id: u128,
+    /// Fraction of each link's capacity that may be reserved.
+    #[arg(long, default_value_t = 0.9)]
+    headroom: f64,
+    /// Pre-drain marking probability for competing flows, in 1/65536.
+    #[arg(long, default_value_t = PREDRAIN_ALWAYS)]
+    predrain_probability: u16,
+    /// Lowered DCQCN profile of ports about to carry a reservation: kmin,kmax,pmax.
+    #[arg(long, default_value = "2,12,32768", value_parser = parse_profile)]
+    lowered_ecn: EcnProfile,
+    /// DCQCN profile of every port at rest: kmin,kmax,pmax.
+    #[arg(long, default_value = "10,50,13107", value_parser = parse_profile)]
+    ecn: EcnProfile,
+    /// Topology host that collects INT reports (sinks send Telemetry Reports to it).
+    #[arg(long)]
+    int_collector: Option<String>,
+    /// UDP port of INT reports.
+    #[arg(long, default_value_t = 32766)]
+    int_port: u16,
+    /// Receive INT reports on this UDP address (link utilisation in metrics and status).
+    #[arg(long)]
+    int_listen: Option<SocketAddr>,
+    /// Write a JSON file (pid, addresses) once every switch is reconciled.
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
+    /// At start-up, wait this long for every switch to be reconciled before
+    /// declaring readiness anyway (unreachable switches keep being retried).
+    #[arg(long, default_value_t = 120.0)]
+    switch_wait_s: f64,
+    /// Structured logs as JSON lines (FORESIGHT_LOG sets the filter, default info).
+    #[arg(long)]
+    log_json: bool,
+}
+
+impl ControllerCmd {
+    pub fn json_logs(&self) -> bool {
+        self.log_json
+    }
+}
+
+fn parse_profile(s: &str) -> Result<EcnProfile, String> {
+    let v: Vec<u32> = s
+        .split(',')
+        .map(|x| {
+            x.trim()
+                .parse()
+                .map_err(|_| format!("{x:?} is not a number"))
+        })
+        .collect::<Result<_, _>>()?;
+    let [kmin, kmax, pmax] = v[..] else {
+        return Err("want kmin,kmax,pmax (packets, packets, 1/65536)".into());
+    };
+    if kmin > kmax || pmax > 65535 {
+        return Err("want kmin <= kmax and pmax <= 65535".into());
+    }
+    Ok(EcnProfile { kmin, kmax, pmax })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SwitchEntry {
+    addr: String,
+    device_id: Option<u64>,
+}
+
+fn load_switches(
+    path: &PathBuf,
+    topo: &planner::Topology,
+) -> anyhow::Result<BTreeMap<String, Endpoint>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading switches file {}", path.display()))?;
+    let map: BTreeMap<String, SwitchEntry> = serde_yaml::from_str(&text).with_context(|| {
+        format!(
+            "switches file {}: want a map of switch name to {{addr: host:port, device_id: N}}",
+            path.display()
+        )
+    })?;
+    let mut out = BTreeMap::new();
+    for (name, e) in map {
+        let Some(s) = topo.switch_by_name(&name) else {
+            bail!(
+                "switches file {}: {name} is not a switch of fabric {}",
+                path.display(),
+                topo.name()
+            );
+        };
+        let device_id = e
+            .device_id
+            .unwrap_or(u64::from(topo.switches()[s as usize].id));
+        out.insert(
+            name,
+            Endpoint {
+                addr: e.addr,
+                device_id,
+            },
+        );
+    }
+    Ok(out)
+}
+
+pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
+    let topology = yaml::load_file(&cmd.topology)
+        .with_context(|| format!("topology {}", cmd.topology.display()))?;
+    let pipeline = match &cmd.pipeline {
+        Some(prefix) => Pipeline::load(prefix)?,
+        None => Pipeline::embedded()?,
+    };
+    let switches = match &cmd.switches {
+        Some(path) => Switches::Endpoints(load_switches(path, &topology)?),
+        None => Switches::Bmv2,
+    };
+    if !(cmd.headroom > 0.0 && cmd.headroom <= 1.0) {
+        bail!("--headroom {} must be in (0, 1]", cmd.headroom);
+    }
+    if !(cmd.lead_time_ms >= 0.0 && cmd.lead_time_ms.is_finite()) {
+        bail!("--lead-time-ms must be a non-negative number of milliseconds");
+    }
+    let collector = match &cmd.int_collector {
+        None => None,
+        Some(name) => Some(Collector {
+            host: topology.host_by_name(name).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--int-collector {name}: not a host of fabric {}",
+                    topology.name()
+                )
+            })?,
+            udp_port: cmd.int_port,
+        }),
+    };
+    let state_file = (cmd.state_file.as_os_str() != "none").then(|| cmd.state_file.clone());
+    let config = daemon::Config {
+        topology,
+        pipeline,
+        switches,
+        ndsp_listen: cmd.ndsp,
+        http_listen: cmd.http,
+        int_listen: cmd.int_listen,
+        state_file,
+        election_id: cmd.election_id,
+        planner: PlannerConfig {
+            headroom: cmd.headroom,
+            ..PlannerConfig::default()
+        },
+        policy: Policy {
+            lead_ns: (cmd.lead_time_ms * 1e6) as u64,
+            ecn: cmd.ecn,
+            lowered: cmd.lowered_ecn,
+            predrain_probability: cmd.predrain_probability,
+            collector,
+        },
+        ready_file: cmd.ready_file,
+        switch_wait: std::time::Duration::from_secs_f64(cmd.switch_wait_s.clamp(0.0, 86_400.0)),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(daemon::run(config))
+}

@@ -1,0 +1,598 @@
+//! `foresight reserve demand|collective` and `foresight cancel`: operator
+//! requests to a running controller over NDSP.
+
+use std::net::Ipv4Addr;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand, ValueEnum};
+use ndsp::proto::demand_signaling_client::DemandSignalingClient;
+use ndsp::proto::{self, cancel_request, collective, demand_signal, endpoint};
+use ndsp::types::ValidatedReservation;
+use ndsp::Validate;
+use serde::Serialize;
+use tonic::transport::Channel;
+
+use super::controller::DEFAULT_NDSP;
+use crate::daemon::now_unix_ns;
+use crate::daemon::service::INSTALL_US_METADATA;
+
+/// How to reach the controller.
+#[derive(Args, Clone)]
+pub struct Target {
+    /// The controller's NDSP address.
+    #[arg(long, default_value = DEFAULT_NDSP)]
+    controller: String,
+    /// Tenant the request acts for.
+    #[arg(long, default_value = "operator")]
+    tenant: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct ReserveCmd {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Subcommand)]
+enum What {
+    /// A point-to-point transfer between two host addresses.
+    Demand(DemandArgs),
+    /// A collective over whole hosts (each host's GPUs are consecutive ranks).
+    Collective(CollectiveArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Priority {
+    Background,
+    Standard,
+    IterationBlocking,
+    LatencyCritical,
+}
+
+impl Priority {
+    fn wire(self) -> i32 {
+        (match self {
+            Priority::Background => proto::PriorityClass::Background,
+            Priority::Standard => proto::PriorityClass::Standard,
+            Priority::IterationBlocking => proto::PriorityClass::IterationBlocking,
+            Priority::LatencyCritical => proto::PriorityClass::LatencyCritical,
+        }) as i32
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Kind {
+    RingAllreduce,
+    TreeAllreduce,
+    AllGather,
+    ReduceScatter,
+    AllToAll,
+    Pipeline,
+}
+
+#[derive(Args)]
+struct Timing {
+    /// Start this many milliseconds from now.
+    #[arg(long, default_value_t = 100.0)]
+    start_in_ms: f64,
+    /// Expected duration in milliseconds.
+    #[arg(long, conflicts_with = "rate_gbps")]
+    duration_ms: Option<f64>,
+    /// Expected rate in Gbit/s (per flow for a collective).
+    #[arg(long)]
+    rate_gbps: Option<f64>,
+    /// Priority class.
+    #[arg(long, value_enum, default_value = "iteration-blocking")]
+    priority: Priority,
+    /// The controller may defer or slow it.
+    #[arg(long)]
+    elastic: bool,
+    /// Must complete within this many milliseconds from now.
+    #[arg(long)]
+    deadline_ms: Option<f64>,
+    /// Repeat every this many milliseconds ...
+    #[arg(long, requires = "occurrences")]
+    period_ms: Option<f64>,
+    /// ... this many times in all.
+    #[arg(long, requires = "period_ms")]
+    occurrences: Option<u32>,
+}
+
+#[derive(Args)]
+struct DemandArgs {
+    /// Demand id (default: demand-<unix ms>).
+    #[arg(long)]
+    id: Option<String>,
+    /// Source host IPv4 address.
+    #[arg(long)]
+    src: Ipv4Addr,
+    /// Destination host IPv4 address.
+    #[arg(long)]
+    dst: Ipv4Addr,
+    /// Bytes (suffixes K, M, G, KiB, MiB, GiB...).
+    #[arg(long, value_parser = parse_size)]
+    bytes: u64,
+    /// Steer only this RoCE destination QP (default: every QP between the hosts).
+    #[arg(long)]
+    qp: Option<u32>,
+    #[command(flatten)]
+    timing: Timing,
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(Args)]
+struct CollectiveArgs {
+    /// Collective id (default: collective-<unix ms>).
+    #[arg(long)]
+    id: Option<String>,
+    /// Pattern.
+    #[arg(long, value_enum, default_value = "ring-allreduce")]
+    kind: Kind,
+    /// Hosts taking part, IPv4 addresses in ring order (comma-separated).
+    #[arg(long, value_delimiter = ',', required = true)]
+    hosts: Vec<Ipv4Addr>,
+    /// Ranks (GPUs) per host.
+    #[arg(long, default_value_t = 8)]
+    gpus_per_host: u32,
+    /// Buffer size (suffixes K, M, G, KiB, MiB, GiB...).
+    #[arg(long, value_parser = parse_size)]
+    bytes: u64,
+    /// Parallel channels (QPs per neighbour pair).
+    #[arg(long, default_value_t = 1)]
+    channels: u32,
+    /// Job to register the hosts' ranks under (default: the collective id).
+    #[arg(long)]
+    job: Option<String>,
+    #[command(flatten)]
+    timing: Timing,
+    #[command(flatten)]
+    target: Target,
+}
+
+#[derive(Args)]
+pub struct CancelCmd {
+    /// Cancel this demand.
+    #[arg(long, group = "what")]
+    demand: Option<String>,
+    /// Cancel this collective.
+    #[arg(long, group = "what")]
+    collective: Option<String>,
+    /// Cancel this reservation (id as `foresight status` shows it).
+    #[arg(long, group = "what")]
+    reservation: Option<String>,
+    /// Cancel everything of this job and unregister it.
+    #[arg(long, group = "what")]
+    job: Option<String>,
+    #[command(flatten)]
+    target: Target,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    planner::demand::parse_bytes(s)
+}
+
+fn header(tenant: &str) -> Option<proto::RequestHeader> {
+    Some(proto::RequestHeader {
+        protocol_version: Some(ndsp::PROTOCOL_VERSION.into()),
+        tenant: tenant.into(),
+    })
+}
+
+fn ms_to_ns(ms: f64, flag: &str) -> anyhow::Result<u64> {
+    if !(ms.is_finite() && ms >= 0.0) {
+        bail!("--{flag} must be a non-negative number of milliseconds");
+    }
+    Ok((ms * 1e6).round() as u64)
+}
+
+fn default_id(prefix: &str) -> String {
+    format!("{prefix}-{}", now_unix_ns() / 1_000_000)
+}
+
+/// Connect to the controller's NDSP endpoint, with a hint when it is not there.
+pub async fn connect(addr: &str) -> anyhow::Result<DemandSignalingClient<Channel>> {
+    let url = if addr.starts_with("http") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    let endpoint = Channel::from_shared(url)
+        .with_context(|| format!("--controller {addr}: not an address (want host:port)"))?;
+    let channel = endpoint
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .connect()
+        .await
+        .with_context(|| format!("cannot reach the controller's NDSP endpoint at {addr} (is `foresight controller` running? pass --controller ADDR)"))?;
+    Ok(DemandSignalingClient::new(channel))
+}
+
+/// A gRPC error as something an operator can act on.
+pub fn explain(status: tonic::Status) -> anyhow::Error {
+    let hint = match status.code() {
+        tonic::Code::InvalidArgument => "the controller rejected the request (nothing was changed)",
+        tonic::Code::AlreadyExists => "already exists (cancel it first, or use another --id)",
+        tonic::Code::NotFound => "not found (see `foresight status` for live reservations)",
+        tonic::Code::Unavailable => "the controller is unavailable",
+        _ => "the controller answered with an error",
+    };
+    anyhow::anyhow!("{hint}: {}", status.message())
+}
+
+#[derive(Serialize)]
+struct FlowOut {
+    flow_id: String,
+    src: String,
+    dst: String,
+    dest_qp: Option<u32>,
+    status: String,
+    requested_bps: u64,
+    accepted_bps: u64,
+    start_unix_ns: u64,
+    end_unix_ns: u64,
+    labels: Vec<u32>,
+    path: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct ReservationOut {
+    reservation_id: String,
+    subject: String,
+    job_id: Option<String>,
+    status: String,
+    reason: String,
+    advisory: Option<String>,
+    revision: u64,
+    start_unix_ns: u64,
+    end_unix_ns: u64,
+    flows: Vec<FlowOut>,
+    /// From the request received to its due entries acknowledged, µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    install_us: Option<u64>,
+}
+
+fn status_name(s: ndsp::types::ReservationStatus) -> String {
+    proto::ReservationStatus::from(s)
+        .as_str_name()
+        .trim_start_matches("RESERVATION_STATUS_")
+        .to_string()
+}
+
+fn out(r: &ValidatedReservation, install_us: Option<u64>) -> ReservationOut {
+    use ndsp::types::ReservationSubject as S;
+    ReservationOut {
+        reservation_id: r.reservation_id.clone(),
+        subject: match &r.subject {
+            S::Demand(d) => format!("demand:{d}"),
+            S::Collective(c) => format!("collective:{c}"),
+        },
+        job_id: r.job_id.clone(),
+        status: status_name(r.status),
+        reason: proto::ReasonCode::from(r.reason)
+            .as_str_name()
+            .trim_start_matches("REASON_CODE_")
+            .to_string(),
+        advisory: r.advisory.clone(),
+        revision: r.revision,
+        start_unix_ns: r.start_unix_ns,
+        end_unix_ns: r.end_unix_ns,
+        flows: r
+            .flows
+            .iter()
+            .map(|f| FlowOut {
+                flow_id: f.flow_id.clone(),
+                src: f.source_address.to_string(),
+                dst: f.destination_address.to_string(),
+                dest_qp: f.dest_qp,
+                status: status_name(f.status),
+                requested_bps: f.requested_bps,
+                accepted_bps: f.accepted_bps,
+                start_unix_ns: f.start_unix_ns,
+                end_unix_ns: f.end_unix_ns,
+                labels: f.sr_label_stack.clone(),
+                path: f
+                    .hops
+                    .iter()
+                    .map(|h| format!("{}:{}", h.node, h.egress_port))
+                    .collect(),
+            })
+            .collect(),
+        install_us,
+    }
+}
+
+fn rel_ms(t: u64, now: u64) -> String {
+    let d = t as i128 - now as i128;
+    format!("{:+.1} ms", d as f64 / 1e6)
+}
+
+fn print_reservation(r: &ReservationOut) {
+    let now = now_unix_ns();
+    println!(
+        "reservation {} ({}): {} (revision {})",
+        r.reservation_id, r.subject, r.status, r.revision
+    );
+    if let Some(a) = &r.advisory {
+        println!("  why: {} — {a}", r.reason);
+    }
+    println!(
+        "  window: {} .. {} from now",
+        rel_ms(r.start_unix_ns, now),
+        rel_ms(r.end_unix_ns, now)
+    );
+    if let Some(us) = r.install_us {
+        println!(
+            "  answered after {:.2} ms (entries due now acknowledged by every switch)",
+            us as f64 / 1e3
+        );
+    }
+    let reserved = r.flows.iter().filter(|f| f.accepted_bps > 0).count();
+    println!(
+        "  flows: {} ({reserved} reserved, {} on ECMP)",
+        r.flows.len(),
+        r.flows.len() - reserved
+    );
+    if r.flows.is_empty() {
+        return;
+    }
+    println!(
+        "  {:<24} {:<33} {:>8} {:<14} {:>15} {:<18} PATH",
+        "FLOW", "SRC -> DST", "QP", "STATUS", "Gb/s got/asked", "LABELS"
+    );
+    for f in r.flows.iter().take(64) {
+        let labels: Vec<String> = f.labels.iter().map(u32::to_string).collect();
+        println!(
+            "  {:<24} {:<33} {:>8} {:<14} {:>15} {:<18} {}",
+            f.flow_id,
+            format!("{} -> {}", f.src, f.dst),
+            f.dest_qp.map_or("any".into(), |q| q.to_string()),
+            f.status,
+            format!(
+                "{:.1}/{:.1}",
+                f.accepted_bps as f64 / 1e9,
+                f.requested_bps as f64 / 1e9
+            ),
+            labels.join(" "),
+            f.path.join(" ")
+        );
+    }
+    if r.flows.len() > 64 {
+        println!("  ... {} more flows (--json lists all)", r.flows.len() - 64);
+    }
+}
+
+fn install_us<T>(r: &tonic::Response<T>) -> Option<u64> {
+    r.metadata()
+        .get(INSTALL_US_METADATA)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Start offset, duration, rate and recurrence from the timing flags.
+type TimingFields = (u64, Option<u64>, Option<u64>, Option<proto::Recurrence>);
+
+fn timing_fields(t: &Timing) -> anyhow::Result<TimingFields> {
+    let start = ms_to_ns(t.start_in_ms, "start-in-ms")?;
+    let duration = t
+        .duration_ms
+        .map(|d| ms_to_ns(d, "duration-ms"))
+        .transpose()?;
+    let rate = match t.rate_gbps {
+        Some(r) if r.is_finite() && r > 0.0 => Some((r * 1e9).round() as u64),
+        Some(_) => bail!("--rate-gbps must be a positive number"),
+        None => None,
+    };
+    if duration.is_none() && rate.is_none() {
+        bail!("give --duration-ms or --rate-gbps");
+    }
+    let recurrence = match (t.period_ms, t.occurrences) {
+        (Some(p), Some(n)) => Some(proto::Recurrence {
+            period_ns: ms_to_ns(p, "period-ms")?,
+            occurrences: n,
+        }),
+        _ => None,
+    };
+    Ok((start, duration, rate, recurrence))
+}
+
+pub fn run(cmd: ReserveCmd) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let (target, reservation, us) =
+            match cmd.what {
+                What::Demand(a) => {
+                    let (start, duration, rate, recurrence) = timing_fields(&a.timing)?;
+                    let host = |ip: Ipv4Addr| {
+                        Some(proto::Endpoint {
+                            address: Some(endpoint::Address::HostAddress(ip.to_string())),
+                        })
+                    };
+                    let demand = proto::DemandSignal {
+                        demand_id: a.id.clone().unwrap_or_else(|| default_id("demand")),
+                        job_id: String::new(),
+                        source: host(a.src),
+                        destination: host(a.dst),
+                        start: Some(demand_signal::Start::StartOffsetNs(start)),
+                        size_bytes: a.bytes,
+                        pacing: Some(match (duration, rate) {
+                            (Some(d), _) => demand_signal::Pacing::DurationNs(d),
+                            (None, Some(r)) => demand_signal::Pacing::RateBps(r),
+                            _ => unreachable!("checked"),
+                        }),
+                        priority: a.timing.priority.wire(),
+                        elasticity: if a.timing.elastic {
+                            proto::Elasticity::Elastic
+                        } else {
+                            proto::Elasticity::Inelastic
+                        } as i32,
+                        deadline: a
+                            .timing
+                            .deadline_ms
+                            .map(|d| {
+                                ms_to_ns(d, "deadline-ms")
+                                    .map(demand_signal::Deadline::DeadlineOffsetNs)
+                            })
+                            .transpose()?,
+                        dest_qp: a.qp,
+                        recurrence,
+                    };
+                    let request = proto::SubmitDemandRequest {
+                        header: header(&a.target.tenant),
+                        reference_unix_ns: 0,
+                        demands: vec![demand],
+                    };
+                    request
+                        .validate()
+                        .map_err(|e| anyhow::anyhow!("invalid request: {e}"))?;
+                    let mut client = connect(&a.target.controller).await?;
+                    let response = client.submit_demand(request).await.map_err(explain)?;
+                    let us = install_us(&response);
+                    let mut body = response.into_inner().validate().map_err(|e| {
+                        anyhow::anyhow!("the controller's answer is malformed: {e}")
+                    })?;
+                    (a.target, body.remove(0), us)
+                }
+                What::Collective(a) => {
+                    let (start, duration, rate, recurrence) = timing_fields(&a.timing)?;
+                    let id = a.id.clone().unwrap_or_else(|| default_id("collective"));
+                    let job = a.job.clone().unwrap_or_else(|| id.clone());
+                    if a.gpus_per_host == 0 {
+                        bail!("--gpus-per-host must be at least 1");
+                    }
+                    let world = a.hosts.len() as u32 * a.gpus_per_host;
+                    let ranks: Vec<proto::RankEndpoint> = (0..world)
+                        .map(|r| proto::RankEndpoint {
+                            rank: r,
+                            device_id: format!("GPU-{}", r % a.gpus_per_host),
+                            host_address: a.hosts[(r / a.gpus_per_host) as usize].to_string(),
+                            nic: String::new(),
+                            qp_range: None,
+                        })
+                        .collect();
+                    let register = proto::RegisterTopologyRequest {
+                        header: header(&a.target.tenant),
+                        topology: Some(proto::Topology {
+                            job_id: job.clone(),
+                            workload_kind: proto::WorkloadKind::Training as i32,
+                            world_size: world,
+                            ranks,
+                            library: proto::CollectiveLibrary::Nccl as i32,
+                            library_version: String::new(),
+                            algorithms: Vec::new(),
+                        }),
+                    };
+                    let kind = match a.kind {
+                        Kind::RingAllreduce => proto::CollectiveKind::RingAllReduce,
+                        Kind::TreeAllreduce => proto::CollectiveKind::TreeAllReduce,
+                        Kind::AllGather => proto::CollectiveKind::AllGather,
+                        Kind::ReduceScatter => proto::CollectiveKind::ReduceScatter,
+                        Kind::AllToAll => proto::CollectiveKind::AllToAll,
+                        Kind::Pipeline => proto::CollectiveKind::PipelineSend,
+                    };
+                    let submit = proto::SubmitCollectiveRequest {
+                        header: header(&a.target.tenant),
+                        reference_unix_ns: 0,
+                        collective: Some(proto::Collective {
+                            collective_id: id,
+                            job_id: job,
+                            kind: kind as i32,
+                            ranks: (0..world).collect(),
+                            peer_ranks: Vec::new(),
+                            size_bytes: a.bytes,
+                            channels: a.channels,
+                            start: Some(collective::Start::StartOffsetNs(start)),
+                            pacing: Some(match (duration, rate) {
+                                (Some(d), _) => collective::Pacing::DurationNs(d),
+                                (None, Some(r)) => collective::Pacing::FlowRateBps(r),
+                                _ => unreachable!("checked"),
+                            }),
+                            priority: a.timing.priority.wire(),
+                            elasticity: if a.timing.elastic {
+                                proto::Elasticity::Elastic
+                            } else {
+                                proto::Elasticity::Inelastic
+                            } as i32,
+                            deadline: a
+                                .timing
+                                .deadline_ms
+                                .map(|d| {
+                                    ms_to_ns(d, "deadline-ms")
+                                        .map(collective::Deadline::DeadlineOffsetNs)
+                                })
+                                .transpose()?,
+                            recurrence,
+                        }),
+                    };
+                    register
+                        .validate()
+                        .map_err(|e| anyhow::anyhow!("invalid job registration: {e}"))?;
+                    submit
+                        .validate()
+                        .map_err(|e| anyhow::anyhow!("invalid request: {e}"))?;
+                    let mut client = connect(&a.target.controller).await?;
+                    client.register_topology(register).await.map_err(explain)?;
+                    let response = client.submit_collective(submit).await.map_err(explain)?;
+                    let us = install_us(&response);
+                    let body = response.into_inner().validate().map_err(|e| {
+                        anyhow::anyhow!("the controller's answer is malformed: {e}")
+                    })?;
+                    (a.target, body, us)
+                }
+            };
+        let view = out(&reservation, us);
+        if target.json {
+            println!("{}", serde_json::to_string_pretty(&view)?);
+        } else {
+            print_reservation(&view);
+        }
+        Ok(())
+    })
+}
+
+pub fn cancel(cmd: CancelCmd) -> anyhow::Result<()> {
+    let target = match (&cmd.demand, &cmd.collective, &cmd.reservation, &cmd.job) {
+        (Some(d), None, None, None) => cancel_request::Target::DemandId(d.clone()),
+        (None, Some(c), None, None) => cancel_request::Target::CollectiveId(c.clone()),
+        (None, None, Some(r), None) => cancel_request::Target::ReservationId(r.clone()),
+        (None, None, None, Some(j)) => cancel_request::Target::JobId(j.clone()),
+        _ => bail!("say what to cancel: one of --demand, --collective, --reservation or --job"),
+    };
+    let request = proto::CancelRequest {
+        header: header(&cmd.target.tenant),
+        target: Some(target),
+    };
+    request
+        .validate()
+        .map_err(|e| anyhow::anyhow!("invalid request: {e}"))?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let mut client = connect(&cmd.target.controller).await?;
+        let response = client.cancel(request).await.map_err(explain)?;
+        let us = install_us(&response);
+        let ids = response.into_inner().cancelled_reservation_ids;
+        if cmd.target.json {
+            println!(
+                "{}",
+                serde_json::json!({ "cancelled": ids, "removed_us": us })
+            );
+        } else if ids.is_empty() {
+            println!("nothing to cancel (the job is unregistered)");
+        } else {
+            for id in &ids {
+                println!("cancelled {id}");
+            }
+            if let Some(us) = us {
+                println!(
+                    "entries removed from every switch in {:.2} ms",
+                    us as f64 / 1e3
+                );
+            }
+        }
+        Ok(())
+    })
+}

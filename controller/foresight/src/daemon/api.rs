@@ -1,0 +1,293 @@
+//! The controller's admin views (`GET /v1/status`, `GET /v1/entries/<switch>`
+//! on the HTTP endpoint), shared by the daemon and the CLI that prints them.
+
+use std::collections::BTreeMap;
+
+use p4rt::bytestring::decode_u128;
+use p4rt::p4info::name_of;
+use p4rt::proto::p4::v1 as p4;
+use p4rt::{EntrySpec, P4Info};
+use serde::{Deserialize, Serialize};
+
+use super::switches::SwitchStatus;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatusView {
+    pub controller: ControllerView,
+    pub switches: Vec<SwitchView>,
+    pub reservations: ReservationsView,
+    pub links: Vec<LinkView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ControllerView {
+    pub version: String,
+    pub fabric: String,
+    pub ndsp_addr: String,
+    pub http_addr: String,
+    pub election_id: String,
+    pub lead_time_ms: f64,
+    pub state_file: Option<String>,
+    pub uptime_s: f64,
+    pub now_unix_ns: u64,
+    /// Live reservations reloaded from the state file at start.
+    pub restored_reservations: usize,
+    /// Of those, reservations whose re-planned path differs from the
+    /// installed one (the installed path was kept).
+    pub restored_diverged: Vec<String>,
+    /// Time from start until every switch held the intended state.
+    pub startup_reconcile_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SwitchView {
+    pub name: String,
+    pub addr: String,
+    pub device_id: u64,
+    /// `primary`, `backup` or `disconnected`.
+    pub role: String,
+    #[serde(flatten)]
+    pub status: SwitchStatus,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReservationsView {
+    /// Count per lifecycle state (scheduled, installed, fallback, expired, cancelled).
+    pub by_state: BTreeMap<String, usize>,
+    /// Reserved flows whose entries are on the switches now.
+    pub installed_flows: usize,
+    /// Live reservations, then the most recent finished ones.
+    pub list: Vec<ReservationSummary>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReservationSummary {
+    pub id: String,
+    pub tenant: String,
+    /// `demand:<id>` or `collective:<id>`.
+    pub subject: String,
+    pub job_id: Option<String>,
+    pub status: String,
+    pub state: String,
+    pub flows: usize,
+    pub reserved_flows: usize,
+    pub start_unix_ns: u64,
+    pub end_unix_ns: u64,
+    pub install_unix_ns: Option<u64>,
+    pub revision: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LinkView {
+    /// `leaf1:3 -> spine1:1`.
+    pub link: String,
+    pub capacity_bps: u64,
+    pub reserved_bps: u64,
+    /// From INT reports, when any arrived recently.
+    pub measured_bps: Option<u64>,
+    pub utilization: Option<f64>,
+    pub queue_packets: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EntriesView {
+    pub switch: String,
+    pub addr: String,
+    pub entities: Vec<EntityView>,
+    /// How the switch differs from the controller's intended state.
+    pub drift: DriftView,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DriftView {
+    pub missing: Vec<String>,
+    pub unexpected: Vec<String>,
+    pub different: Vec<String>,
+}
+
+/// One entity a switch holds, decoded with P4Info names.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EntityView {
+    /// `table_entry`, `member`, `group`, `clone_session` or `other`.
+    pub kind: String,
+    /// Table entries: the entry by name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry: Option<EntrySpec>,
+    /// Members and groups: the action profile.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
+    /// Group members, or clone session ports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<u32>,
+    /// Anything that did not decode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+}
+
+impl EntityView {
+    fn new(kind: &str) -> EntityView {
+        EntityView {
+            kind: kind.into(),
+            entry: None,
+            profile: None,
+            id: None,
+            action: None,
+            params: BTreeMap::new(),
+            members: Vec::new(),
+            raw: None,
+        }
+    }
+
+    /// One line for people.
+    pub fn line(&self) -> String {
+        match (&self.entry, self.kind.as_str()) {
+            (Some(e), _) => {
+                let matches: Vec<String> =
+                    e.matches.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let target = match (&e.action, e.group, e.member) {
+                    (Some(a), _, _) => {
+                        let params: Vec<String> =
+                            e.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                        format!("{}({})", short(a), params.join(", "))
+                    }
+                    (None, Some(g), _) => format!("group {g}"),
+                    (None, None, Some(m)) => format!("member {m}"),
+                    _ => "-".into(),
+                };
+                let prio = e.priority.map(|p| format!(" prio {p}")).unwrap_or_default();
+                format!(
+                    "{:<28} {} -> {target}{prio}",
+                    short(&e.table),
+                    matches.join(" ")
+                )
+            }
+            (None, "member") => {
+                let params: Vec<String> = self
+                    .params
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                format!(
+                    "{:<28} member {} -> {}({})",
+                    short(self.profile.as_deref().unwrap_or("?")),
+                    self.id.unwrap_or(0),
+                    short(self.action.as_deref().unwrap_or("?")),
+                    params.join(", ")
+                )
+            }
+            (None, "group") => format!(
+                "{:<28} group {} members {:?}",
+                short(self.profile.as_deref().unwrap_or("?")),
+                self.id.unwrap_or(0),
+                self.members
+            ),
+            (None, "clone_session") => format!(
+                "{:<28} session {} ports {:?}",
+                "clone session",
+                self.id.unwrap_or(0),
+                self.members
+            ),
+            _ => self.raw.clone().unwrap_or_else(|| self.kind.clone()),
+        }
+    }
+}
+
+/// `FsIngress.sr.reservation` -> `sr.reservation`.
+fn short(name: &str) -> &str {
+    name.split_once('.').map_or(name, |(_, rest)| rest)
+}
+
+fn show(bytes: &[u8], bitwidth: i32) -> String {
+    match decode_u128(bytes) {
+        Some(v) if bitwidth == 32 => std::net::Ipv4Addr::from(v as u32).to_string(),
+        Some(v) if bitwidth == 48 => {
+            let b = (v as u64).to_be_bytes();
+            format!(
+                "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                b[2], b[3], b[4], b[5], b[6], b[7]
+            )
+        }
+        Some(v) => v.to_string(),
+        None => format!("0x{}", p4rt::bytestring::hex(bytes)),
+    }
+}
+
+#[allow(deprecated)]
+fn replica_port(r: &p4::Replica) -> u32 {
+    match &r.port_kind {
+        Some(p4::replica::PortKind::EgressPort(p)) => *p,
+        Some(p4::replica::PortKind::Port(b)) => b.iter().fold(0, |a, x| (a << 8) | u32::from(*x)),
+        None => 0,
+    }
+}
+
+/// Decode an entity read from a switch.
+pub fn decode(info: &P4Info, entity: &p4::Entity) -> EntityView {
+    use p4::entity::Entity as E;
+    match &entity.entity {
+        Some(E::TableEntry(t)) => match EntrySpec::from_entry(info, t) {
+            Ok(spec) => EntityView {
+                entry: Some(spec),
+                ..EntityView::new("table_entry")
+            },
+            Err(e) => EntityView {
+                raw: Some(format!("table entry that does not decode: {e}")),
+                ..EntityView::new("table_entry")
+            },
+        },
+        Some(E::ActionProfileMember(m)) => {
+            let mut v = EntityView::new("member");
+            v.profile = info
+                .action_profile_by_id(m.action_profile_id)
+                .ok()
+                .map(|p| name_of(&p.preamble).to_string());
+            v.id = Some(m.member_id);
+            if let Some(action) = &m.action {
+                if let Ok(a) = info.action_by_id(action.action_id) {
+                    v.action = Some(name_of(&a.preamble).to_string());
+                    for p in &action.params {
+                        let def = a.params.iter().find(|d| d.id == p.param_id);
+                        let (name, width) = def.map_or((format!("#{}", p.param_id), 0), |d| {
+                            (d.name.clone(), d.bitwidth)
+                        });
+                        v.params.insert(name, show(&p.value, width));
+                    }
+                }
+            }
+            v
+        }
+        Some(E::ActionProfileGroup(g)) => {
+            let mut v = EntityView::new("group");
+            v.profile = info
+                .action_profile_by_id(g.action_profile_id)
+                .ok()
+                .map(|p| name_of(&p.preamble).to_string());
+            v.id = Some(g.group_id);
+            v.members = g.members.iter().map(|m| m.member_id).collect();
+            v.members.sort_unstable();
+            v
+        }
+        Some(E::PacketReplicationEngineEntry(pre)) => match &pre.r#type {
+            Some(p4::packet_replication_engine_entry::Type::CloneSessionEntry(c)) => {
+                let mut v = EntityView::new("clone_session");
+                v.id = Some(c.session_id);
+                v.members = c.replicas.iter().map(replica_port).collect();
+                v
+            }
+            _ => EntityView {
+                raw: Some("multicast group".into()),
+                ..EntityView::new("other")
+            },
+        },
+        _ => EntityView {
+            raw: Some(p4rt::entity::describe(Some(info), entity)),
+            ..EntityView::new("other")
+        },
+    }
+}

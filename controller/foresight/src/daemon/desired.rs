@@ -1,0 +1,280 @@
+//! What every switch should hold at a given moment, derived from the
+//! reservation records: the static state (routes, ECMP, SR adjacencies,
+//! INT, ECN, collector), plus, for every reserved flow whose install window
+//! `[start - lead, end)` contains the moment:
+//!
+//! * at its ingress leaf, the SR push entry (label stack and priority
+//!   queue) and the INT watch entry;
+//! * on every port of its path, the lowered DCQCN profile (a MODIFY of the
+//!   port's static `dcqcn_port` entry, restored when no reservation needs
+//!   the port any more);
+//! * on those ports, a pre-drain entry for every known competing flow: a
+//!   flow the controller knows of that is not reserved (ECMP fallback),
+//!   whose ECMP path crosses the port while the reservation is installed.
+//!
+//! Two reservations of the same (source, destination, QP) at the same
+//! time cannot both own its entry: the earlier reservation (by sequence)
+//! keeps it, and the later one takes over when it ends.
+//!
+//! Entities are resolved against the P4Info once per flow and cached (by
+//! reservation id and revision), so computing the whole state is map work.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile};
+use installer::intent::{Key, Resolved};
+use installer::reservations::ReservedFlow;
+use installer::static_state::{collector_config, static_state, Collector};
+use installer::{Intent, IntentError, Object};
+use p4rt::proto::p4::v1 as p4;
+use p4rt::P4Info;
+use planner::Topology;
+
+use super::state::{FlowRecord, State, Status};
+
+/// Settings of the dynamic state.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    /// Install this long before a flow starts.
+    pub lead_ns: u64,
+    /// DCQCN profile of every port at rest.
+    pub ecn: EcnProfile,
+    /// DCQCN profile of ports a reservation is about to use or uses.
+    pub lowered: EcnProfile,
+    /// Pre-drain marking probability, 1/65536.
+    pub predrain_probability: u16,
+    /// Where INT sinks send reports, if anywhere.
+    pub collector: Option<Collector>,
+}
+
+type Resolved1 = (Key, p4::Entity);
+
+/// Cached entities of one reserved flow at its ingress leaf.
+struct FlowEntities {
+    sr: Resolved1,
+    watch: Resolved1,
+}
+
+pub struct Compiler {
+    topo: &'static Topology,
+    info: Arc<P4Info>,
+    policy: Policy,
+    base: BTreeMap<String, Resolved>,
+    lowered: HashMap<(String, u16), Resolved1>,
+    flows: HashMap<(String, u64, usize), Arc<FlowEntities>>,
+    predrain: HashMap<(String, u64, usize, String, u16), Arc<Resolved1>>,
+}
+
+fn resolve_one(switch: &str, object: Object, info: &P4Info) -> Result<Resolved1, IntentError> {
+    let resolved = Intent {
+        objects: vec![object],
+    }
+    .resolve(switch, info)?;
+    Ok(resolved
+        .entities
+        .into_iter()
+        .next()
+        .expect("one keyed object"))
+}
+
+impl Compiler {
+    pub fn new(
+        topo: &'static Topology,
+        info: Arc<P4Info>,
+        policy: Policy,
+    ) -> Result<Compiler, IntentError> {
+        let mut intents = static_state(topo, policy.ecn);
+        if let Some(c) = policy.collector {
+            for (switch, objects) in collector_config(topo, c) {
+                let intent = intents.entry(switch).or_default();
+                for o in objects {
+                    intent.push(o);
+                }
+            }
+        }
+        let mut base = BTreeMap::new();
+        let mut lowered = HashMap::new();
+        for (name, intent) in &intents {
+            let resolved = intent.resolve(name, &info)?;
+            // Every port with a static DCQCN profile can be lowered.
+            for o in &intent.objects {
+                if let Object::Entry(e) = o {
+                    if e.table == installer::names::DCQCN_PORT {
+                        let port: u16 =
+                            e.matches["egress_port"].parse().expect("ports are numbers");
+                        let r = resolve_one(name, dcqcn_entry(port, policy.lowered), &info)?;
+                        lowered.insert((name.clone(), port), r);
+                    }
+                }
+            }
+            base.insert(name.clone(), resolved);
+        }
+        Ok(Compiler {
+            topo,
+            info,
+            policy,
+            base,
+            lowered,
+            flows: HashMap::new(),
+            predrain: HashMap::new(),
+        })
+    }
+
+    fn reserved_flow(&self, f: &FlowRecord) -> ReservedFlow {
+        let hops: Vec<(u32, u16)> = f
+            .hops
+            .iter()
+            .map(|h| {
+                (
+                    self.topo
+                        .switch_by_name(&h.switch)
+                        .expect("hops name fabric switches"),
+                    h.port,
+                )
+            })
+            .collect();
+        ReservedFlow {
+            demand: String::new(),
+            flow: 0,
+            ingress_leaf: hops[0].0,
+            src_ip: f.src_ip,
+            dst_ip: f.dst_ip,
+            dst_qp: f.dst_qp(),
+            labels: f.labels.clone(),
+            hops,
+            start_ns: 0,
+            end_ns: 0,
+        }
+    }
+
+    fn flow_entities(
+        &mut self,
+        id: &str,
+        revision: u64,
+        i: usize,
+        f: &FlowRecord,
+    ) -> Result<Arc<FlowEntities>, IntentError> {
+        let key = (id.to_string(), revision, i);
+        if let Some(e) = self.flows.get(&key) {
+            return Ok(e.clone());
+        }
+        let rf = self.reserved_flow(f);
+        let leaf = &f.hops[0].switch;
+        let entities = Arc::new(FlowEntities {
+            sr: resolve_one(leaf, rf.entry(), &self.info)?,
+            watch: resolve_one(leaf, rf.watch_entry(), &self.info)?,
+        });
+        self.flows.insert(key, entities.clone());
+        Ok(entities)
+    }
+
+    fn predrain_entity(
+        &mut self,
+        id: &str,
+        revision: u64,
+        i: usize,
+        f: &FlowRecord,
+        switch: &str,
+        port: u16,
+    ) -> Result<Arc<Resolved1>, IntentError> {
+        let key = (id.to_string(), revision, i, switch.to_string(), port);
+        if let Some(e) = self.predrain.get(&key) {
+            return Ok(e.clone());
+        }
+        let object = predrain_entry(
+            port,
+            f.src_ip,
+            f.dst_ip,
+            f.dst_qp(),
+            self.policy.predrain_probability,
+        );
+        let e = Arc::new(resolve_one(switch, object, &self.info)?);
+        self.predrain.insert(key, e.clone());
+        Ok(e)
+    }
+
+    /// The intended state of every switch at `now` (Unix ns).
+    pub fn desired(
+        &mut self,
+        state: &State,
+        now: u64,
+    ) -> Result<BTreeMap<String, Resolved>, IntentError> {
+        let lead = self.policy.lead_ns;
+        let mut out = self.base.clone();
+        // Install windows of active reserved flows, by (switch, port).
+        let mut busy: HashMap<(String, u16), Vec<(u64, u64)>> = HashMap::new();
+        let mut live_flows = HashSet::new();
+        for r in &state.reservations {
+            for (i, f) in r.flows.iter().enumerate() {
+                if !f.active(now, lead) {
+                    continue;
+                }
+                live_flows.insert((r.id.clone(), r.revision, i));
+                let e = self.flow_entities(&r.id, r.revision, i, f)?;
+                let leaf = out
+                    .get_mut(&f.hops[0].switch)
+                    .expect("ingress leaf in fabric");
+                leaf.entities
+                    .entry(e.sr.0.clone())
+                    .or_insert_with(|| e.sr.1.clone());
+                leaf.entities
+                    .entry(e.watch.0.clone())
+                    .or_insert_with(|| e.watch.1.clone());
+                for h in &f.hops {
+                    let k = (h.switch.clone(), h.port);
+                    if let Some((key, entity)) = self.lowered.get(&k) {
+                        out.get_mut(&h.switch)
+                            .expect("hop in fabric")
+                            .entities
+                            .insert(key.clone(), entity.clone());
+                    }
+                    busy.entry(k)
+                        .or_default()
+                        .push((f.install_unix_ns(lead), f.end_unix_ns));
+                }
+            }
+        }
+        let mut live_predrain = HashSet::new();
+        if !busy.is_empty() {
+            for r in &state.reservations {
+                for (i, f) in r.flows.iter().enumerate() {
+                    if f.status != Status::FallbackEcmp || f.hops.is_empty() || now >= f.end_unix_ns
+                    {
+                        continue;
+                    }
+                    for h in &f.hops {
+                        let overlaps = busy.get(&(h.switch.clone(), h.port)).is_some_and(|ws| {
+                            ws.iter()
+                                .any(|&(s, e)| f.start_unix_ns < e && s < f.end_unix_ns)
+                        });
+                        if !overlaps {
+                            continue;
+                        }
+                        live_predrain.insert((
+                            r.id.clone(),
+                            r.revision,
+                            i,
+                            h.switch.clone(),
+                            h.port,
+                        ));
+                        let e = self.predrain_entity(&r.id, r.revision, i, f, &h.switch, h.port)?;
+                        out.get_mut(&h.switch)
+                            .expect("hop in fabric")
+                            .entities
+                            .entry(e.0.clone())
+                            .or_insert_with(|| e.1.clone());
+                    }
+                }
+            }
+        }
+        // Forget entities of flows no longer installed.
+        if self.flows.len() > 2 * live_flows.len() + 1024 {
+            self.flows.retain(|k, _| live_flows.contains(k));
+        }
+        if self.predrain.len() > 2 * live_predrain.len() + 1024 {
+            self.predrain.retain(|k, _| live_predrain.contains(k));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,1628 @@
+//! The controller's decisions, without I/O: NDSP requests (already
+//! validated by `ndsp::validate`) become planner demands, the planner
+//! reserves them, and the outcome becomes reservation records in the
+//! [`State`]. Cancels, deviations (re-planning) and expiry change records;
+//! the desired switch state is derived from the records elsewhere.
+//!
+//! Errors are gRPC statuses: `INVALID_ARGUMENT` naming the field (checks
+//! that need controller state: registered jobs, whole servers), and
+//! `ALREADY_EXISTS` / `NOT_FOUND` as NDSP defines them. A rejected request
+//! changes nothing.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::time::Instant;
+
+use ndsp::proto;
+use ndsp::types::{self as nt, CancelTarget, DeviationTarget, WorkloadChange};
+use ndsp::{Validate, ValidationError};
+use planner::admission::{DemandPlan, Outcome, Reason as PlanReason};
+use planner::collectives::{self, Collective, CollectiveKind};
+use planner::conventions::{transfer_ns, FIRST_QP, QP_MASK};
+use planner::demand::{Demand, DemandKind, Flow};
+use planner::topology::HostIdx;
+use planner::{Planner, PlannerConfig, Topology};
+use prost::Message;
+use tonic::Status as GrpcStatus;
+
+use super::state::{
+    from_hex, to_hex, FlowRecord, Hop, Job, Reason, Reservation, State, Status, Subject,
+};
+
+/// Most flows one reservation may expand to (collective flows times
+/// recurrence occurrences).
+pub const MAX_FLOWS_PER_RESERVATION: usize = 65_536;
+
+/// Planner priority of each NDSP priority class (higher is planned first).
+fn planner_priority(p: nt::Priority) -> u8 {
+    match p {
+        nt::Priority::Background => 32,
+        nt::Priority::Standard => 64,
+        nt::Priority::IterationBlocking => 128,
+        nt::Priority::LatencyCritical => 192,
+    }
+}
+
+fn invalid(field: impl Into<String>, reason: impl Into<String>) -> GrpcStatus {
+    ValidationError::new(field, reason).into()
+}
+
+/// What a planning call took, for metrics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlanTiming {
+    pub planner_secs: f64,
+}
+
+/// How the planner's ledger was rebuilt after a restart.
+#[derive(Debug, Clone, Default)]
+pub struct Restored {
+    pub reservations: usize,
+    /// Reservations whose re-planned paths differ from the installed ones
+    /// (the installed paths are kept; the ledger accounts the re-plan).
+    pub diverged: Vec<String>,
+}
+
+/// Flow metadata kept beside a planner flow until the record is built.
+struct FlowMeta {
+    flow_id: String,
+    src_rank: Option<u32>,
+    dst_rank: Option<u32>,
+    steer_qp: bool,
+}
+
+/// A reservation about to be planned.
+struct Pending {
+    record: Reservation,
+    demand: Demand,
+    meta: Vec<FlowMeta>,
+}
+
+pub struct Engine {
+    pub topo: &'static Topology,
+    by_ip: HashMap<Ipv4Addr, HostIdx>,
+    planner: Planner<'static>,
+    pub state: State,
+    /// Validated topologies of registered jobs, by (tenant, job).
+    jobs: HashMap<(String, String), nt::ValidatedTopology>,
+}
+
+impl Engine {
+    /// An engine over `state` (fresh or reloaded); live reservations are
+    /// re-planned in their original order to rebuild the planner's ledger.
+    pub fn new(
+        topo: &'static Topology,
+        config: PlannerConfig,
+        state: State,
+    ) -> anyhow::Result<(Engine, Restored)> {
+        let by_ip = topo
+            .hosts()
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.ip, i as HostIdx))
+            .collect();
+        let mut engine = Engine {
+            topo,
+            by_ip,
+            planner: Planner::new(topo, config),
+            state,
+            jobs: HashMap::new(),
+        };
+        for job in &engine.state.jobs {
+            let bytes = from_hex(&job.request)?;
+            let request = proto::RegisterTopologyRequest::decode(bytes.as_slice())?;
+            let validated = request
+                .validate()
+                .map_err(|e| anyhow::anyhow!("state file, job {}: {e}", job.job_id))?;
+            engine
+                .jobs
+                .insert((job.tenant.clone(), job.job_id.clone()), validated);
+        }
+        let mut restored = Restored::default();
+        let records: Vec<Reservation> = engine.state.reservations.clone();
+        for r in &records {
+            for (i, f) in r.flows.iter().enumerate() {
+                for (j, h) in f.hops.iter().enumerate() {
+                    if topo.switch_by_name(&h.switch).is_none() {
+                        anyhow::bail!(
+                            "state file: reservations[{}] ({}) flows[{i}].hops[{j}].switch: {:?} is not a switch of fabric {}; \
+                             use the topology the state was written with, or move the state file away",
+                            r.seq, r.id, h.switch, topo.name()
+                        );
+                    }
+                }
+            }
+            restored.reservations += 1;
+            if r.flows.iter().all(|f| !f.status.reserves()) {
+                continue;
+            }
+            let demand = engine.demand_of(r)?;
+            let plan = engine.planner.plan(std::slice::from_ref(&demand));
+            let same = plan.demands[0].flows.iter().zip(&r.flows).all(|(fp, f)| {
+                fp.reserved_bps == f.accepted_bps && engine.hops_of(&fp.path) == f.hops
+            });
+            if !same {
+                restored.diverged.push(r.id.clone());
+            }
+        }
+        Ok((engine, restored))
+    }
+
+    fn to_planner_ns(&self, unix_ns: u64) -> u64 {
+        unix_ns.saturating_sub(self.state.epoch_unix_ns)
+    }
+
+    fn to_unix_ns(&self, planner_ns: u64) -> u64 {
+        planner_ns + self.state.epoch_unix_ns
+    }
+
+    fn host(&self, name: &str) -> anyhow::Result<HostIdx> {
+        self.topo
+            .host_by_name(name)
+            .ok_or_else(|| anyhow::anyhow!("host {name} of a reservation is not in the topology"))
+    }
+
+    fn hops_of(&self, path: &planner::Path) -> Vec<Hop> {
+        installer::reservations::path_hops(self.topo, path)
+            .into_iter()
+            .map(|(s, port)| Hop {
+                switch: self.topo.switches()[s as usize].name.clone(),
+                port,
+            })
+            .collect()
+    }
+
+    /// The planner demand of a record (for re-planning).
+    fn demand_of(&self, r: &Reservation) -> anyhow::Result<Demand> {
+        let mut flows = Vec::with_capacity(r.flows.len());
+        for f in &r.flows {
+            flows.push(Flow::with_duration(
+                self.topo,
+                self.host(&f.src)?,
+                self.host(&f.dst)?,
+                f.qp,
+                self.to_planner_ns(f.requested_start_unix_ns),
+                f.bytes,
+                f.rate_bps,
+                f.duration_ns,
+            ));
+        }
+        Ok(Demand {
+            id: r.id.clone(),
+            tenant: r.tenant.clone(),
+            priority: r.priority,
+            elastic: r.elastic,
+            deadline_ns: r.deadline_unix_ns.map(|d| self.to_planner_ns(d)),
+            kind: match r.subject {
+                Subject::Demand(_) => DemandKind::Transfer,
+                Subject::Collective(_) => DemandKind::Collective(CollectiveKind::RingAllreduce),
+            },
+            flows,
+        })
+    }
+
+    fn alloc_qp(&mut self, dst: HostIdx) -> u32 {
+        let name = self.topo.hosts()[dst as usize].name.clone();
+        let next = self.state.next_qp.entry(name).or_insert(FIRST_QP);
+        let q = *next;
+        *next = if q >= QP_MASK { FIRST_QP } else { q + 1 };
+        q
+    }
+
+    fn next_id(&mut self, subject: &str) -> (String, u64) {
+        let seq = self.state.next_seq;
+        self.state.next_seq += 1;
+        (format!("r{seq}/{subject}"), seq)
+    }
+
+    fn live_index(&self, tenant: &str, subject: &Subject) -> Option<usize> {
+        self.state
+            .reservations
+            .iter()
+            .position(|r| r.tenant == tenant && &r.subject == subject)
+    }
+
+    // -----------------------------------------------------------------
+    // Jobs
+    // -----------------------------------------------------------------
+
+    /// Register (or replace) a job's rank map. Returns (generation, warnings).
+    pub fn register(
+        &mut self,
+        request: &proto::RegisterTopologyRequest,
+        topo: nt::ValidatedTopology,
+    ) -> (u64, Vec<String>) {
+        let key = (topo.ctx.tenant.clone(), topo.job_id.clone());
+        let mut warnings = Vec::new();
+        for r in &topo.ranks {
+            if !self.by_ip.contains_key(&r.host_address) {
+                warnings.push(format!(
+                    "rank {}: host address {} is not attached to the fabric; its traffic will be routed by ECMP",
+                    r.rank, r.host_address
+                ));
+            }
+        }
+        let generation = match self
+            .state
+            .jobs
+            .iter_mut()
+            .find(|j| j.tenant == key.0 && j.job_id == key.1)
+        {
+            Some(job) => {
+                job.generation += 1;
+                job.request = to_hex(&request.encode_to_vec());
+                job.generation
+            }
+            None => {
+                self.state.jobs.push(Job {
+                    tenant: key.0.clone(),
+                    job_id: key.1.clone(),
+                    generation: 1,
+                    request: to_hex(&request.encode_to_vec()),
+                });
+                1
+            }
+        };
+        self.jobs.insert(key, topo);
+        warnings.truncate(16);
+        (generation, warnings)
+    }
+
+    // -----------------------------------------------------------------
+    // Demands
+    // -----------------------------------------------------------------
+
+    /// Plan a batch of demands: all are accepted for planning or none.
+    pub fn submit_demands(
+        &mut self,
+        request: &proto::SubmitDemandRequest,
+        batch: &nt::ValidatedDemandBatch,
+        now: u64,
+    ) -> Result<(Vec<Reservation>, PlanTiming), GrpcStatus> {
+        let tenant = &batch.ctx.tenant;
+        batch.check_ranks(|job| self.jobs.get(&(tenant.clone(), job.to_string())))?;
+        let reference = batch.reference_unix_ns.unwrap_or(now);
+
+        // Existing ids first: identical resubmissions answer with the live
+        // reservation, different contents are refused; nothing changes yet.
+        let mut answers: Vec<Option<Reservation>> = vec![None; batch.demands.len()];
+        for (i, d) in batch.demands.iter().enumerate() {
+            let subject = Subject::Demand(d.demand_id.clone());
+            if let Some(idx) = self.live_index(tenant, &subject) {
+                let existing = &self.state.reservations[idx];
+                if existing.request == to_hex(&request.demands[i].encode_to_vec()) {
+                    answers[i] = Some(existing.clone());
+                } else {
+                    return Err(GrpcStatus::already_exists(format!(
+                        "demands[{i}].demand_id: demand {:?} is live (reservation {}) with different contents; cancel it first or use another id",
+                        d.demand_id, existing.id
+                    )));
+                }
+            }
+        }
+        // Flow counts before anything is allocated.
+        for (i, d) in batch.demands.iter().enumerate() {
+            let occurrences = d.recurrence.map_or(1, |r| r.occurrences as usize);
+            if answers[i].is_none() && occurrences > MAX_FLOWS_PER_RESERVATION {
+                return Err(invalid(
+                    format!("demands[{i}].recurrence.occurrences"),
+                    format!("{occurrences} occurrences; the controller plans at most {MAX_FLOWS_PER_RESERVATION} flows per reservation"),
+                ));
+            }
+        }
+
+        let mut pending = Vec::new();
+        let mut fallback = Vec::new();
+        for (i, d) in batch.demands.iter().enumerate() {
+            if answers[i].is_some() {
+                continue;
+            }
+            let encoded = to_hex(&request.demands[i].encode_to_vec());
+            match self.demand_pending(tenant, d, encoded, reference, now) {
+                Ok(p) => pending.push((i, p)),
+                Err(record) => fallback.push((i, record)),
+            }
+        }
+        let timing = self.plan_pending(&mut pending);
+        for (i, p) in pending {
+            self.state.reservations.push(p.record.clone());
+            answers[i] = Some(p.record);
+        }
+        for (i, r) in fallback {
+            self.state.reservations.push((*r).clone());
+            answers[i] = Some(*r);
+        }
+        self.state.reservations.sort_by_key(|r| r.seq);
+        Ok((
+            answers
+                .into_iter()
+                .map(|a| a.expect("every demand answered"))
+                .collect(),
+            timing,
+        ))
+    }
+
+    /// A demand as a pending reservation, or (unknown endpoint) a final
+    /// ECMP-fallback record.
+    fn demand_pending(
+        &mut self,
+        tenant: &str,
+        d: &nt::ValidatedDemand,
+        encoded: String,
+        reference: u64,
+        now: u64,
+    ) -> Result<Pending, Box<Reservation>> {
+        let job = d
+            .job_id
+            .as_ref()
+            .and_then(|j| self.jobs.get(&(tenant.to_string(), j.clone())));
+        let resolve = |e: nt::Endpoint| -> (Ipv4Addr, Option<u32>) {
+            match e {
+                nt::Endpoint::Host(a) => (a, None),
+                nt::Endpoint::Rank(r) => {
+                    let ep = job.and_then(|t| t.endpoint(r)).expect("ranks checked");
+                    (ep.host_address, Some(r))
+                }
+            }
+        };
+        let (src_ip, src_rank) = resolve(d.source);
+        let (dst_ip, dst_rank) = resolve(d.destination);
+        let start = d.start.resolve(reference).max(now);
+        let duration = d.duration_ns();
+        let rate = d.rate_bps();
+        let occurrences = d.recurrence.map_or(1, |r| r.occurrences as u64);
+        let period = d.recurrence.map_or(0, |r| r.period_ns);
+        let (id, seq) = self.next_id(&d.demand_id);
+        let deadline = d
+            .deadline
+            .map(|dl| dl.resolve(reference) + period * (occurrences - 1));
+        let mut record = Reservation {
+            id,
+            seq,
+            tenant: tenant.to_string(),
+            subject: Subject::Demand(d.demand_id.clone()),
+            job_id: d.job_id.clone(),
+            request: encoded,
+            priority: planner_priority(d.priority),
+            elastic: d.elasticity == nt::Elasticity::Elastic,
+            deadline_unix_ns: deadline,
+            status: Status::FallbackEcmp,
+            reason: Reason::None,
+            advisory: None,
+            revision: 1,
+            flows: Vec::new(),
+            cancelled: false,
+        };
+        let flow_id = |k: u64| {
+            if occurrences == 1 {
+                d.demand_id.clone()
+            } else {
+                format!("{}/{k}", d.demand_id)
+            }
+        };
+        let (Some(&src), Some(&dst)) = (self.by_ip.get(&src_ip), self.by_ip.get(&dst_ip)) else {
+            let unknown = if self.by_ip.contains_key(&src_ip) {
+                dst_ip
+            } else {
+                src_ip
+            };
+            record.reason = Reason::UnknownEndpoint;
+            record.advisory = Some(format!(
+                "host {unknown} is not attached to the fabric; the traffic is routed by ECMP"
+            ));
+            for k in 0..occurrences {
+                let s = start + k * period;
+                record.flows.push(FlowRecord {
+                    flow_id: flow_id(k),
+                    src: src_ip.to_string(),
+                    dst: dst_ip.to_string(),
+                    src_ip,
+                    dst_ip,
+                    src_rank,
+                    dst_rank,
+                    qp: d.dest_qp.unwrap_or(0),
+                    steer_qp: d.dest_qp.is_some(),
+                    bytes: d.size_bytes,
+                    rate_bps: rate,
+                    duration_ns: duration,
+                    requested_start_unix_ns: s,
+                    status: Status::FallbackEcmp,
+                    reason: Reason::UnknownEndpoint,
+                    accepted_bps: 0,
+                    start_unix_ns: s,
+                    end_unix_ns: s + duration,
+                    labels: Vec::new(),
+                    hops: Vec::new(),
+                });
+            }
+            return Err(Box::new(record));
+        };
+        let qp = match d.dest_qp {
+            Some(q) => q,
+            None => self.alloc_qp(dst),
+        };
+        let mut flows = Vec::new();
+        let mut meta = Vec::new();
+        for k in 0..occurrences {
+            let s = self.to_planner_ns(start + k * period);
+            flows.push(Flow::with_duration(
+                self.topo,
+                src,
+                dst,
+                qp,
+                s,
+                d.size_bytes,
+                rate,
+                duration,
+            ));
+            meta.push(FlowMeta {
+                flow_id: flow_id(k),
+                src_rank,
+                dst_rank,
+                steer_qp: d.dest_qp.is_some(),
+            });
+        }
+        let demand = Demand {
+            id: record.id.clone(),
+            tenant: tenant.to_string(),
+            priority: record.priority,
+            elastic: record.elastic,
+            deadline_ns: deadline.map(|dl| self.to_planner_ns(dl)),
+            kind: DemandKind::Transfer,
+            flows,
+        };
+        Ok(Pending {
+            record,
+            demand,
+            meta,
+        })
+    }
+
+    /// Plan pending reservations together and fill in their outcomes.
+    fn plan_pending(&mut self, pending: &mut [(usize, Pending)]) -> PlanTiming {
+        if pending.is_empty() {
+            return PlanTiming::default();
+        }
+        let demands: Vec<Demand> = pending.iter().map(|(_, p)| p.demand.clone()).collect();
+        let t0 = Instant::now();
+        let plan = self.planner.plan(&demands);
+        let planner_secs = t0.elapsed().as_secs_f64();
+        for (dp, (_, p)) in plan.demands.iter().zip(pending.iter_mut()) {
+            self.fill_outcome(&mut p.record, &p.demand, dp, &p.meta);
+        }
+        PlanTiming { planner_secs }
+    }
+
+    fn fill_outcome(
+        &self,
+        record: &mut Reservation,
+        demand: &Demand,
+        dp: &DemandPlan,
+        meta: &[FlowMeta],
+    ) {
+        let (plan_reason, advisory) = match &dp.outcome {
+            Outcome::Admitted => (Reason::None, None),
+            Outcome::Deferred {
+                requested_start_ns,
+                start_ns,
+            } => (
+                Reason::InsufficientCapacity,
+                Some(format!(
+                    "deferred by {:.3} ms: capacity is reserved by others at the requested start",
+                    (start_ns - requested_start_ns) as f64 / 1e6
+                )),
+            ),
+            Outcome::Partial { reason, .. } | Outcome::Rejected { reason } => (
+                reason_code(reason),
+                Some(truncate(reason.to_string(), 1000)),
+            ),
+        };
+        record.flows.clear();
+        for ((flow, fp), m) in demand.flows.iter().zip(&dp.flows).zip(meta) {
+            let hops = self.hops_of(&fp.path);
+            let labels = if fp.reserved_bps > 0 {
+                fp.path
+                    .label_stack(self.topo)
+                    .ok()
+                    .filter(|l| !l.is_empty() && l.len() <= installer::names::SR_PUSH.len())
+            } else {
+                None
+            };
+            let (status, reason, accepted, labels) = match (fp.reserved_bps, labels) {
+                (0, _) => (
+                    Status::FallbackEcmp,
+                    plan_reason_or(plan_reason),
+                    0,
+                    Vec::new(),
+                ),
+                (_, None) => (
+                    Status::FallbackEcmp,
+                    Reason::LabelStackTooDeep,
+                    0,
+                    Vec::new(),
+                ),
+                (r, Some(l)) if r >= flow.rate_bps && dp.shift_ns > 0 => (
+                    Status::Deferred,
+                    Reason::InsufficientCapacity,
+                    flow.rate_bps,
+                    l,
+                ),
+                (r, Some(l)) if r >= flow.rate_bps => {
+                    (Status::Admitted, Reason::None, flow.rate_bps, l)
+                }
+                (r, Some(l)) => (Status::Partial, plan_reason_or(plan_reason), r, l),
+            };
+            let start = self.to_unix_ns(fp.start_ns);
+            record.flows.push(FlowRecord {
+                flow_id: m.flow_id.clone(),
+                src: self.topo.hosts()[flow.src as usize].name.clone(),
+                dst: self.topo.hosts()[flow.dst as usize].name.clone(),
+                src_ip: flow.src_ip,
+                dst_ip: flow.dst_ip,
+                src_rank: m.src_rank,
+                dst_rank: m.dst_rank,
+                qp: flow.dest_qp,
+                steer_qp: m.steer_qp,
+                bytes: flow.bytes,
+                rate_bps: flow.rate_bps,
+                duration_ns: flow.duration_ns,
+                requested_start_unix_ns: self.to_unix_ns(flow.start_ns),
+                status,
+                reason,
+                accepted_bps: accepted,
+                start_unix_ns: start,
+                end_unix_ns: start + flow.duration_ns,
+                labels,
+                hops,
+            });
+        }
+        let all = |s: Status| record.flows.iter().all(|f| f.status == s);
+        let any_reserved = record.flows.iter().any(|f| f.status.reserves());
+        let (status, reason) = if all(Status::Admitted) {
+            (Status::Admitted, Reason::None)
+        } else if record
+            .flows
+            .iter()
+            .all(|f| matches!(f.status, Status::Admitted | Status::Deferred))
+        {
+            (Status::Deferred, Reason::InsufficientCapacity)
+        } else if any_reserved {
+            let r = record
+                .flows
+                .iter()
+                .map(|f| f.reason)
+                .find(|r| *r != Reason::None);
+            (Status::Partial, r.unwrap_or(Reason::InsufficientCapacity))
+        } else if plan_reason == Reason::DeadlineUnmeetable {
+            (Status::Rejected, Reason::DeadlineUnmeetable)
+        } else {
+            let r = record
+                .flows
+                .iter()
+                .map(|f| f.reason)
+                .find(|r| *r != Reason::None);
+            (
+                Status::FallbackEcmp,
+                r.unwrap_or(Reason::InsufficientCapacity),
+            )
+        };
+        record.status = status;
+        record.reason = reason;
+        record.advisory = match status {
+            Status::Admitted => None,
+            _ => Some(advisory.unwrap_or_else(|| {
+                let stuck = record.flows.iter().filter(|f| !f.status.reserves()).count();
+                format!("{stuck} of {} flows fall back to ECMP", record.flows.len())
+            })),
+        };
+    }
+
+    // -----------------------------------------------------------------
+    // Collectives
+    // -----------------------------------------------------------------
+
+    /// Expand and plan a collective over whole servers of the fabric.
+    pub fn submit_collective(
+        &mut self,
+        request: &proto::SubmitCollectiveRequest,
+        c: &nt::ValidatedCollective,
+        now: u64,
+    ) -> Result<(Reservation, PlanTiming), GrpcStatus> {
+        let tenant = c.ctx.tenant.clone();
+        let job = self
+            .jobs
+            .get(&(tenant.clone(), c.job_id.clone()))
+            .cloned()
+            .ok_or_else(|| {
+                invalid(
+                    "collective.job_id",
+                    format!(
+                        "job {:?} has no registered topology; call RegisterTopology first",
+                        c.job_id
+                    ),
+                )
+            })?;
+        c.check_ranks(&job)?;
+        let encoded = to_hex(
+            &request
+                .collective
+                .as_ref()
+                .map(|c| c.encode_to_vec())
+                .unwrap_or_default(),
+        );
+        let subject = Subject::Collective(c.collective_id.clone());
+        if let Some(idx) = self.live_index(&tenant, &subject) {
+            let existing = &self.state.reservations[idx];
+            if existing.request == encoded {
+                return Ok((existing.clone(), PlanTiming::default()));
+            }
+            return Err(GrpcStatus::already_exists(format!(
+                "collective.collective_id: collective {:?} is live (reservation {}) with different contents; cancel it first or use another id",
+                c.collective_id, existing.id
+            )));
+        }
+
+        // Ranks -> hosts -> whole servers, in rank order.
+        let all_ranks: Vec<u32> = c.ranks.iter().chain(&c.peer_ranks).copied().collect();
+        let mut servers: Vec<u32> = Vec::new();
+        let mut count: HashMap<u32, u32> = HashMap::new();
+        let mut unknown = None;
+        for (i, &r) in all_ranks.iter().enumerate() {
+            let ep = job.endpoint(r).expect("ranks checked");
+            let Some(&h) = self.by_ip.get(&ep.host_address) else {
+                unknown = Some(ep.host_address);
+                continue;
+            };
+            let server = self.topo.hosts()[h as usize].server;
+            if servers.last() != Some(&server) {
+                if servers.contains(&server) {
+                    let field = if i < c.ranks.len() {
+                        format!("collective.ranks[{i}]")
+                    } else {
+                        format!("collective.peer_ranks[{}]", i - c.ranks.len())
+                    };
+                    return Err(invalid(
+                        field,
+                        format!(
+                            "rank {r} is on server {} again after other servers; the controller plans collectives over whole servers with their ranks listed together",
+                            self.topo.servers()[server as usize].name
+                        ),
+                    ));
+                }
+                servers.push(server);
+            }
+            *count.entry(server).or_default() += 1;
+        }
+        if unknown.is_none() {
+            for &s in &servers {
+                let (have, gpus) = (count[&s], self.topo.servers()[s as usize].gpus);
+                if have != gpus {
+                    return Err(invalid(
+                        "collective.ranks",
+                        format!(
+                            "{have} ranks on server {} which has {gpus} GPUs; the controller plans collectives over whole servers (one rank per GPU)",
+                            self.topo.servers()[s as usize].name
+                        ),
+                    ));
+                }
+            }
+        }
+        let reference = c.reference_unix_ns.unwrap_or(now);
+        let start = c.start.resolve(reference).max(now);
+        let occurrences = c.recurrence.map_or(1, |r| r.occurrences as u64);
+        let period = c.recurrence.map_or(0, |r| r.period_ns);
+        let deadline = c
+            .deadline
+            .map(|dl| dl.resolve(reference) + period * (occurrences - 1));
+        let (id, seq) = self.next_id(&c.collective_id);
+        let mut record = Reservation {
+            id,
+            seq,
+            tenant: tenant.clone(),
+            subject,
+            job_id: Some(c.job_id.clone()),
+            request: encoded,
+            priority: planner_priority(c.priority),
+            elastic: c.elasticity == nt::Elasticity::Elastic,
+            deadline_unix_ns: deadline,
+            status: Status::Rejected,
+            reason: Reason::UnknownEndpoint,
+            advisory: None,
+            revision: 1,
+            flows: Vec::new(),
+            cancelled: false,
+        };
+        if let Some(addr) = unknown {
+            record.advisory = Some(format!(
+                "host {addr} of the job is not attached to the fabric; the collective's traffic is routed by ECMP"
+            ));
+            self.state.reservations.push(record.clone());
+            return Ok((record, PlanTiming::default()));
+        }
+
+        let kind = match c.kind {
+            nt::CollectiveKind::RingAllReduce => CollectiveKind::RingAllreduce,
+            nt::CollectiveKind::TreeAllReduce => CollectiveKind::TreeAllreduce,
+            nt::CollectiveKind::AllGather => CollectiveKind::AllGather,
+            nt::CollectiveKind::ReduceScatter => CollectiveKind::ReduceScatter,
+            nt::CollectiveKind::AllToAll => CollectiveKind::AllToAll,
+            nt::CollectiveKind::PipelineSend => CollectiveKind::Pipeline,
+            nt::CollectiveKind::KvCacheTransfer => CollectiveKind::KvTransfer,
+        };
+        let mut spec = Collective::new(kind, servers.clone(), c.size_bytes);
+        spec.channels = c.channels;
+        spec.start_ns = self.to_planner_ns(start);
+        match kind {
+            CollectiveKind::Pipeline => {
+                spec.stages = servers.len() as u32;
+                spec.microbatches = 1;
+            }
+            CollectiveKind::KvTransfer => {
+                let prefill: std::collections::HashSet<u32> = c
+                    .ranks
+                    .iter()
+                    .filter_map(|r| job.endpoint(*r))
+                    .filter_map(|e| self.by_ip.get(&e.host_address))
+                    .map(|h| self.topo.hosts()[*h as usize].server)
+                    .collect();
+                spec.prefill_servers = Some(prefill.len() as u32);
+            }
+            _ => {}
+        }
+        if let nt::CollectivePacing::FlowRateBps(r) = c.pacing {
+            spec.rate_bps = Some(r);
+        }
+        let mut qps = planner::demand::QpAllocator::new(self.topo);
+        let expanded = collectives::expand(self.topo, &spec, &mut qps)
+            .map_err(|e| invalid("collective", format!("cannot expand: {e}")))?;
+        if expanded.is_empty() {
+            return Err(invalid(
+                "collective.ranks",
+                "every rank is on one server: the traffic stays on NVLink and never reaches the fabric",
+            ));
+        }
+        let total = expanded.len() as u64 * occurrences;
+        if total > MAX_FLOWS_PER_RESERVATION as u64 {
+            return Err(invalid(
+                "collective.recurrence.occurrences",
+                format!("{total} flows; the controller plans at most {MAX_FLOWS_PER_RESERVATION} flows per reservation"),
+            ));
+        }
+        // Durations: a collective duration stretches each connection's flow
+        // to end with the collective.
+        let collective_end = expanded
+            .iter()
+            .map(|f| f.end_ns())
+            .max()
+            .unwrap_or(spec.start_ns);
+        let scale_to = match c.pacing {
+            nt::CollectivePacing::DurationNs(d) => Some(d),
+            nt::CollectivePacing::FlowRateBps(_) => None,
+        };
+        // Controller-wide QPs so collectives never share a (src, dst, QP).
+        let mut qp_map: HashMap<(HostIdx, u32), u32> = HashMap::new();
+        let mut flows = Vec::new();
+        let mut meta = Vec::new();
+        for k in 0..occurrences {
+            for f in &expanded {
+                let qp = match qp_map.get(&(f.dst, f.dest_qp)) {
+                    Some(q) => *q,
+                    None => {
+                        let q = self.alloc_qp(f.dst);
+                        qp_map.insert((f.dst, f.dest_qp), q);
+                        q
+                    }
+                };
+                match scale_to {
+                    Some(d) => {
+                        let offset = f.start_ns - spec.start_ns;
+                        let span = collective_end - spec.start_ns;
+                        // Keep the flow's place in the schedule, scaled to d.
+                        let s_off = (offset as u128 * d as u128 / span.max(1) as u128) as u64;
+                        let dur = ((f.duration_ns as u128 * d as u128) / span.max(1) as u128).max(1)
+                            as u64;
+                        let rate = nt::rate_for(f.bytes, dur);
+                        let start = spec.start_ns + s_off + k * period;
+                        flows.push(Flow::with_duration(
+                            self.topo, f.src, f.dst, qp, start, f.bytes, rate, dur,
+                        ));
+                    }
+                    None => {
+                        flows.push(Flow::with_duration(
+                            self.topo,
+                            f.src,
+                            f.dst,
+                            qp,
+                            f.start_ns + k * period,
+                            f.bytes,
+                            f.rate_bps,
+                            f.duration_ns,
+                        ));
+                    }
+                }
+                meta.push(FlowMeta {
+                    flow_id: format!("{}/{}", c.collective_id, meta.len()),
+                    src_rank: None,
+                    dst_rank: None,
+                    steer_qp: true,
+                });
+            }
+        }
+        let demand = Demand {
+            id: record.id.clone(),
+            tenant: tenant.clone(),
+            priority: record.priority,
+            elastic: record.elastic,
+            deadline_ns: deadline.map(|d| self.to_planner_ns(d)),
+            kind: DemandKind::Collective(kind),
+            flows,
+        };
+        let mut pending = [(
+            0,
+            Pending {
+                record,
+                demand,
+                meta,
+            },
+        )];
+        let timing = self.plan_pending(&mut pending);
+        let [(_, p)] = pending;
+        self.state.reservations.push(p.record.clone());
+        Ok((p.record, timing))
+    }
+
+    // -----------------------------------------------------------------
+    // Cancel, deviation, expiry
+    // -----------------------------------------------------------------
+
+    fn cancel_at(&mut self, idx: usize) -> String {
+        let r = &mut self.state.reservations[idx];
+        self.planner.release(&r.id);
+        r.cancelled = true;
+        r.status = Status::Cancelled;
+        r.reason = Reason::None;
+        r.advisory = None;
+        r.revision += 1;
+        for f in &mut r.flows {
+            f.status = Status::Cancelled;
+            f.reason = Reason::None;
+            f.accepted_bps = 0;
+            f.labels.clear();
+            f.hops.clear();
+        }
+        let id = r.id.clone();
+        self.state.retire(idx);
+        id
+    }
+
+    /// Cancel a demand, collective, reservation or job of the tenant.
+    pub fn cancel(&mut self, c: &nt::ValidatedCancel) -> Result<Vec<Reservation>, GrpcStatus> {
+        let tenant = &c.ctx.tenant;
+        let matches: Vec<usize> = self
+            .state
+            .reservations
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| {
+                &r.tenant == tenant
+                    && match &c.target {
+                        CancelTarget::Demand(id) => r.subject == Subject::Demand(id.clone()),
+                        CancelTarget::Collective(id) => {
+                            r.subject == Subject::Collective(id.clone())
+                        }
+                        CancelTarget::Reservation(id) => &r.id == id,
+                        CancelTarget::Job(id) => r.job_id.as_ref() == Some(id),
+                    }
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let job_known = match &c.target {
+            CancelTarget::Job(id) => self.jobs.contains_key(&(tenant.clone(), id.clone())),
+            _ => false,
+        };
+        if matches.is_empty() && !job_known {
+            let (field, what) = match &c.target {
+                CancelTarget::Demand(id) => ("demand_id", format!("demand {id:?}")),
+                CancelTarget::Collective(id) => ("collective_id", format!("collective {id:?}")),
+                CancelTarget::Reservation(id) => ("reservation_id", format!("reservation {id:?}")),
+                CancelTarget::Job(id) => ("job_id", format!("job {id:?}")),
+            };
+            return Err(GrpcStatus::not_found(format!(
+                "{field}: no live {what} of tenant {tenant:?}"
+            )));
+        }
+        let mut out = Vec::new();
+        for idx in matches.into_iter().rev() {
+            let id = self.cancel_at(idx);
+            out.push(self.state.find(&id).expect("retired").clone());
+        }
+        out.reverse();
+        if let CancelTarget::Job(id) = &c.target {
+            self.jobs.remove(&(tenant.clone(), id.clone()));
+            self.state
+                .jobs
+                .retain(|j| !(&j.tenant == tenant && &j.job_id == id));
+        }
+        Ok(out)
+    }
+
+    /// Re-plan after a workload deviation.
+    pub fn deviation(
+        &mut self,
+        d: &nt::ValidatedDeviation,
+        now: u64,
+    ) -> Result<(Vec<Reservation>, PlanTiming), GrpcStatus> {
+        let tenant = &d.ctx.tenant;
+        let (subject, field) = match &d.target {
+            DeviationTarget::Demand(id) => (Subject::Demand(id.clone()), "deviation.demand_id"),
+            DeviationTarget::Collective(id) => {
+                (Subject::Collective(id.clone()), "deviation.collective_id")
+            }
+        };
+        let Some(idx) = self.live_index(tenant, &subject) else {
+            return Err(GrpcStatus::not_found(format!(
+                "{field}: no live {} {:?} of tenant {tenant:?}",
+                subject.kind(),
+                subject.id()
+            )));
+        };
+        let reference = d.reference_unix_ns.unwrap_or(now);
+        let old = self.state.reservations[idx].clone();
+        let mut flows = old.flows.clone();
+        match &d.change {
+            WorkloadChange::Completed { .. } | WorkloadChange::Aborted { .. } => {
+                let id = self.cancel_at(idx);
+                return Ok((
+                    vec![self.state.find(&id).expect("retired").clone()],
+                    PlanTiming::default(),
+                ));
+            }
+            WorkloadChange::EarlyStart(t) | WorkloadChange::LateStart(t) => {
+                let new_start = t.resolve(reference).max(now);
+                let old_start = flows
+                    .iter()
+                    .map(|f| f.requested_start_unix_ns)
+                    .min()
+                    .unwrap_or(new_start);
+                // Every flow moves with the start; the deadline stays (a
+                // late start that misses it is rejected by the planner).
+                for f in &mut flows {
+                    f.requested_start_unix_ns = f.requested_start_unix_ns - old_start + new_start;
+                }
+            }
+            WorkloadChange::SizeChange { new_size_bytes } => {
+                let old_total: u128 = flows.iter().map(|f| f.bytes as u128).sum::<u128>().max(1);
+                for f in &mut flows {
+                    f.bytes =
+                        ((f.bytes as u128 * *new_size_bytes as u128) / old_total).max(1) as u64;
+                    f.duration_ns = transfer_ns(f.bytes, f.rate_bps).max(1);
+                }
+            }
+        }
+        let mut record = old.clone();
+        record.flows = flows;
+        let demand = self
+            .demand_of(&record)
+            .map_err(|e| GrpcStatus::internal(e.to_string()))?;
+        self.planner.release(&old.id);
+        let meta: Vec<FlowMeta> = record
+            .flows
+            .iter()
+            .map(|f| FlowMeta {
+                flow_id: f.flow_id.clone(),
+                src_rank: f.src_rank,
+                dst_rank: f.dst_rank,
+                steer_qp: f.steer_qp,
+            })
+            .collect();
+        record.revision += 1;
+        let mut pending = [(
+            0,
+            Pending {
+                record,
+                demand,
+                meta,
+            },
+        )];
+        let timing = self.plan_pending(&mut pending);
+        let [(_, mut p)] = pending;
+        if p.record.status != Status::Admitted && p.record.reason == Reason::None {
+            p.record.reason = Reason::WorkloadDeviation;
+        }
+        self.state.reservations[idx] = p.record.clone();
+        Ok((vec![p.record], timing))
+    }
+
+    /// Retire reservations whose every flow window is over; returns them.
+    pub fn expire(&mut self, now: u64) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < self.state.reservations.len() {
+            if now >= self.state.reservations[i].end_unix_ns() {
+                let id = self.state.reservations[i].id.clone();
+                self.planner.release(&id);
+                self.state.retire(i);
+                out.push(id);
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// The next moment the desired switch state changes (an install, an
+    /// expiry), after `now`.
+    pub fn next_event(&self, now: u64, lead_ns: u64) -> Option<u64> {
+        let mut next: Option<u64> = None;
+        let mut consider = |t: u64| {
+            if t > now && next.is_none_or(|n| t < n) {
+                next = Some(t);
+            }
+        };
+        for r in &self.state.reservations {
+            consider(r.end_unix_ns());
+            for f in r.installing() {
+                consider(f.install_unix_ns(lead_ns));
+                consider(f.end_unix_ns);
+            }
+        }
+        next
+    }
+
+    /// Reserved rate on each directed link at `now` (planner ledger).
+    pub fn reserved_now(&self, now: u64) -> Vec<(planner::topology::EdgeId, u64)> {
+        let t = self.to_planner_ns(now);
+        (0..self.topo.edge_count() as u32)
+            .map(|e| (e, self.planner.ledger().at(e, t)))
+            .filter(|(_, b)| *b > 0)
+            .collect()
+    }
+
+    /// The tenant's reservations (live, then finished), optionally of one job.
+    pub fn list(&self, tenant: &str, job: Option<&str>) -> Vec<&Reservation> {
+        self.state
+            .reservations
+            .iter()
+            .chain(self.state.history.iter())
+            .filter(|r| r.tenant == tenant && job.is_none_or(|j| r.job_id.as_deref() == Some(j)))
+            .collect()
+    }
+}
+
+fn plan_reason_or(r: Reason) -> Reason {
+    if r == Reason::None {
+        Reason::InsufficientCapacity
+    } else {
+        r
+    }
+}
+
+fn reason_code(r: &PlanReason) -> Reason {
+    match r {
+        PlanReason::Bottleneck { .. } | PlanReason::ExceedsNic { .. } => {
+            Reason::InsufficientCapacity
+        }
+        PlanReason::DeadlineBeforeCompletion { .. } => Reason::DeadlineUnmeetable,
+        PlanReason::NoStartBeforeDeadline {
+            deadline_ns,
+            blocked_by,
+            ..
+        } => {
+            if deadline_ns.is_some() {
+                Reason::DeadlineUnmeetable
+            } else {
+                reason_code(blocked_by)
+            }
+        }
+        PlanReason::DoesNotFit { blocked_by } => reason_code(blocked_by),
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}
+
+/// A reservation record as the NDSP domain type (for encoding).
+pub fn to_ndsp(r: &Reservation) -> nt::ValidatedReservation {
+    let reserves = |s: Status| s.reserves();
+    let flows: Vec<nt::FlowReservation> = r
+        .flows
+        .iter()
+        .map(|f| nt::FlowReservation {
+            flow_id: f.flow_id.clone(),
+            source_address: f.src_ip,
+            destination_address: f.dst_ip,
+            source_rank: f.src_rank,
+            destination_rank: f.dst_rank,
+            dest_qp: f.steer_qp.then_some(f.qp),
+            status: f.status.into(),
+            reason: f.reason.into(),
+            requested_bps: f.rate_bps,
+            accepted_bps: f.accepted_bps,
+            start_unix_ns: f.start_unix_ns,
+            end_unix_ns: f.end_unix_ns,
+            sr_label_stack: if reserves(f.status) {
+                f.labels.clone()
+            } else {
+                Vec::new()
+            },
+            hops: if reserves(f.status) {
+                f.hops
+                    .iter()
+                    .map(|h| nt::PathHop {
+                        node: h.switch.clone(),
+                        egress_port: u32::from(h.port),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            advisory: None,
+        })
+        .collect();
+    nt::ValidatedReservation {
+        reservation_id: r.id.clone(),
+        subject: match &r.subject {
+            Subject::Demand(id) => nt::ReservationSubject::Demand(id.clone()),
+            Subject::Collective(id) => nt::ReservationSubject::Collective(id.clone()),
+        },
+        job_id: r.job_id.clone(),
+        status: r.status.into(),
+        reason: r.reason.into(),
+        advisory: r.advisory.clone(),
+        start_unix_ns: r.start_unix_ns(),
+        end_unix_ns: r.end_unix_ns(),
+        flows,
+        revision: r.revision,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::desired::{Compiler, Policy};
+    use installer::ecn::EcnProfile;
+    use ndsp::proto::{collective, demand_signal, endpoint};
+
+    const MS: u64 = 1_000_000;
+    const T0: u64 = 1_000_000_000_000_000_000;
+
+    fn topo() -> &'static Topology {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../bmv2-lab/topologies/leaf-spine-small.yaml"
+        );
+        Box::leak(Box::new(planner::topology::yaml::load_file(path).unwrap()))
+    }
+
+    fn engine() -> Engine {
+        let topo = topo();
+        Engine::new(topo, PlannerConfig::default(), State::new(topo.name(), T0))
+            .unwrap()
+            .0
+    }
+
+    fn compiler(topo: &'static Topology, lead_ns: u64) -> Compiler {
+        let pipeline = crate::fabric::Pipeline::embedded().unwrap();
+        let policy = Policy {
+            lead_ns,
+            ecn: EcnProfile::default(),
+            lowered: EcnProfile::lowered(),
+            predrain_probability: 0xffff,
+            collector: None,
+        };
+        Compiler::new(topo, pipeline.info, policy).unwrap()
+    }
+
+    fn header() -> Option<proto::RequestHeader> {
+        Some(proto::RequestHeader {
+            protocol_version: Some(ndsp::PROTOCOL_VERSION.into()),
+            tenant: "acme".into(),
+        })
+    }
+
+    fn demand(
+        id: &str,
+        src: &str,
+        dst: &str,
+        start: u64,
+        dur: u64,
+        gbps: u64,
+        qp: Option<u32>,
+    ) -> proto::DemandSignal {
+        let host = |a: &str| {
+            Some(proto::Endpoint {
+                address: Some(endpoint::Address::HostAddress(a.into())),
+            })
+        };
+        proto::DemandSignal {
+            demand_id: id.into(),
+            job_id: String::new(),
+            source: host(src),
+            destination: host(dst),
+            start: Some(demand_signal::Start::StartOffsetNs(start)),
+            size_bytes: (gbps as u128 * dur as u128 / 8_000_000_000) as u64,
+            pacing: Some(demand_signal::Pacing::DurationNs(dur)),
+            priority: proto::PriorityClass::Standard as i32,
+            elasticity: proto::Elasticity::Inelastic as i32,
+            deadline: None,
+            dest_qp: qp,
+            recurrence: None,
+        }
+    }
+
+    fn submit(
+        e: &mut Engine,
+        demands: Vec<proto::DemandSignal>,
+        now: u64,
+    ) -> Result<Vec<Reservation>, GrpcStatus> {
+        let req = proto::SubmitDemandRequest {
+            header: header(),
+            reference_unix_ns: now,
+            demands,
+        };
+        let batch = req.validate().unwrap();
+        e.submit_demands(&req, &batch, now).map(|(r, _)| r)
+    }
+
+    fn register(e: &mut Engine, hosts: &[&str]) {
+        let req = proto::RegisterTopologyRequest {
+            header: header(),
+            topology: Some(proto::Topology {
+                job_id: "job".into(),
+                workload_kind: proto::WorkloadKind::Training as i32,
+                world_size: 8 * hosts.len() as u32,
+                ranks: (0..8 * hosts.len() as u32)
+                    .map(|r| proto::RankEndpoint {
+                        rank: r,
+                        device_id: String::new(),
+                        host_address: hosts[(r / 8) as usize].into(),
+                        nic: String::new(),
+                        qp_range: None,
+                    })
+                    .collect(),
+                library: proto::CollectiveLibrary::Nccl as i32,
+                library_version: String::new(),
+                algorithms: vec![],
+            }),
+        };
+        let t = req.validate().unwrap();
+        e.register(&req, t);
+    }
+
+    fn ring(id: &str, ranks: u32, start: u64, dur: u64) -> proto::SubmitCollectiveRequest {
+        proto::SubmitCollectiveRequest {
+            header: header(),
+            reference_unix_ns: T0,
+            collective: Some(proto::Collective {
+                collective_id: id.into(),
+                job_id: "job".into(),
+                kind: proto::CollectiveKind::RingAllReduce as i32,
+                ranks: (0..ranks).collect(),
+                peer_ranks: vec![],
+                size_bytes: 256 << 20,
+                channels: 8,
+                start: Some(collective::Start::StartOffsetNs(start)),
+                pacing: Some(collective::Pacing::DurationNs(dur)),
+                priority: proto::PriorityClass::IterationBlocking as i32,
+                elasticity: proto::Elasticity::Inelastic as i32,
+                deadline: None,
+                recurrence: None,
+            }),
+        }
+    }
+
+    /// The record as a client would receive and validate it.
+    fn wire(r: &Reservation) -> nt::ValidatedReservation {
+        let p: proto::Reservation = (&to_ndsp(r)).into();
+        p.validate()
+            .unwrap_or_else(|e| panic!("controller answer does not validate: {e}\n{r:?}"))
+    }
+
+    fn tables(
+        d: &std::collections::BTreeMap<String, installer::intent::Resolved>,
+        info: &p4rt::P4Info,
+        table: &str,
+    ) -> usize {
+        let id = info.table(table).unwrap().preamble.as_ref().unwrap().id;
+        d.values()
+            .flat_map(|r| r.entities.values())
+            .filter(|e| matches!(&e.entity, Some(p4rt::proto::p4::v1::entity::Entity::TableEntry(t)) if t.table_id == id))
+            .count()
+    }
+
+    #[test]
+    fn a_collective_is_planned_over_whole_servers_and_installed_in_its_window() {
+        let mut e = engine();
+        register(&mut e, &["10.0.1.1", "10.0.2.1"]);
+        let req = ring("ar", 16, 100 * MS, 200 * MS);
+        let c = req.validate().unwrap();
+        let (r, _) = e.submit_collective(&req, &c, T0).unwrap();
+        assert_eq!(r.status, Status::Admitted);
+        assert_eq!(r.flows.len(), 16, "2 servers x 8 channels x 2 directions");
+        let v = wire(&r);
+        assert_eq!(v.start_unix_ns, T0 + 100 * MS);
+        assert_eq!(v.end_unix_ns, T0 + 300 * MS);
+        // Distinct (src, dst, QP): every flow gets its own entries.
+        let keys: std::collections::BTreeSet<_> =
+            r.flows.iter().map(|f| (f.src_ip, f.dst_ip, f.qp)).collect();
+        assert_eq!(keys.len(), 16);
+
+        let lead = 10 * MS;
+        let mut comp = compiler(e.topo, lead);
+        let info = crate::fabric::Pipeline::embedded().unwrap().info;
+        let at = |comp: &mut Compiler, t: u64| comp.desired(&e.state, t).unwrap();
+        let sr = installer::names::SR_RESERVATION;
+        assert_eq!(
+            tables(&at(&mut comp, T0 + 89 * MS), &info, sr),
+            0,
+            "not before start - lead"
+        );
+        let during = at(&mut comp, T0 + 90 * MS);
+        assert_eq!(tables(&during, &info, sr), 16);
+        assert_eq!(tables(&during, &info, installer::names::INT_WATCHLIST), 16);
+        assert_eq!(tables(&at(&mut comp, T0 + 299 * MS), &info, sr), 16);
+        assert_eq!(
+            tables(&at(&mut comp, T0 + 300 * MS), &info, sr),
+            0,
+            "gone at expiry"
+        );
+        assert_eq!(e.next_event(T0, lead), Some(T0 + 90 * MS));
+        assert_eq!(e.next_event(T0 + 90 * MS, lead), Some(T0 + 300 * MS));
+        assert_eq!(e.expire(T0 + 300 * MS), vec![r.id.clone()]);
+        assert!(e.state.reservations.is_empty());
+    }
+
+    #[test]
+    fn collectives_that_split_servers_are_refused_naming_the_field() {
+        let mut e = engine();
+        register(&mut e, &["10.0.1.1", "10.0.2.1"]);
+        let req = ring("ar", 12, 0, 20 * MS);
+        let err = e
+            .submit_collective(&req, &req.validate().unwrap(), T0)
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(
+            err.message().starts_with("collective.ranks: "),
+            "{}",
+            err.message()
+        );
+        assert!(e.state.reservations.is_empty());
+    }
+
+    #[test]
+    fn resubmission_is_idempotent_and_a_changed_demand_is_refused() {
+        let mut e = engine();
+        let d = demand(
+            "d",
+            "10.0.1.1",
+            "10.0.2.1",
+            0,
+            10 * MS,
+            10_000_000_000,
+            Some(500),
+        );
+        let first = submit(&mut e, vec![d.clone()], T0).unwrap();
+        let again = submit(&mut e, vec![d.clone()], T0 + MS).unwrap();
+        assert_eq!(first[0].id, again[0].id);
+        assert_eq!(e.state.reservations.len(), 1);
+        let mut changed = d;
+        changed.size_bytes += 1;
+        let err = submit(&mut e, vec![changed], T0).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::AlreadyExists);
+        assert!(
+            err.message().starts_with("demands[0].demand_id: "),
+            "{}",
+            err.message()
+        );
+    }
+
+    #[test]
+    fn cancel_releases_capacity_and_deviation_replans() {
+        let mut e = engine();
+        let big = demand(
+            "big",
+            "10.0.1.1",
+            "10.0.2.1",
+            0,
+            100 * MS,
+            85_000_000_000,
+            Some(500),
+        );
+        let r = submit(&mut e, vec![big.clone()], T0).unwrap();
+        assert_eq!(r[0].status, Status::Admitted);
+        let other = demand(
+            "other",
+            "10.0.1.1",
+            "10.0.2.2",
+            0,
+            100 * MS,
+            85_000_000_000,
+            Some(501),
+        );
+        let r2 = submit(&mut e, vec![other.clone()], T0).unwrap();
+        assert_eq!(r2[0].status, Status::FallbackEcmp, "h1's NIC is full");
+        wire(&r2[0]);
+        let cancel = proto::CancelRequest {
+            header: header(),
+            target: Some(proto::cancel_request::Target::DemandId("big".into())),
+        };
+        let out = e.cancel(&cancel.validate().unwrap()).unwrap();
+        assert_eq!(out[0].status, Status::Cancelled);
+        wire(&out[0]);
+        assert!(
+            e.cancel(&cancel.validate().unwrap()).is_err(),
+            "already cancelled"
+        );
+        // The capacity is free again: a late start of `other` now fits.
+        let dev = proto::ReportDeviationRequest {
+            header: header(),
+            reference_unix_ns: T0,
+            deviation: Some(proto::WorkloadDeviation {
+                target: Some(proto::workload_deviation::Target::DemandId("other".into())),
+                change: Some(proto::workload_deviation::Change::LateStart(
+                    proto::StartChange {
+                        start: Some(proto::start_change::Start::StartOffsetNs(50 * MS)),
+                    },
+                )),
+                observed_unix_ns: 0,
+            }),
+        };
+        let (updated, _) = e.deviation(&dev.validate().unwrap(), T0).unwrap();
+        let u = &updated[0];
+        assert_eq!(u.status, Status::Admitted);
+        assert_eq!(u.revision, 2);
+        assert_eq!(u.start_unix_ns(), T0 + 50 * MS);
+        wire(u);
+    }
+
+    #[test]
+    fn competing_fallback_flows_are_predrained_only_on_reserved_ports() {
+        let mut e = engine();
+        // h2 -> h4 reserved at 85 G; a second 85 G flow h2 -> h4 falls back.
+        let a = demand(
+            "a",
+            "10.0.1.2",
+            "10.0.2.2",
+            10 * MS,
+            100 * MS,
+            85_000_000_000,
+            Some(700),
+        );
+        let b = demand(
+            "b",
+            "10.0.1.2",
+            "10.0.2.2",
+            10 * MS,
+            100 * MS,
+            85_000_000_000,
+            Some(701),
+        );
+        let r = submit(&mut e, vec![a, b], T0).unwrap();
+        assert_eq!(
+            (r[0].status, r[1].status),
+            (Status::Admitted, Status::FallbackEcmp)
+        );
+        let mut comp = compiler(e.topo, 5 * MS);
+        let info = crate::fabric::Pipeline::embedded().unwrap().info;
+        let predrain = installer::names::PREDRAIN;
+        assert_eq!(
+            tables(&comp.desired(&e.state, T0).unwrap(), &info, predrain),
+            0,
+            "before a's install"
+        );
+        let during = comp.desired(&e.state, T0 + 5 * MS).unwrap();
+        let shared = r[1].flows[0]
+            .hops
+            .iter()
+            .filter(|h| r[0].flows[0].hops.contains(h))
+            .count();
+        assert!(
+            shared >= 1,
+            "b's ECMP path shares at least h4's port with a"
+        );
+        assert_eq!(tables(&during, &info, predrain), shared);
+        assert_eq!(
+            tables(
+                &comp.desired(&e.state, T0 + 110 * MS).unwrap(),
+                &info,
+                predrain
+            ),
+            0
+        );
+    }
+
+    #[test]
+    fn the_earlier_reservation_keeps_a_shared_entry_until_it_ends() {
+        let mut e = engine();
+        let a = demand(
+            "a",
+            "10.0.1.1",
+            "10.0.2.1",
+            0,
+            100 * MS,
+            1_000_000_000,
+            Some(900),
+        );
+        let b = demand(
+            "b",
+            "10.0.1.1",
+            "10.0.2.1",
+            50 * MS,
+            100 * MS,
+            1_000_000_000,
+            Some(900),
+        );
+        let r = submit(&mut e, vec![a, b], T0).unwrap();
+        let mut comp = compiler(e.topo, 0);
+        let leaf = |comp: &mut Compiler, t: u64| {
+            let d = comp.desired(&e.state, t).unwrap();
+            let info = crate::fabric::Pipeline::embedded().unwrap().info;
+            let id = info
+                .table(installer::names::SR_RESERVATION)
+                .unwrap()
+                .preamble
+                .as_ref()
+                .unwrap()
+                .id;
+            d["leaf1"]
+                .entities
+                .values()
+                .filter_map(|x| match &x.entity {
+                    Some(p4rt::proto::p4::v1::entity::Entity::TableEntry(t))
+                        if t.table_id == id =>
+                    {
+                        Some(t.clone())
+                    }
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(leaf(&mut comp, T0 + 60 * MS).len(), 1, "one key, one entry");
+        let first = leaf(&mut comp, T0 + 60 * MS);
+        let later = leaf(&mut comp, T0 + 120 * MS);
+        assert_eq!(later.len(), 1);
+        if r[0].flows[0].labels != r[1].flows[0].labels {
+            assert_ne!(first[0].action, later[0].action, "b takes over when a ends");
+        }
+    }
+
+    #[test]
+    fn a_reloaded_state_replans_to_the_same_paths() {
+        let mut e = engine();
+        register(&mut e, &["10.0.1.1", "10.0.2.1"]);
+        let req = ring("ar", 16, 0, 200 * MS);
+        e.submit_collective(&req, &req.validate().unwrap(), T0)
+            .unwrap();
+        submit(
+            &mut e,
+            vec![demand(
+                "d",
+                "10.0.1.2",
+                "10.0.2.2",
+                0,
+                50 * MS,
+                40_000_000_000,
+                None,
+            )],
+            T0,
+        )
+        .unwrap();
+        let saved: State = serde_json::from_str(&serde_json::to_string(&e.state).unwrap()).unwrap();
+        let (again, restored) = Engine::new(e.topo, PlannerConfig::default(), saved).unwrap();
+        assert_eq!(restored.reservations, 2);
+        assert!(restored.diverged.is_empty(), "{:?}", restored.diverged);
+        assert_eq!(again.state.reservations.len(), 2);
+        assert_eq!(
+            again.reserved_now(T0 + MS),
+            e.reserved_now(T0 + MS),
+            "same ledger"
+        );
+    }
+}

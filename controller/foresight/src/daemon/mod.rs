@@ -1,0 +1,614 @@
+//! The controller daemon (`foresight controller`).
+//!
+//! * [`state`] — intended state (jobs, reservations), the JSON state file;
+//! * [`engine`] — NDSP requests → planner → reservation records (no I/O);
+//! * [`desired`] — what every switch should hold at a given moment;
+//! * [`switches`] — one task per switch: session, pipeline, reconcile, writes;
+//! * [`service`] — the NDSP gRPC service;
+//! * [`telemetry`] — INT report collector and link loads;
+//! * [`metrics`], [`http`], [`api`] — Prometheus and the admin endpoint.
+//!
+//! Here: start-up (reload state, start the switch tasks, reconcile), the
+//! commit step every change goes through (persist, derive, send to every
+//! switch, wait for acknowledgements), the install/expiry scheduler, and
+//! the status and entries views.
+
+pub mod api;
+pub mod desired;
+pub mod engine;
+pub mod http;
+pub mod metrics;
+pub mod service;
+pub mod state;
+pub mod switches;
+pub mod telemetry;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use p4rt::P4Info;
+use planner::{PlannerConfig, Topology};
+use serde::Serialize;
+use tokio::sync::{broadcast, oneshot, Notify};
+
+use self::api::{
+    ControllerView, EntriesView, LinkView, ReservationSummary, ReservationsView, StatusView,
+    SwitchView,
+};
+use self::desired::{Compiler, Policy};
+use self::engine::{Engine, Restored};
+use self::metrics::Metrics;
+use self::state::{Lifecycle, Reservation, State};
+use self::switches::SwitchHandle;
+use self::telemetry::LinkLoads;
+use crate::fabric::{Endpoint, Pipeline};
+
+/// Unix time in ns.
+pub fn now_unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Where the switches are.
+pub enum Switches {
+    /// Given endpoints, by switch name.
+    Endpoints(BTreeMap<String, Endpoint>),
+    /// Start one BMv2 per topology switch (stopped when the daemon exits).
+    Bmv2,
+}
+
+pub struct Config {
+    pub topology: Topology,
+    pub pipeline: Pipeline,
+    pub switches: Switches,
+    pub ndsp_listen: SocketAddr,
+    pub http_listen: SocketAddr,
+    pub int_listen: Option<SocketAddr>,
+    pub state_file: Option<PathBuf>,
+    pub election_id: u128,
+    pub planner: PlannerConfig,
+    pub policy: Policy,
+    /// Written (JSON: addresses, pid) once every switch is reconciled,
+    /// or `switch_wait` has passed.
+    pub ready_file: Option<PathBuf>,
+    pub switch_wait: Duration,
+}
+
+/// A reservation changed (cancelled, re-planned): for `WatchEvents`.
+#[derive(Clone, Debug)]
+pub struct Changed {
+    pub tenant: String,
+    pub reservation: Reservation,
+}
+
+struct Inner {
+    engine: Engine,
+    compiler: Compiler,
+}
+
+pub struct Controller {
+    inner: tokio::sync::Mutex<Inner>,
+    pub switches: BTreeMap<String, SwitchHandle>,
+    pub metrics: Arc<Metrics>,
+    pub loads: Arc<LinkLoads>,
+    pub events: broadcast::Sender<Changed>,
+    wake: Notify,
+    pub topo: &'static Topology,
+    info: Arc<P4Info>,
+    state_file: Option<PathBuf>,
+    pub lead_ns: u64,
+    started: Instant,
+    restored: Restored,
+    startup_reconcile_ms: StdMutex<Option<f64>>,
+    ndsp_addr: SocketAddr,
+    http_addr: SocketAddr,
+    election_id: u128,
+}
+
+/// Acknowledgements of one commit, by switch.
+pub type Acks = Vec<(String, oneshot::Receiver<Result<usize, String>>)>;
+
+/// What a commit changed on the switches.
+#[derive(Debug, Default, Clone)]
+pub struct Committed {
+    pub changes: usize,
+    pub errors: Vec<String>,
+}
+
+/// Wait for every switch's acknowledgement.
+pub async fn acknowledged(acks: Acks) -> Committed {
+    let mut out = Committed::default();
+    for (name, rx) in acks {
+        match rx.await {
+            Ok(Ok(n)) => out.changes += n,
+            Ok(Err(e)) => out.errors.push(e),
+            Err(_) => out.errors.push(format!("switch {name}: task gone")),
+        }
+    }
+    out
+}
+
+impl Controller {
+    /// Persist (when `changed`), derive every switch's intended state at
+    /// `now` and send it. Call with the engine locked; await the acks after
+    /// unlocking (switch tasks apply states in the order they were sent).
+    fn commit(&self, inner: &mut Inner, now: u64, changed: bool) -> Acks {
+        if changed {
+            if let Some(path) = &self.state_file {
+                if let Err(e) = inner.engine.state.save(path) {
+                    self.metrics
+                        .state_write_errors
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::error!(%e, "cannot write the state file; a restart would lose the latest changes");
+                }
+            }
+        }
+        let desired = match inner.compiler.desired(&inner.engine.state, now) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::error!(%e, "cannot derive the intended switch state");
+                return Vec::new();
+            }
+        };
+        desired
+            .into_iter()
+            .filter_map(|(name, state)| {
+                let handle = self.switches.get(&name)?;
+                Some((name, handle.apply(Arc::new(state))))
+            })
+            .collect()
+    }
+
+    /// Wake the scheduler (the next install or expiry may have changed).
+    fn reschedule(&self) {
+        self.wake.notify_one();
+    }
+
+    /// The install/expiry loop: sleeps until the next moment the intended
+    /// state changes, retires what expired, and commits.
+    async fn scheduler(self: Arc<Self>) {
+        // Events are looked for after the last commit, not after "now":
+        // one that falls due while a commit is in flight is not skipped.
+        let mut last = now_unix_ns();
+        loop {
+            let next = {
+                self.inner
+                    .lock()
+                    .await
+                    .engine
+                    .next_event(last, self.lead_ns)
+            };
+            let now = now_unix_ns();
+            let wait = next
+                .map_or(Duration::from_secs(60), |t| {
+                    Duration::from_nanos(t.saturating_sub(now))
+                })
+                .min(Duration::from_secs(60));
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.wake.notified() => continue,
+            }
+            let now = now_unix_ns();
+            let acks = {
+                let mut inner = self.inner.lock().await;
+                let expired = inner.engine.expire(now);
+                for id in &expired {
+                    tracing::info!(reservation = %id, "expired; entries withdrawn");
+                }
+                self.commit(&mut inner, now, !expired.is_empty())
+            };
+            last = now;
+            let done = acknowledged(acks).await;
+            if done.changes > 0 {
+                tracing::debug!(
+                    changes = done.changes,
+                    "scheduled install/removal acknowledged"
+                );
+            }
+            for e in done.errors {
+                tracing::warn!(%e, "scheduled change not applied");
+            }
+        }
+    }
+
+    /// The status view.
+    pub async fn status(&self) -> StatusView {
+        let now = now_unix_ns();
+        let inner = self.inner.lock().await;
+        let engine = &inner.engine;
+        let mut by_state: BTreeMap<String, usize> = Lifecycle::ALL
+            .iter()
+            .map(|l| (l.name().to_string(), 0))
+            .collect();
+        let mut installed_flows = 0;
+        let mut list = Vec::new();
+        let summary = |r: &Reservation| {
+            let state = r.lifecycle(now, self.lead_ns);
+            ReservationSummary {
+                id: r.id.clone(),
+                tenant: r.tenant.clone(),
+                subject: format!("{}:{}", r.subject.kind(), r.subject.id()),
+                job_id: r.job_id.clone(),
+                status: r.status.name().to_string(),
+                state: state.name().to_string(),
+                flows: r.flows.len(),
+                reserved_flows: r.installing().count(),
+                start_unix_ns: r.start_unix_ns(),
+                end_unix_ns: r.end_unix_ns(),
+                install_unix_ns: r.install_unix_ns(self.lead_ns),
+                revision: r.revision,
+            }
+        };
+        for r in &engine.state.reservations {
+            *by_state
+                .entry(r.lifecycle(now, self.lead_ns).name().to_string())
+                .or_default() += 1;
+            installed_flows += r
+                .flows
+                .iter()
+                .filter(|f| f.active(now, self.lead_ns))
+                .count();
+            list.push(summary(r));
+        }
+        for r in engine.state.history.iter().rev().take(20) {
+            list.push(summary(r));
+        }
+        *by_state
+            .entry(Lifecycle::Expired.name().into())
+            .or_default() += engine.state.history.iter().filter(|r| !r.cancelled).count();
+        *by_state
+            .entry(Lifecycle::Cancelled.name().into())
+            .or_default() += engine.state.history.iter().filter(|r| r.cancelled).count();
+        let reserved: BTreeMap<u32, u64> = engine.reserved_now(now).into_iter().collect();
+        let mut links = Vec::new();
+        for e in 0..self.topo.edge_count() as u32 {
+            let l = self.topo.edge(e);
+            let measured = match l.from {
+                planner::topology::NodeRef::Switch(s) => self.loads.load(
+                    self.topo.switches()[s as usize].id,
+                    l.from_port,
+                    Duration::from_secs(5),
+                ),
+                planner::topology::NodeRef::Host(_) => None,
+            };
+            let reserved_bps = reserved.get(&e).copied().unwrap_or(0);
+            if reserved_bps == 0 && measured.is_none() {
+                continue;
+            }
+            links.push(LinkView {
+                link: self.topo.describe_edge(e),
+                capacity_bps: l.capacity_bps,
+                reserved_bps,
+                measured_bps: measured.map(|m| m.rate_bps as u64),
+                utilization: measured.map(|m| m.rate_bps / l.capacity_bps.max(1) as f64),
+                queue_packets: measured.map(|m| m.queue_packets),
+            });
+        }
+        let controller = ControllerView {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            fabric: self.topo.name().to_string(),
+            ndsp_addr: self.ndsp_addr.to_string(),
+            http_addr: self.http_addr.to_string(),
+            election_id: self.election_id.to_string(),
+            lead_time_ms: self.lead_ns as f64 / 1e6,
+            state_file: self.state_file.as_ref().map(|p| p.display().to_string()),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            now_unix_ns: now,
+            restored_reservations: self.restored.reservations,
+            restored_diverged: self.restored.diverged.clone(),
+            startup_reconcile_ms: *self.startup_reconcile_ms.lock().expect("lock"),
+        };
+        drop(inner);
+        let switches = self
+            .switches
+            .values()
+            .map(|h| {
+                let status = h.status.borrow().clone();
+                let role = match (status.connected, status.primary) {
+                    (true, true) => "primary",
+                    (true, false) => "backup",
+                    _ => "disconnected",
+                };
+                SwitchView {
+                    name: h.name.clone(),
+                    addr: h.endpoint.addr.clone(),
+                    device_id: h.endpoint.device_id,
+                    role: role.to_string(),
+                    status,
+                }
+            })
+            .collect();
+        StatusView {
+            controller,
+            switches,
+            reservations: ReservationsView {
+                by_state,
+                installed_flows,
+                list,
+            },
+            links,
+        }
+    }
+
+    /// What a switch holds, decoded, with its drift from the intended state.
+    pub async fn entries(&self, switch: &str) -> Result<EntriesView, (u16, String)> {
+        let Some(handle) = self.switches.get(switch) else {
+            let known: Vec<&str> = self.switches.keys().map(String::as_str).collect();
+            return Err((
+                404,
+                format!(
+                    "no switch {switch:?} in fabric {}; switches: {}",
+                    self.topo.name(),
+                    known.join(", ")
+                ),
+            ));
+        };
+        let actual = handle.read().await.map_err(|e| (503, e))?;
+        let intended = {
+            let mut inner = self.inner.lock().await;
+            let inner = &mut *inner;
+            let mut desired = inner
+                .compiler
+                .desired(&inner.engine.state, now_unix_ns())
+                .map_err(|e| (500, e.to_string()))?;
+            desired.remove(switch).unwrap_or_default()
+        };
+        let diff = switches::drift(&intended, actual.clone());
+        let line = |e: &p4rt::proto::p4::v1::Entity| api::decode(&self.info, e).line();
+        Ok(EntriesView {
+            switch: switch.to_string(),
+            addr: handle.endpoint.addr.clone(),
+            entities: actual.iter().map(|e| api::decode(&self.info, e)).collect(),
+            drift: api::DriftView {
+                missing: diff.insert.iter().map(|(_, e)| line(e)).collect(),
+                unexpected: diff.delete.iter().map(|(_, e)| line(e)).collect(),
+                different: diff.modify.iter().map(|(_, e)| line(e)).collect(),
+            },
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct Ready<'a> {
+    pid: u32,
+    ndsp: String,
+    http: String,
+    switches: BTreeMap<&'a str, &'a str>,
+    reconcile_ms: Option<f64>,
+    restored_reservations: usize,
+}
+
+/// Run the daemon until SIGINT/SIGTERM.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let topo: &'static Topology = Box::leak(Box::new(config.topology));
+    let started = Instant::now();
+    let now = now_unix_ns();
+
+    let state = match &config.state_file {
+        Some(path) => State::load(path, topo.name())?,
+        None => None,
+    };
+    let reloaded = state.is_some();
+    let state = state.unwrap_or_else(|| State::new(topo.name(), now));
+    let (mut engine, restored) = Engine::new(topo, config.planner.clone(), state)?;
+    let expired = engine.expire(now);
+    if reloaded {
+        tracing::info!(
+            live = restored.reservations,
+            expired_while_down = expired.len(),
+            diverged = restored.diverged.len(),
+            "state reloaded"
+        );
+        for id in &restored.diverged {
+            tracing::warn!(reservation = %id, "re-planned path differs from the installed one; keeping the installed path");
+        }
+    }
+    let compiler = Compiler::new(topo, config.pipeline.info.clone(), config.policy)?;
+
+    // Switch endpoints (starting BMv2 processes if asked).
+    let mut processes = Vec::new();
+    let endpoints = match config.switches {
+        Switches::Endpoints(e) => e,
+        Switches::Bmv2 => {
+            let tools = bmv2::Toolchain::find().map_err(|e| anyhow::anyhow!("--bmv2: {e}"))?;
+            let mut e = BTreeMap::new();
+            for sw in topo.switches() {
+                let spec = bmv2::SwitchSpec::new(&sw.name, u64::from(sw.id))
+                    .target_arg("--priority-queues")
+                    .target_arg("8");
+                let p = bmv2::Bmv2Switch::start(&tools, spec)
+                    .with_context(|| format!("starting BMv2 for {}", sw.name))?;
+                e.insert(
+                    sw.name.clone(),
+                    Endpoint {
+                        addr: p.grpc_addr(),
+                        device_id: u64::from(sw.id),
+                    },
+                );
+                processes.push(p);
+            }
+            e
+        }
+    };
+    for sw in topo.switches() {
+        if !endpoints.contains_key(&sw.name) {
+            anyhow::bail!(
+                "switch {} of fabric {} has no endpoint in the switches file",
+                sw.name,
+                topo.name()
+            );
+        }
+    }
+    for name in endpoints.keys() {
+        if topo.switch_by_name(name).is_none() {
+            anyhow::bail!(
+                "switches file names {name}, which is not a switch of fabric {}",
+                topo.name()
+            );
+        }
+    }
+
+    let ndsp_listener = tokio::net::TcpListener::bind(config.ndsp_listen)
+        .await
+        .with_context(|| {
+            format!(
+                "NDSP: cannot listen on {} (in use? pass --ndsp ADDR)",
+                config.ndsp_listen
+            )
+        })?;
+    let http_listener = tokio::net::TcpListener::bind(config.http_listen)
+        .await
+        .with_context(|| {
+            format!(
+                "HTTP: cannot listen on {} (in use? pass --http ADDR)",
+                config.http_listen
+            )
+        })?;
+    let ndsp_addr = ndsp_listener.local_addr()?;
+    let http_addr = http_listener.local_addr()?;
+
+    let metrics = Arc::new(Metrics::default());
+    let loads = Arc::new(LinkLoads::new(topo));
+    if let Some(addr) = config.int_listen {
+        let socket = tokio::net::UdpSocket::bind(addr)
+            .await
+            .with_context(|| format!("INT collector: cannot listen on UDP {addr}"))?;
+        tracing::info!(addr = %socket.local_addr()?, "INT collector listening");
+        tokio::spawn(telemetry::collect(socket, loads.clone(), metrics.clone()));
+    }
+
+    let mut compiler = compiler;
+    let initial = compiler.desired(&engine.state, now)?;
+    let mut handles = BTreeMap::new();
+    for (name, ep) in &endpoints {
+        let state = Arc::new(initial.get(name).cloned().unwrap_or_default());
+        let handle = SwitchHandle::spawn(
+            name.clone(),
+            ep.clone(),
+            config.pipeline.clone(),
+            config.election_id,
+            state,
+            metrics.clone(),
+        );
+        handles.insert(name.clone(), handle);
+    }
+    if reloaded && !expired.is_empty() {
+        if let Some(path) = &config.state_file {
+            engine.state.save(path)?;
+        }
+    }
+
+    let (events, _) = broadcast::channel(1024);
+    let controller = Arc::new(Controller {
+        inner: tokio::sync::Mutex::new(Inner { engine, compiler }),
+        switches: handles,
+        metrics,
+        loads,
+        events,
+        wake: Notify::new(),
+        topo,
+        info: config.pipeline.info.clone(),
+        state_file: config.state_file.clone(),
+        lead_ns: config.policy.lead_ns,
+        started,
+        restored,
+        startup_reconcile_ms: StdMutex::new(None),
+        ndsp_addr,
+        http_addr,
+        election_id: config.election_id,
+    });
+    tokio::spawn(http::serve(http_listener, controller.clone()));
+    tokio::spawn(controller.clone().scheduler());
+
+    // Start-up reconciliation: every switch holds the intended state.
+    {
+        let c = controller.clone();
+        let ready_file = config.ready_file.clone();
+        let switch_wait = config.switch_wait;
+        let endpoints = endpoints.clone();
+        tokio::spawn(async move {
+            let mut all = true;
+            let deadline = Instant::now() + switch_wait;
+            for h in c.switches.values() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if !h.wait_in_sync(left).await {
+                    tracing::warn!(switch = %h.name, waited_s = switch_wait.as_secs_f64(),
+                        "not reconciled at start-up; still trying (ready without it)");
+                    all = false;
+                }
+            }
+            let ms = started.elapsed().as_secs_f64() * 1e3;
+            if all {
+                *c.startup_reconcile_ms.lock().expect("lock") = Some(ms);
+                tracing::info!(
+                    millis = ms,
+                    switches = c.switches.len(),
+                    "every switch reconciled"
+                );
+            }
+            if let Some(path) = ready_file {
+                let ready = Ready {
+                    pid: std::process::id(),
+                    ndsp: c.ndsp_addr.to_string(),
+                    http: c.http_addr.to_string(),
+                    switches: endpoints
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.addr.as_str()))
+                        .collect(),
+                    reconcile_ms: all.then_some(ms),
+                    restored_reservations: c.restored.reservations,
+                };
+                let tmp = path.with_extension("tmp");
+                let ok = std::fs::write(&tmp, serde_json::to_vec(&ready).unwrap_or_default())
+                    .and_then(|_| std::fs::rename(&tmp, &path));
+                if let Err(e) = ok {
+                    tracing::error!(%e, path = %path.display(), "cannot write the ready file");
+                }
+            }
+        });
+    }
+
+    tracing::info!(ndsp = %ndsp_addr, http = %http_addr, fabric = topo.name(), switches = endpoints.len(), "controller running");
+    eprintln!("foresight controller: NDSP on {ndsp_addr}, metrics and admin on http://{http_addr} ({} switches)", endpoints.len());
+    let service = ndsp::proto::demand_signaling_server::DemandSignalingServer::new(
+        service::Ndsp::new(controller.clone()),
+    );
+    // TCP_NODELAY: answers are several small writes; with Nagle and the
+    // peer's delayed ACK each RPC would wait ~40 ms.
+    let incoming = tokio_stream::StreamExt::map(
+        tokio_stream::wrappers::TcpListenerStream::new(ndsp_listener),
+        |s| {
+            s.inspect(|s| {
+                let _ = s.set_nodelay(true);
+            })
+        },
+    );
+    tonic::transport::Server::builder()
+        .add_service(service)
+        .serve_with_incoming_shutdown(incoming, shutdown_signal())
+        .await
+        .context("NDSP server")?;
+    tracing::info!("shutting down");
+    drop(processes);
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

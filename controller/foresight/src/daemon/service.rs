@@ -1,0 +1,436 @@
+//! The NDSP gRPC service. Every request is validated as a whole first
+//! (`ndsp::validate`: a bad field is `INVALID_ARGUMENT` naming it, and
+//! nothing changes); then the engine decides, the commit persists the
+//! state and sends every switch its new intended state, and the answer
+//! goes back once the switches acknowledged what was due now. The time
+//! from receipt to that acknowledgement is the control-loop latency: it is
+//! observed in `foresight_install_latency_seconds` and returned in the
+//! `foresight-install-us` response metadata.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ndsp::proto::{self, demand_signaling_server::DemandSignaling};
+use ndsp::types as nt;
+use ndsp::Validate;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use super::engine::{to_ndsp, PlanTiming};
+use super::state::Reservation;
+use super::{acknowledged, now_unix_ns, Changed, Controller};
+
+/// Response metadata: microseconds from receipt to every due entry acknowledged.
+pub const INSTALL_US_METADATA: &str = "foresight-install-us";
+/// Response metadata: entity changes the switches acknowledged.
+pub const CHANGES_METADATA: &str = "foresight-switch-changes";
+
+pub struct Ndsp {
+    c: Arc<Controller>,
+}
+
+impl Ndsp {
+    pub fn new(c: Arc<Controller>) -> Ndsp {
+        Ndsp { c }
+    }
+
+    fn count<T>(&self, rpc: &str, r: Result<T, Status>) -> Result<T, Status> {
+        match &r {
+            Ok(_) => self.c.metrics.request(rpc, tonic::Code::Ok),
+            Err(s) => {
+                self.c.metrics.request(rpc, s.code());
+                tracing::info!(rpc, code = ?s.code(), message = s.message(), "request refused");
+            }
+        }
+        r
+    }
+
+    fn observe(&self, timing: PlanTiming, records: &[Reservation]) {
+        if timing.planner_secs > 0.0 {
+            self.c.metrics.planner_time.observe(timing.planner_secs);
+        }
+        for r in records {
+            self.c.metrics.outcome(r.status.name());
+            tracing::info!(reservation = %r.id, tenant = %r.tenant, subject = r.subject.id(), status = r.status.name(),
+                flows = r.flows.len(), reserved = r.installing().count(), "planned");
+        }
+    }
+
+    /// Commit with the engine locked by `change`, then wait for the
+    /// switches; returns the change's value, the latency and the changes.
+    async fn change<T>(
+        &self,
+        received: Instant,
+        change: impl FnOnce(&mut super::Inner, u64) -> Result<T, Status>,
+    ) -> Result<(T, std::time::Duration, usize), Status> {
+        let (value, acks) = {
+            let mut inner = self.c.inner.lock().await;
+            let now = now_unix_ns();
+            let value = change(&mut inner, now)?;
+            let acks = self.c.commit(&mut inner, now, true);
+            (value, acks)
+        };
+        self.c.reschedule();
+        let done = acknowledged(acks).await;
+        for e in &done.errors {
+            tracing::warn!(%e, "not installed now; will be reconciled");
+        }
+        Ok((value, received.elapsed(), done.changes))
+    }
+
+    fn respond<T>(
+        &self,
+        body: T,
+        took: std::time::Duration,
+        changes: usize,
+        installed_now: bool,
+    ) -> Response<T> {
+        if installed_now {
+            self.c.metrics.install_latency.observe(took.as_secs_f64());
+        }
+        let mut response = Response::new(body);
+        let md = response.metadata_mut();
+        if let Ok(v) = (took.as_micros() as u64).to_string().parse() {
+            md.insert(INSTALL_US_METADATA, v);
+        }
+        if let Ok(v) = changes.to_string().parse() {
+            md.insert(CHANGES_METADATA, v);
+        }
+        response
+    }
+
+    fn installed_now(&self, records: &[Reservation], now: u64) -> bool {
+        records
+            .iter()
+            .any(|r| r.flows.iter().any(|f| f.active(now, self.c.lead_ns)))
+    }
+
+    fn broadcast(&self, records: &[Reservation]) {
+        for r in records {
+            let _ = self.c.events.send(Changed {
+                tenant: r.tenant.clone(),
+                reservation: r.clone(),
+            });
+        }
+    }
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<proto::WatchEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl DemandSignaling for Ndsp {
+    async fn handshake(
+        &self,
+        request: Request<proto::HandshakeRequest>,
+    ) -> Result<Response<proto::HandshakeResponse>, Status> {
+        let r = request.get_ref().validate().map_err(Status::from).map(|_| {
+            Response::new(
+                (&nt::ServerHello {
+                    server_version: ndsp::PROTOCOL_VERSION,
+                    server_time_unix_ns: now_unix_ns(),
+                    supported_collective_kinds: vec![
+                        nt::CollectiveKind::RingAllReduce,
+                        nt::CollectiveKind::TreeAllReduce,
+                        nt::CollectiveKind::AllGather,
+                        nt::CollectiveKind::ReduceScatter,
+                        nt::CollectiveKind::AllToAll,
+                        nt::CollectiveKind::PipelineSend,
+                        nt::CollectiveKind::KvCacheTransfer,
+                    ],
+                    max_demands_per_request: ndsp::limits::MAX_DEMANDS_PER_REQUEST as u32,
+                    max_label_stack_depth: installer::names::SR_PUSH.len() as u32,
+                })
+                    .into(),
+            )
+        });
+        self.count("Handshake", r)
+    }
+
+    async fn register_topology(
+        &self,
+        request: Request<proto::RegisterTopologyRequest>,
+    ) -> Result<Response<proto::RegisterTopologyResponse>, Status> {
+        let r = async {
+            let topo = request.get_ref().validate()?;
+            let job_id = topo.job_id.clone();
+            let ranks = topo.ranks.len() as u32;
+            let ((generation, warnings), _, _) = self
+                .change(Instant::now(), |inner, _| {
+                    Ok(inner.engine.register(request.get_ref(), topo))
+                })
+                .await?;
+            Ok(Response::new(
+                (&nt::TopologyRegistration {
+                    job_id,
+                    registered_ranks: ranks,
+                    generation,
+                    warnings,
+                })
+                    .into(),
+            ))
+        }
+        .await;
+        self.count("RegisterTopology", r)
+    }
+
+    async fn submit_demand(
+        &self,
+        request: Request<proto::SubmitDemandRequest>,
+    ) -> Result<Response<proto::SubmitDemandResponse>, Status> {
+        let received = Instant::now();
+        let r = async {
+            let batch = request.get_ref().validate()?;
+            let ((records, timing, now), took, changes) = self
+                .change(received, |inner, now| {
+                    let (records, timing) =
+                        inner
+                            .engine
+                            .submit_demands(request.get_ref(), &batch, now)?;
+                    Ok((records, timing, now))
+                })
+                .await?;
+            self.observe(timing, &records);
+            let body = proto::SubmitDemandResponse {
+                reservations: records.iter().map(|r| (&to_ndsp(r)).into()).collect(),
+            };
+            Ok(self.respond(body, took, changes, self.installed_now(&records, now)))
+        }
+        .await;
+        self.count("SubmitDemand", r)
+    }
+
+    async fn submit_collective(
+        &self,
+        request: Request<proto::SubmitCollectiveRequest>,
+    ) -> Result<Response<proto::SubmitCollectiveResponse>, Status> {
+        let received = Instant::now();
+        let r = async {
+            let collective = request.get_ref().validate()?;
+            let ((record, timing, now), took, changes) = self
+                .change(received, |inner, now| {
+                    let (record, timing) =
+                        inner
+                            .engine
+                            .submit_collective(request.get_ref(), &collective, now)?;
+                    Ok((record, timing, now))
+                })
+                .await?;
+            let records = [record];
+            self.observe(timing, &records);
+            let body = proto::SubmitCollectiveResponse {
+                reservation: Some((&to_ndsp(&records[0])).into()),
+            };
+            Ok(self.respond(body, took, changes, self.installed_now(&records, now)))
+        }
+        .await;
+        self.count("SubmitCollective", r)
+    }
+
+    async fn cancel(
+        &self,
+        request: Request<proto::CancelRequest>,
+    ) -> Result<Response<proto::CancelResponse>, Status> {
+        let received = Instant::now();
+        let r = async {
+            let cancel = request.get_ref().validate()?;
+            let (records, took, changes) = self
+                .change(received, |inner, _| inner.engine.cancel(&cancel))
+                .await?;
+            for r in &records {
+                tracing::info!(reservation = %r.id, "cancelled");
+            }
+            self.broadcast(&records);
+            let body = proto::CancelResponse {
+                cancelled_reservation_ids: records.iter().map(|r| r.id.clone()).collect(),
+            };
+            Ok(self.respond(body, took, changes, false))
+        }
+        .await;
+        self.count("Cancel", r)
+    }
+
+    async fn report_deviation(
+        &self,
+        request: Request<proto::ReportDeviationRequest>,
+    ) -> Result<Response<proto::ReportDeviationResponse>, Status> {
+        let received = Instant::now();
+        let r = async {
+            let deviation = request.get_ref().validate()?;
+            let ((records, timing), took, changes) = self
+                .change(received, |inner, now| {
+                    inner.engine.deviation(&deviation, now)
+                })
+                .await?;
+            self.observe(timing, &records);
+            self.broadcast(&records);
+            let body = proto::ReportDeviationResponse {
+                updated_reservations: records.iter().map(|r| (&to_ndsp(r)).into()).collect(),
+            };
+            Ok(self.respond(body, took, changes, false))
+        }
+        .await;
+        self.count("ReportDeviation", r)
+    }
+
+    type WatchEventsStream = EventStream;
+
+    async fn watch_events(
+        &self,
+        request: Request<proto::WatchEventsRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let r = request.get_ref().validate().map_err(Status::from);
+        let watch = self.count("WatchEvents", r)?;
+        let (tx, rx) = tokio::sync::mpsc::channel(256);
+        let c = self.c.clone();
+        tokio::spawn(watch_task(c, watch, tx));
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
+    async fn get_reservation(
+        &self,
+        request: Request<proto::GetReservationRequest>,
+    ) -> Result<Response<proto::GetReservationResponse>, Status> {
+        let r = async {
+            let get = request.get_ref().validate()?;
+            let inner = self.c.inner.lock().await;
+            let found = inner
+                .engine
+                .state
+                .find(&get.reservation_id)
+                .filter(|r| r.tenant == get.ctx.tenant);
+            match found {
+                Some(r) => Ok(Response::new(proto::GetReservationResponse {
+                    reservation: Some((&to_ndsp(r)).into()),
+                })),
+                None => Err(Status::not_found(format!(
+                    "reservation_id: no reservation {:?} of tenant {:?}",
+                    get.reservation_id, get.ctx.tenant
+                ))),
+            }
+        }
+        .await;
+        self.count("GetReservation", r)
+    }
+
+    async fn list_reservations(
+        &self,
+        request: Request<proto::ListReservationsRequest>,
+    ) -> Result<Response<proto::ListReservationsResponse>, Status> {
+        let r = async {
+            let list = request.get_ref().validate()?;
+            let offset: usize = match &list.page_token {
+                None => 0,
+                Some(t) => t.parse().map_err(|_| {
+                    Status::from(ndsp::ValidationError::new(
+                        "page_token",
+                        format!("{t:?} is not a token this controller issued"),
+                    ))
+                })?,
+            };
+            let inner = self.c.inner.lock().await;
+            let all = inner.engine.list(&list.ctx.tenant, list.job_id.as_deref());
+            let page: Vec<proto::Reservation> = all
+                .iter()
+                .skip(offset)
+                .take(list.page_size as usize)
+                .map(|r| (&to_ndsp(r)).into())
+                .collect();
+            let next = offset + page.len();
+            Ok(Response::new(proto::ListReservationsResponse {
+                reservations: page,
+                next_page_token: if next < all.len() {
+                    next.to_string()
+                } else {
+                    String::new()
+                },
+            }))
+        }
+        .await;
+        self.count("ListReservations", r)
+    }
+}
+
+/// Feed one `WatchEvents` stream: reservation changes of the tenant's
+/// (watched) jobs, and telemetry snapshots every interval.
+async fn watch_task(
+    c: Arc<Controller>,
+    watch: nt::ValidatedWatch,
+    tx: tokio::sync::mpsc::Sender<Result<proto::WatchEvent, Status>>,
+) {
+    let mut events = c.events.subscribe();
+    let mut seq = 0u64;
+    let interval = watch
+        .telemetry_interval_ns
+        .map(std::time::Duration::from_nanos);
+    let mut ticker = interval.map(tokio::time::interval);
+    if let Some(t) = ticker.as_mut() {
+        t.tick().await;
+    }
+    let wanted = |r: &Reservation| {
+        watch.job_ids.is_empty() || r.job_id.as_ref().is_some_and(|j| watch.job_ids.contains(j))
+    };
+    loop {
+        let body = tokio::select! {
+            _ = tx.closed() => return,
+            ev = events.recv() => match ev {
+                Ok(ch) if ch.tenant == watch.ctx.tenant && wanted(&ch.reservation) => {
+                    nt::WatchEventBody::Deviation(nt::NetworkDeviation {
+                        observed_unix_ns: now_unix_ns(),
+                        affected_reservation_ids: vec![ch.reservation.id.clone()],
+                        change: nt::NetworkChange::ReservationChanged(Box::new(to_ndsp(&ch.reservation))),
+                    })
+                }
+                Ok(_) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(_) => return,
+            },
+            _ = async { match ticker.as_mut() { Some(t) => { t.tick().await; } None => std::future::pending().await } } => {
+                nt::WatchEventBody::Telemetry(snapshot(&c, interval.unwrap_or_default()).await)
+            }
+        };
+        seq += 1;
+        let event = nt::ValidatedWatchEvent {
+            sequence: seq,
+            emitted_unix_ns: now_unix_ns(),
+            body,
+        };
+        if tx.send(Ok((&event).into())).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn snapshot(c: &Controller, interval: std::time::Duration) -> nt::TelemetrySnapshot {
+    let status = c.status().await;
+    let topo = c.topo;
+    let mut links = Vec::new();
+    for e in 0..topo.edge_count() as u32 {
+        let l = topo.edge(e);
+        let name = topo.describe_edge(e);
+        let Some(view) = status.links.iter().find(|v| v.link == name) else {
+            continue;
+        };
+        links.push(nt::LinkUtilization {
+            link: nt::LinkId {
+                from_node: topo.node_name(l.from).to_string(),
+                from_port: u32::from(l.from_port),
+                to_node: topo.node_name(l.to).to_string(),
+                to_port: u32::from(l.to_port),
+            },
+            capacity_bps: l.capacity_bps,
+            measured_bps: view.measured_bps.unwrap_or(0),
+            reserved_bps: view.reserved_bps.min(l.capacity_bps),
+            peak_queue_bytes: u64::from(view.queue_packets.unwrap_or(0)) * 1024,
+        });
+    }
+    nt::TelemetrySnapshot {
+        as_of_unix_ns: now_unix_ns(),
+        interval_ns: interval.as_nanos().max(1) as u64,
+        links,
+        congestion_events: Vec::new(),
+        paths: Vec::new(),
+    }
+}

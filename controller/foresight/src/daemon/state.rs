@@ -1,0 +1,425 @@
+//! The controller's intended state: registered jobs and reservations with
+//! their flows, windows and paths. Everything the switches should hold is
+//! derived from it (see `desired.rs`), so it is the one thing that must
+//! survive a restart: it is written to a JSON state file, atomically (temp
+//! file + rename), after every change and before the change is answered,
+//! and a restarted controller reloads it and reconciles the switches with
+//! it. (Rename without fsync: a killed controller loses nothing; a machine
+//! crash may lose the last changes.)
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use ndsp::types::{ReasonCode, ReservationStatus};
+use serde::{Deserialize, Serialize};
+
+/// Version of the state file format.
+pub const STATE_VERSION: u32 = 1;
+
+/// Finished (expired or cancelled) reservations kept for `GetReservation`.
+pub const HISTORY_LIMIT: usize = 1000;
+
+/// Everything the controller must remember.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct State {
+    pub version: u32,
+    /// Name of the fabric the state belongs to (checked on load).
+    pub fabric: String,
+    /// Unix ns of the planner's time 0 (planner times are ns since then).
+    pub epoch_unix_ns: u64,
+    /// Next sequence number (orders reservations; later ones never evict
+    /// the entries of earlier ones).
+    pub next_seq: u64,
+    /// Next destination QP the controller hands out, per destination host.
+    pub next_qp: BTreeMap<String, u32>,
+    /// Registered job topologies.
+    pub jobs: Vec<Job>,
+    /// Live reservations (scheduled or installed), in sequence order.
+    pub reservations: Vec<Reservation>,
+    /// Finished reservations (expired or cancelled), oldest first; kept in
+    /// memory for `GetReservation`, not in the file (a restart forgets them).
+    #[serde(skip)]
+    pub history: Vec<Reservation>,
+}
+
+impl State {
+    pub fn new(fabric: &str, epoch_unix_ns: u64) -> State {
+        State {
+            version: STATE_VERSION,
+            fabric: fabric.to_string(),
+            epoch_unix_ns,
+            next_seq: 1,
+            next_qp: BTreeMap::new(),
+            jobs: Vec::new(),
+            reservations: Vec::new(),
+            history: Vec::new(),
+        }
+    }
+
+    /// Load a state file; `Ok(None)` if it does not exist.
+    pub fn load(path: &Path, fabric: &str) -> anyhow::Result<Option<State>> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(e).with_context(|| format!("reading state file {}", path.display()))
+            }
+        };
+        let state: State = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "state file {}: not a Foresight state file (fix or remove it)",
+                path.display()
+            )
+        })?;
+        if state.version != STATE_VERSION {
+            bail!(
+                "state file {}: version {} but this controller reads version {STATE_VERSION}",
+                path.display(),
+                state.version
+            );
+        }
+        if state.fabric != fabric {
+            bail!(
+                "state file {} belongs to fabric {:?}, not {fabric:?}: pass the right --topology or another --state-file",
+                path.display(),
+                state.fabric
+            );
+        }
+        Ok(Some(state))
+    }
+
+    /// Write atomically: a temporary file beside `path`, then rename.
+    pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        let text = serde_json::to_vec(self)?;
+        let tmp = temp_path(path);
+        std::fs::write(&tmp, &text).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+        Ok(())
+    }
+
+    /// Move a finished reservation to the history (bounded).
+    pub fn retire(&mut self, index: usize) -> &Reservation {
+        let r = self.reservations.remove(index);
+        self.history.push(r);
+        if self.history.len() > HISTORY_LIMIT {
+            let excess = self.history.len() - HISTORY_LIMIT;
+            self.history.drain(..excess);
+        }
+        self.history.last().expect("just pushed")
+    }
+
+    /// A live or finished reservation by id.
+    pub fn find(&self, id: &str) -> Option<&Reservation> {
+        self.reservations
+            .iter()
+            .find(|r| r.id == id)
+            .or_else(|| self.history.iter().rev().find(|r| r.id == id))
+    }
+}
+
+fn temp_path(path: &Path) -> PathBuf {
+    let mut name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".tmp");
+    path.with_file_name(name)
+}
+
+/// A registered job topology (the `RegisterTopologyRequest`, kept encoded
+/// so it re-validates into exactly what was registered).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Job {
+    pub tenant: String,
+    pub job_id: String,
+    pub generation: u64,
+    /// Hex of the encoded `RegisterTopologyRequest`.
+    pub request: String,
+}
+
+/// What a reservation answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Subject {
+    Demand(String),
+    Collective(String),
+}
+
+impl Subject {
+    pub fn id(&self) -> &str {
+        match self {
+            Subject::Demand(id) | Subject::Collective(id) => id,
+        }
+    }
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Subject::Demand(_) => "demand",
+            Subject::Collective(_) => "collective",
+        }
+    }
+}
+
+/// Outcome of a reservation or flow (NDSP `ReservationStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Admitted,
+    Partial,
+    Deferred,
+    FallbackEcmp,
+    Rejected,
+    Cancelled,
+}
+
+impl Status {
+    pub fn reserves(self) -> bool {
+        matches!(self, Status::Admitted | Status::Partial | Status::Deferred)
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Admitted => "admitted",
+            Status::Partial => "partial",
+            Status::Deferred => "deferred",
+            Status::FallbackEcmp => "fallback_ecmp",
+            Status::Rejected => "rejected",
+            Status::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl From<Status> for ReservationStatus {
+    fn from(s: Status) -> Self {
+        match s {
+            Status::Admitted => ReservationStatus::Admitted,
+            Status::Partial => ReservationStatus::Partial,
+            Status::Deferred => ReservationStatus::Deferred,
+            Status::FallbackEcmp => ReservationStatus::FallbackEcmp,
+            Status::Rejected => ReservationStatus::Rejected,
+            Status::Cancelled => ReservationStatus::Cancelled,
+        }
+    }
+}
+
+/// Why a reservation is not simply admitted (NDSP `ReasonCode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    None,
+    InsufficientCapacity,
+    DeadlineUnmeetable,
+    NoPath,
+    LabelStackTooDeep,
+    UnknownEndpoint,
+    WorkloadDeviation,
+}
+
+impl From<Reason> for ReasonCode {
+    fn from(r: Reason) -> Self {
+        match r {
+            Reason::None => ReasonCode::None,
+            Reason::InsufficientCapacity => ReasonCode::InsufficientCapacity,
+            Reason::DeadlineUnmeetable => ReasonCode::DeadlineUnmeetable,
+            Reason::NoPath => ReasonCode::NoPath,
+            Reason::LabelStackTooDeep => ReasonCode::LabelStackTooDeep,
+            Reason::UnknownEndpoint => ReasonCode::UnknownEndpoint,
+            Reason::WorkloadDeviation => ReasonCode::WorkloadDeviation,
+        }
+    }
+}
+
+/// Where a reservation is in its life (for status and metrics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lifecycle {
+    /// Nothing installed yet: the first install is in the future.
+    Scheduled,
+    /// Some flow's entries are (to be) on the switches.
+    Installed,
+    /// Every flow window is over; entries removed.
+    Expired,
+    /// Cancelled by the client (or finished early / aborted).
+    Cancelled,
+    /// Nothing to install (ECMP fallback or rejected), not yet over.
+    Fallback,
+}
+
+impl Lifecycle {
+    pub const ALL: [Lifecycle; 5] = [
+        Lifecycle::Scheduled,
+        Lifecycle::Installed,
+        Lifecycle::Fallback,
+        Lifecycle::Expired,
+        Lifecycle::Cancelled,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Lifecycle::Scheduled => "scheduled",
+            Lifecycle::Installed => "installed",
+            Lifecycle::Expired => "expired",
+            Lifecycle::Cancelled => "cancelled",
+            Lifecycle::Fallback => "fallback",
+        }
+    }
+}
+
+/// One reservation: the answer to a demand or a collective.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reservation {
+    pub id: String,
+    pub seq: u64,
+    pub tenant: String,
+    pub subject: Subject,
+    pub job_id: Option<String>,
+    /// Hex of the encoded `DemandSignal` or `Collective` as submitted: an
+    /// identical resubmission returns this reservation, another is refused.
+    pub request: String,
+    /// Planning inputs.
+    pub priority: u8,
+    pub elastic: bool,
+    pub deadline_unix_ns: Option<u64>,
+    /// Outcome.
+    pub status: Status,
+    pub reason: Reason,
+    pub advisory: Option<String>,
+    pub revision: u64,
+    pub flows: Vec<FlowRecord>,
+    /// Set when the reservation was cancelled (or finished early).
+    pub cancelled: bool,
+}
+
+impl Reservation {
+    pub fn start_unix_ns(&self) -> u64 {
+        self.flows
+            .iter()
+            .map(|f| f.start_unix_ns)
+            .min()
+            .unwrap_or(0)
+    }
+    pub fn end_unix_ns(&self) -> u64 {
+        self.flows.iter().map(|f| f.end_unix_ns).max().unwrap_or(0)
+    }
+    /// Flows that put entries on switches.
+    pub fn installing(&self) -> impl Iterator<Item = &FlowRecord> {
+        self.flows.iter().filter(|f| f.installs())
+    }
+    /// When the first entry goes in, given the lead time.
+    pub fn install_unix_ns(&self, lead_ns: u64) -> Option<u64> {
+        self.installing().map(|f| f.install_unix_ns(lead_ns)).min()
+    }
+    pub fn lifecycle(&self, now: u64, lead_ns: u64) -> Lifecycle {
+        if self.cancelled {
+            return Lifecycle::Cancelled;
+        }
+        if now >= self.end_unix_ns() {
+            return Lifecycle::Expired;
+        }
+        match self.install_unix_ns(lead_ns) {
+            None => Lifecycle::Fallback,
+            Some(t) if now < t => Lifecycle::Scheduled,
+            Some(_) => Lifecycle::Installed,
+        }
+    }
+}
+
+/// One hop of a path: a switch and the port the flow leaves it through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hop {
+    pub switch: String,
+    pub port: u16,
+}
+
+/// One flow of a reservation: what was asked and what was granted.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FlowRecord {
+    pub flow_id: String,
+    pub src: String,
+    pub dst: String,
+    pub src_ip: Ipv4Addr,
+    pub dst_ip: Ipv4Addr,
+    pub src_rank: Option<u32>,
+    pub dst_rank: Option<u32>,
+    /// Destination QP used for planning (and the ECMP hash).
+    pub qp: u32,
+    /// Whether the entries match only that QP (else every QP of the pair).
+    pub steer_qp: bool,
+    pub bytes: u64,
+    pub rate_bps: u64,
+    pub duration_ns: u64,
+    /// Start as asked (before any deferral).
+    pub requested_start_unix_ns: u64,
+    /// Granted.
+    pub status: Status,
+    pub reason: Reason,
+    pub accepted_bps: u64,
+    pub start_unix_ns: u64,
+    pub end_unix_ns: u64,
+    /// SR-MPLS labels the ingress leaf pushes, top first (empty: none).
+    pub labels: Vec<u32>,
+    /// The reserved path, or the ECMP path of a fallback flow.
+    pub hops: Vec<Hop>,
+}
+
+impl FlowRecord {
+    /// Whether the flow puts entries on switches (a pinned, reserved path).
+    pub fn installs(&self) -> bool {
+        self.status.reserves() && !self.labels.is_empty() && !self.hops.is_empty()
+    }
+    pub fn install_unix_ns(&self, lead_ns: u64) -> u64 {
+        self.start_unix_ns.saturating_sub(lead_ns)
+    }
+    /// Whether its entries belong on the switches at `now`.
+    pub fn active(&self, now: u64, lead_ns: u64) -> bool {
+        self.installs() && self.install_unix_ns(lead_ns) <= now && now < self.end_unix_ns
+    }
+    pub fn dst_qp(&self) -> Option<u32> {
+        self.steer_qp.then_some(self.qp)
+    }
+}
+
+/// Lower-case hex.
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Inverse of [`to_hex`].
+pub fn from_hex(text: &str) -> anyhow::Result<Vec<u8>> {
+    if text.len() & 1 == 1 {
+        bail!("odd number of hex digits");
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).with_context(|| format!("bad hex at {i}")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn save_is_atomic_and_load_checks_the_fabric() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        assert!(State::load(&path, "f").unwrap().is_none());
+        let mut s = State::new("f", 42);
+        s.next_seq = 7;
+        s.save(&path).unwrap();
+        assert!(!temp_path(&path).exists());
+        let back = State::load(&path, "f").unwrap().unwrap();
+        assert_eq!((back.epoch_unix_ns, back.next_seq), (42, 7));
+        let err = State::load(&path, "other").unwrap_err().to_string();
+        assert!(err.contains("belongs to fabric"), "{err}");
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        assert_eq!(
+            from_hex(&to_hex(&[0, 1, 0xab, 0xff])).unwrap(),
+            vec![0, 1, 0xab, 0xff]
+        );
+        assert!(from_hex("abc").is_err());
+    }
+}

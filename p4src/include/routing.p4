@@ -1,0 +1,85 @@
+// routing.p4 — IPv4 LPM to a next hop, ECMP through an action selector,
+// QP-aware hashing.
+//
+// The controller programs FsIngress.routing.ipv4_lpm through the action
+// profile FsIngress.routing.ecmp_selector: every next hop is a member
+// (set_nexthop: port + MACs), an ECMP set is a group of members; a route
+// points at a member (single path) or a group.
+//
+// ECMP hash (the Rust planner emulates it to predict collisions; keep the
+// field order and widths exactly):
+//   RoCEv2 (UDP dport 4791, BTH parsed):
+//     crc32(ipv4.src_addr ++ ipv4.dst_addr ++ udp.src_port ++ bth.dst_qp[24])
+//   anything else:
+//     crc32(ipv4.src_addr ++ ipv4.dst_addr ++ ipv4.protocol ++ l4 src ++ l4 dst)
+// Both inputs are 13 bytes, big-endian, no padding. crc32 is BMv2's
+// HashAlgorithm.crc32: CRC-32/ISO-HDLC (poly 0x04C11DB7 reflected, init and
+// final XOR 0xFFFFFFFF), the same as zlib.crc32. The selector then uses the
+// hash unchanged (HashAlgorithm.identity over the 32-bit value) and BMv2
+// picks member (hash mod n) of the group's members in ascending member-handle
+// order, i.e. in the order the members were created on a fresh switch.
+//
+// A packet carrying INT hashes like the same flow without INT: INT is
+// signalled by a DSCP bit (not hashed) and the BTH is parsed after the INT
+// stack, so none of the hashed fields moves.
+
+#ifndef FS_ROUTING_P4
+#define FS_ROUTING_P4
+
+#include "headers.p4"
+
+control Routing(inout headers_t hdr, inout fs_metadata_t meta,
+                inout standard_metadata_t sm) {
+
+    @max_group_size(FS_ECMP_MAX_GROUP_SIZE)
+    action_selector(HashAlgorithm.identity, FS_ECMP_SELECTOR_SIZE, 32w32) ecmp_selector;
+
+    /// Forward to a next hop: egress port and the MACs of the link, TTL - 1.
+    action set_nexthop(port_id_t port, mac_addr_t src_mac, mac_addr_t dst_mac) {
+        sm.egress_spec = port;
+        hdr.ethernet.src_addr = src_mac;
+        hdr.ethernet.dst_addr = dst_mac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    // p4c's BMv2 backend warns that it cannot give a table with an action
+    // profile a default action ("Target does not support default_action ...
+    // due to action profiles") for every such table, because its frontend
+    // always adds NoAction; a miss is handled below (DROP_NO_ROUTE).
+    table ipv4_lpm {
+        key = {
+            hdr.ipv4.dst_addr   : lpm @name("dst_addr");
+            meta.flow.ecmp_hash : selector;
+        }
+        actions = {
+            set_nexthop;
+            @defaultonly NoAction;
+        }
+        implementation = ecmp_selector;
+        size = FS_IPV4_LPM_SIZE;
+    }
+
+    apply {
+        if (meta.flow.is_roce == 1) {
+            hash(meta.flow.ecmp_hash, HashAlgorithm.crc32, 32w0,
+                 { hdr.ipv4.src_addr,
+                   hdr.ipv4.dst_addr,
+                   hdr.udp.src_port,
+                   hdr.bth.dst_qp },
+                 64w0x100000000);
+        } else {
+            hash(meta.flow.ecmp_hash, HashAlgorithm.crc32, 32w0,
+                 { hdr.ipv4.src_addr,
+                   hdr.ipv4.dst_addr,
+                   hdr.ipv4.protocol,
+                   meta.flow.l4_src_port,
+                   meta.flow.l4_dst_port },
+                 64w0x100000000);
+        }
+        if (!ipv4_lpm.apply().hit) {
+            meta.drop_reason = DROP_NO_ROUTE;
+        }
+    }
+}
+
+#endif  // FS_ROUTING_P4

@@ -1,0 +1,99 @@
+"""ECN marking as a DCQCN congestion point (per-port Kmin/Kmax/Pmax).
+
+BMv2 quirk that bites here: an egress queue only builds up when it is
+rate-limited, and rate and depth are set through the Thrift CLI
+(simple_switch_CLI set_queue_rate / set_queue_depth), not P4Runtime. The test
+limits s1 port 2 to 10 packets/s and sends a burst, so packet i of the burst
+is enqueued behind i minus (packets already dequeued) others; at 10 pps at
+most 1 + burst_time/100 ms packets leave during the burst, which bounds each
+packet's queue depth from both sides without looking inside the switch.
+"""
+
+import time
+
+from fs_common import FsTest, HOST_MAC, sw_mac
+from fs_packets import Flow
+from scapy.layers.inet import IP
+from scapy.layers.l2 import Ether
+
+RATE_PPS = 10
+KMIN, KMAX = 3, 6
+N = 16
+
+
+class DcqcnBase(FsTest):
+    def burst(self, ecn, first_id):
+        flows = [Flow("10.1.0.1", "10.2.0.1", sport=49152, qp=0x77, ip_id=first_id + i)
+                 for i in range(N)]
+        t0 = time.time()
+        for f in flows:
+            self.send("s1", 1, f.packet(HOST_MAC, sw_mac("s1", 1), ecn=ecn, dscp=24))
+        elapsed = time.time() - t0
+        got = []
+        for _ in range(N):
+            pkt = Ether(self.receive("s1", 2, timeout=5))
+            got.append((pkt[IP].id, pkt[IP].tos & 3))
+        self.assertEqual([i for i, _ in got], [first_id + i for i in range(N)], "FIFO order")
+        # Dequeues that can have happened while the burst was being enqueued.
+        drained = 1 + int(elapsed * RATE_PPS) + 1
+        return [ecn_out for _, ecn_out in got], drained
+
+
+class DcqcnThresholds(DcqcnBase):
+    """Kmin 3, Kmax 6 packets, Pmax 0: packets that saw a depth <= Kmin are
+    never marked, packets that saw a depth > Kmax are always marked (CE);
+    Not-ECT packets are never marked; CE stays CE."""
+
+    def runTest(self):
+        s1 = self.sw["s1"]
+        self.route("s1", "10.2.0.0", 16, 2)
+        s1.insert("ecn.dcqcn_port", {"egress_port": 2}, "ecn.set_dcqcn",
+                  {"kmin": KMIN, "kmax": KMAX, "pmax": 0})
+        self.set_queue("s1", 2, RATE_PPS, depth=64)
+
+        ecn_out, drained = self.burst(ecn=2, first_id=100)     # ECT(0)
+        marked = 0
+        for i, e in enumerate(ecn_out):
+            depth_max, depth_min = i, max(0, i - drained)
+            if depth_max <= KMIN:
+                self.assertEqual(e, 2, "packet %d (depth <= %d) was marked" % (i, depth_max))
+            if depth_min > KMAX:
+                self.assertEqual(e, 3, "packet %d (depth >= %d) not marked" % (i, depth_min))
+            marked += e == 3
+        self.assertGreater(marked, 0)
+        self.assertEqual(s1.read_counter("ecn.ce_marks", 2)[0], marked)
+        print("\n  ECN out per burst position:", ecn_out, "(drained <= %d)" % drained)
+
+        ecn_out, _ = self.burst(ecn=0, first_id=300)            # Not-ECT
+        self.assertEqual(ecn_out, [0] * N, "Not-ECT packets must not be marked")
+        ecn_out, _ = self.burst(ecn=3, first_id=500)            # already CE
+        self.assertEqual(ecn_out, [3] * N)
+        self.assertEqual(s1.read_counter("ecn.ce_marks", 2)[0], marked)
+
+
+class DcqcnNoProfileNoMarks(DcqcnBase):
+    """A port without a DCQCN profile never marks on queue depth."""
+
+    def runTest(self):
+        self.route("s1", "10.2.0.0", 16, 2)
+        self.set_queue("s1", 2, RATE_PPS, depth=64)
+        ecn_out, _ = self.burst(ecn=1, first_id=700)           # ECT(1)
+        self.assertEqual(ecn_out, [1] * N)
+
+
+class DcqcnRuntimeChange(DcqcnBase):
+    """The controller rewrites a port's thresholds at run time (MODIFY):
+    raising Kmin above any depth of the burst stops the marking."""
+
+    def runTest(self):
+        s1 = self.sw["s1"]
+        self.route("s1", "10.2.0.0", 16, 2)
+        s1.insert("ecn.dcqcn_port", {"egress_port": 2}, "ecn.set_dcqcn",
+                          {"kmin": 0, "kmax": 0, "pmax": 0})
+        self.set_queue("s1", 2, RATE_PPS, depth=64)
+        ecn_out, drained = self.burst(ecn=2, first_id=900)
+        self.assertTrue(all(e == 3 for e in ecn_out[drained + 1:]), ecn_out)
+        s1.modify("ecn.dcqcn_port", {"egress_port": 2}, "ecn.set_dcqcn",
+                  {"kmin": 1000, "kmax": 2000, "pmax": 65535})
+        ecn_out, _ = self.burst(ecn=2, first_id=1100)
+        self.assertEqual(ecn_out, [2] * N)

@@ -10,7 +10,7 @@
 //! 5. ECMP baselines (QP-aware, 5-tuple, ideal random) vs the plan: peak
 //!    load and predicted completion.
 //!
-//! Run: `cargo run --release -p planner --example figures` (add `quick` to
+//! Run: `cargo run --release -p planner --example planner_figures` (add `quick` to
 //! skip the 32k-GPU and 100k-flow rows).
 
 use std::alloc::{GlobalAlloc, Layout, System};

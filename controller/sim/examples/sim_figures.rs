@@ -1,6 +1,6 @@
 //! Figures for the README: one ring all-reduce iteration on a 32,768-GPU
 //! 3-tier Clos (time per policy, peak RSS), then the policy × fabric size
-//! table. `cargo run --release -p sim --example figures [-- 1024,8192,...]`
+//! table. `cargo run --release -p sim --example sim_figures [-- 1024,8192,...]`
 
 use std::time::Instant;
 

@@ -40,7 +40,9 @@ if [ -n "$have_bmv2" ] && [ -n "$have_mininet" ]; then
   smoke=(/usr/bin/python3 bmv2-lab/smoke/smoke.py --foresight target/release/foresight --simple-switch-grpc "$(command -v simple_switch_grpc)")
   suite mininet-smoke "${smoke[@]}"
   echo "== mininet-smoke-negative: the same test with a wrong route must fail"
-  if "${smoke[@]}" --entries bmv2-lab/smoke/broken-entries.yaml; then fail mininet-smoke-negative; else pass mininet-smoke-negative; fi
+  # Its own summary line is relabelled so that it does not read as a failure.
+  "${smoke[@]}" --entries bmv2-lab/smoke/broken-entries.yaml | sed 's/^mininet-smoke: /mininet-smoke with the broken route (must fail): /'
+  if [ "${PIPESTATUS[0]}" = 0 ]; then fail mininet-smoke-negative; else pass mininet-smoke-negative; fi
 else
   skip "Mininet smoke test (bmv2-lab/smoke)" "needs simple_switch_grpc, root and Debian's mininet for /usr/bin/python3"
 fi

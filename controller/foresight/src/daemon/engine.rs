@@ -478,6 +478,15 @@ impl Engine {
     }
 
     /// Plan pending reservations together and fill in their outcomes.
+    /// Plans a single demand (a new collective, or a re-plan after a
+    /// deviation) through the same path as a batch.
+    fn plan_one(&mut self, pending: Pending) -> (Pending, PlanTiming) {
+        let mut batch = [(0, pending)];
+        let timing = self.plan_pending(&mut batch);
+        let [(_, p)] = batch;
+        (p, timing)
+    }
+
     fn plan_pending(&mut self, pending: &mut [(usize, Pending)]) -> PlanTiming {
         if pending.is_empty() {
             return PlanTiming::default();
@@ -856,16 +865,11 @@ impl Engine {
             kind: DemandKind::Collective(kind),
             flows,
         };
-        let mut pending = [(
-            0,
-            Pending {
-                record,
-                demand,
-                meta,
-            },
-        )];
-        let timing = self.plan_pending(&mut pending);
-        let [(_, p)] = pending;
+        let (p, timing) = self.plan_one(Pending {
+            record,
+            demand,
+            meta,
+        });
         self.state.reservations.push(p.record.clone());
         Ok((p.record, timing))
     }
@@ -1015,16 +1019,11 @@ impl Engine {
             })
             .collect();
         record.revision += 1;
-        let mut pending = [(
-            0,
-            Pending {
-                record,
-                demand,
-                meta,
-            },
-        )];
-        let timing = self.plan_pending(&mut pending);
-        let [(_, mut p)] = pending;
+        let (mut p, timing) = self.plan_one(Pending {
+            record,
+            demand,
+            meta,
+        });
         if p.record.status != Status::Admitted && p.record.reason == Reason::None {
             p.record.reason = Reason::WorkloadDeviation;
         }

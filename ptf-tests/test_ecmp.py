@@ -114,3 +114,31 @@ class EcmpIntPacketHashesLikeFlow(EcmpBase):
             self.expect("s1", port, f.packet(sw_mac("s1", port), nbr_mac("s1", port), ttl=63,
                                              dscp=24, int_dscp=True, int_bytes=int_out))
         self.expect_nothing()
+
+
+class EcmpFiveTupleModeIgnoresQp(EcmpBase):
+    """With routing.hash_mode set to hash_five_tuple, RoCEv2 hashes on the
+    5-tuple: 64 QPs of one connection (same ports) all take the one member
+    crc32_5tuple predicts; back in the QP-aware default they spread again."""
+
+    def runTest(self):
+        self.ecmp_group("10.2.0.0", 16)
+        s = self.sw["s1"]
+        s.set_default("routing.hash_mode", "routing.hash_five_tuple")
+        h = crc32_5tuple("10.1.0.1", "10.2.0.1", 17, 49300, 4791)
+        port = MEMBER_PORTS[h % 4]
+        qps = range(0x7000, 0x7040)
+        for qp in qps:
+            f = Flow("10.1.0.1", "10.2.0.1", sport=49300, qp=qp)
+            self.send("s1", 1, f.packet(HOST_MAC, sw_mac("s1", 1), ttl=64))
+            self.expect("s1", port, f.packet(sw_mac("s1", port), nbr_mac("s1", port), ttl=63))
+        s.set_default("routing.hash_mode", "routing.hash_qp_aware")
+        seen = set()
+        for qp in qps:
+            f = Flow("10.1.0.1", "10.2.0.1", sport=49300, qp=qp)
+            p = MEMBER_PORTS[crc32_roce("10.1.0.1", "10.2.0.1", 49300, qp) % 4]
+            seen.add(p)
+            self.send("s1", 1, f.packet(HOST_MAC, sw_mac("s1", 1), ttl=64))
+            self.expect("s1", p, f.packet(sw_mac("s1", p), nbr_mac("s1", p), ttl=63))
+        self.assertEqual(seen, set(MEMBER_PORTS))
+        self.expect_nothing()

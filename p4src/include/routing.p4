@@ -12,6 +12,10 @@
 //     crc32(ipv4.src_addr ++ ipv4.dst_addr ++ udp.src_port ++ bth.dst_qp[24])
 //   anything else:
 //     crc32(ipv4.src_addr ++ ipv4.dst_addr ++ ipv4.protocol ++ l4 src ++ l4 dst)
+// The hash mode is a switch-wide setting (table hash_mode, default action
+// QP-aware): `hash_five_tuple` makes RoCEv2 hash like everything else, on
+// the 5-tuple, which is what a fabric without QP-aware hashing does; the
+// lab compares the two on the same traffic.
 // Both inputs are 13 bytes, big-endian, no padding. crc32 is BMv2's
 // HashAlgorithm.crc32: CRC-32/ISO-HDLC (poly 0x04C11DB7 reflected, init and
 // final XOR 0xFFFFFFFF), the same as zlib.crc32. The selector then uses the
@@ -42,6 +46,21 @@ control Routing(inout headers_t hdr, inout fs_metadata_t meta,
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     }
 
+    bit<1> qp_aware = 1;
+
+    /// RoCEv2 hashes (src, dst, UDP source port, destination QP).
+    action hash_qp_aware() { qp_aware = 1; }
+    /// RoCEv2 hashes on the 5-tuple like any other UDP traffic.
+    action hash_five_tuple() { qp_aware = 0; }
+
+    /// Switch-wide ECMP hash mode: the default action only (no key).
+    table hash_mode {
+        key = {}
+        actions = { hash_qp_aware; hash_five_tuple; }
+        default_action = hash_qp_aware();
+        size = 1;
+    }
+
     // p4c's BMv2 backend warns that it cannot give a table with an action
     // profile a default action ("Target does not support default_action ...
     // due to action profiles") for every such table, because its frontend
@@ -60,7 +79,8 @@ control Routing(inout headers_t hdr, inout fs_metadata_t meta,
     }
 
     apply {
-        if (meta.flow.is_roce == 1) {
+        hash_mode.apply();
+        if (meta.flow.is_roce == 1 && qp_aware == 1) {
             hash(meta.flow.ecmp_hash, HashAlgorithm.crc32, 32w0,
                  { hdr.ipv4.src_addr,
                    hdr.ipv4.dst_addr,

@@ -177,6 +177,16 @@ pub fn switch_state(topo: &Topology, s: SwitchIdx, ecn: EcnProfile) -> Intent {
     intent
 }
 
+/// The switch-wide ECMP hash mode (`routing.hash_mode` default action).
+/// Always written, so a switch left in another mode is put back.
+pub fn hash_mode_config(mode: planner::ecmp::HashMode) -> Object {
+    let action = match mode {
+        planner::ecmp::HashMode::QpAware => names::HASH_QP_AWARE,
+        planner::ecmp::HashMode::FiveTuple => names::HASH_FIVE_TUPLE,
+    };
+    Object::Default(entry(names::HASH_MODE, &[], action, &[]))
+}
+
 /// Where INT sinks send telemetry reports: a host of the fabric (the
 /// collector) and its UDP port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

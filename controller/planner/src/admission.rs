@@ -38,6 +38,8 @@ pub struct PlannerConfig {
     pub min_partial_fraction: f64,
     /// Most start times tried when deferring a demand.
     pub max_defer_tries: usize,
+    /// The switches' ECMP hash, to predict where fallback flows go.
+    pub ecmp_hash: HashMode,
 }
 
 impl Default for PlannerConfig {
@@ -47,6 +49,7 @@ impl Default for PlannerConfig {
             allow_partial: true,
             min_partial_fraction: 0.1,
             max_defer_tries: 64,
+            ecmp_hash: HashMode::QpAware,
         }
     }
 }
@@ -637,7 +640,7 @@ impl<'t> Planner<'t> {
         }
     }
 
-    /// Fallback flows take their QP-aware ECMP path at best-effort priority:
+    /// Fallback flows take their ECMP path (the configured hash) at best-effort priority:
     /// each progresses at its rate scaled by the worst (offered best-effort
     /// load) / (capacity left by reservations) on its path.
     fn predict_fallback(
@@ -652,7 +655,7 @@ impl<'t> Planner<'t> {
         let mut offered = Ledger::new(self.topo.edge_count());
         for &(di, i) in fallback {
             let f = &demands[di].flows[i];
-            let p = ecmp_path(self.topo, f.src, f.dst, flow_hash(f, HashMode::QpAware));
+            let p = ecmp_path(self.topo, f.src, f.dst, flow_hash(f, self.config.ecmp_hash));
             plans[di].as_mut().unwrap().flows[i].path = p;
             for e in p.reserved_edges(self.topo, f.src) {
                 offered.reserve(e, f.window(), f.rate_bps);

@@ -8,6 +8,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use installer::ecn::{EcnProfile, PREDRAIN_ALWAYS};
 use installer::static_state::Collector;
+use planner::ecmp::HashMode;
 use planner::topology::yaml;
 use planner::PlannerConfig;
 use serde::Deserialize;
@@ -71,6 +72,10 @@ pub struct ControllerCmd {
     /// Receive INT reports on this UDP address (link utilisation in metrics and status).
     #[arg(long)]
     int_listen: Option<SocketAddr>,
+    /// ECMP hash of RoCEv2 traffic on every switch (five-tuple ignores the QP,
+    /// like a fabric without QP-aware hashing; the lab compares the two).
+    #[arg(long, value_enum, default_value = "qp-aware")]
+    ecmp_hash: EcmpHash,
     /// Write a JSON file (pid, addresses) once every switch is reconciled.
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -81,6 +86,21 @@ pub struct ControllerCmd {
     /// Structured logs as JSON lines (FORESIGHT_LOG sets the filter, default info).
     #[arg(long)]
     log_json: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum EcmpHash {
+    QpAware,
+    FiveTuple,
+}
+
+impl From<EcmpHash> for HashMode {
+    fn from(h: EcmpHash) -> HashMode {
+        match h {
+            EcmpHash::QpAware => HashMode::QpAware,
+            EcmpHash::FiveTuple => HashMode::FiveTuple,
+        }
+    }
 }
 
 impl ControllerCmd {
@@ -190,6 +210,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         election_id: cmd.election_id,
         planner: PlannerConfig {
             headroom: cmd.headroom,
+            ecmp_hash: cmd.ecmp_hash.into(),
             ..PlannerConfig::default()
         },
         policy: Policy {
@@ -198,6 +219,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             lowered: cmd.lowered_ecn,
             predrain_probability: cmd.predrain_probability,
             collector,
+            ecmp_hash: cmd.ecmp_hash.into(),
         },
         ready_file: cmd.ready_file,
         switch_wait: std::time::Duration::from_secs_f64(cmd.switch_wait_s.clamp(0.0, 86_400.0)),

@@ -4,6 +4,7 @@
 mod controller;
 mod demo;
 mod entries;
+mod int_collect;
 mod plan;
 mod reserve;
 mod sim;
@@ -34,6 +35,8 @@ pub enum Command {
     Status(status::StatusCmd),
     /// What a switch holds, decoded with P4Info names (through the controller).
     Entries(entries::EntriesCmd),
+    /// Collect INT telemetry reports into a CSV file (one row per hop).
+    IntCollect(int_collect::IntCollectCmd),
     /// Flow-level simulator: ECMP, QP hashing, adaptive, spraying, Foresight.
     Sim(sim::SimCmd),
 }
@@ -60,5 +63,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Status(cmd) => status::run(cmd),
         Command::Entries(cmd) => entries::run(cmd),
         Command::Sim(cmd) => sim::run(cmd),
+        Command::IntCollect(cmd) => int_collect::run(cmd),
     }
 }

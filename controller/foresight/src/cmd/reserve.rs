@@ -42,6 +42,137 @@ enum What {
     Demand(DemandArgs),
     /// A collective over whole hosts (each host's GPUs are consecutive ranks).
     Collective(CollectiveArgs),
+    /// Many point-to-point demands from a file, in one request: all are
+    /// planned or none is (a job scheduler's forecast).
+    Batch(BatchArgs),
+}
+
+#[derive(Args)]
+struct BatchArgs {
+    /// YAML or JSON list of demands: {id, src, dst, bytes, qp?, start_unix_ns | start_in_ms,
+    /// rate_gbps | duration_ms, priority?, elastic?}.
+    #[arg(long)]
+    file: std::path::PathBuf,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// One demand of a batch file.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchDemand {
+    id: String,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    #[serde(deserialize_with = "bytes_field")]
+    bytes: u64,
+    qp: Option<u32>,
+    start_unix_ns: Option<u64>,
+    start_in_ms: Option<f64>,
+    rate_gbps: Option<f64>,
+    duration_ms: Option<f64>,
+    #[serde(default = "default_batch_priority")]
+    priority: String,
+    #[serde(default)]
+    elastic: bool,
+}
+
+fn default_batch_priority() -> String {
+    "iteration-blocking".into()
+}
+
+/// Bytes as an integer or a string with a unit ("64KiB").
+fn bytes_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum B {
+        N(u64),
+        S(String),
+    }
+    match <B as serde::Deserialize>::deserialize(d)? {
+        B::N(n) => Ok(n),
+        B::S(s) => parse_size(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+impl BatchDemand {
+    /// The NDSP demand; `at` names the entry in errors.
+    fn signal(&self, at: &str) -> anyhow::Result<proto::DemandSignal> {
+        let start = match (self.start_unix_ns, self.start_in_ms) {
+            (Some(t), None) => demand_signal::Start::StartUnixNs(t),
+            (None, Some(ms)) => demand_signal::Start::StartOffsetNs(
+                ms_to_ns(ms, "start-in-ms").with_context(|| format!("{at}.start_in_ms"))?,
+            ),
+            _ => bail!("{at}: give exactly one of start_unix_ns and start_in_ms"),
+        };
+        let pacing = match (self.rate_gbps, self.duration_ms) {
+            (Some(r), None) if r.is_finite() && r > 0.0 => {
+                demand_signal::Pacing::RateBps((r * 1e9).round() as u64)
+            }
+            (Some(_), None) => bail!("{at}.rate_gbps: must be a positive number"),
+            (None, Some(d)) => demand_signal::Pacing::DurationNs(
+                ms_to_ns(d, "duration-ms").with_context(|| format!("{at}.duration_ms"))?,
+            ),
+            _ => bail!("{at}: give exactly one of rate_gbps and duration_ms"),
+        };
+        let priority = <Priority as ValueEnum>::from_str(&self.priority, true).map_err(|_| {
+            anyhow::anyhow!(
+                "{at}.priority: {:?} is not one of background, standard, iteration-blocking, latency-critical",
+                self.priority
+            )
+        })?;
+        let host = |ip: Ipv4Addr| {
+            Some(proto::Endpoint {
+                address: Some(endpoint::Address::HostAddress(ip.to_string())),
+            })
+        };
+        Ok(proto::DemandSignal {
+            demand_id: self.id.clone(),
+            job_id: String::new(),
+            source: host(self.src),
+            destination: host(self.dst),
+            start: Some(start),
+            size_bytes: self.bytes,
+            pacing: Some(pacing),
+            priority: priority.wire(),
+            elasticity: if self.elastic {
+                proto::Elasticity::Elastic
+            } else {
+                proto::Elasticity::Inelastic
+            } as i32,
+            deadline: None,
+            dest_qp: self.qp,
+            recurrence: None,
+        })
+    }
+}
+
+/// Read a batch file and build its request (nothing is sent on any error).
+fn batch_request(
+    path: &std::path::Path,
+    tenant: &str,
+) -> anyhow::Result<proto::SubmitDemandRequest> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--file {}: cannot read", path.display()))?;
+    let demands: Vec<BatchDemand> = serde_yaml::from_str(&text)
+        .with_context(|| format!("--file {}: not a list of demands", path.display()))?;
+    if demands.is_empty() {
+        bail!("--file {}: no demands", path.display());
+    }
+    let demands = demands
+        .iter()
+        .enumerate()
+        .map(|(i, d)| d.signal(&format!("{}: demands[{i}] ({})", path.display(), d.id)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let request = proto::SubmitDemandRequest {
+        header: header(tenant),
+        reference_unix_ns: 0,
+        demands,
+    };
+    request
+        .validate()
+        .map_err(|e| anyhow::anyhow!("{}: invalid request: {e}", path.display()))?;
+    Ok(request)
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -401,10 +532,15 @@ fn timing_fields(t: &Timing) -> anyhow::Result<TimingFields> {
 }
 
 pub fn run(cmd: ReserveCmd) -> anyhow::Result<()> {
+    let what = match cmd.what {
+        What::Batch(a) => return run_batch(a),
+        other => other,
+    };
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         let (target, reservation, us) =
-            match cmd.what {
+            match what {
+                What::Batch(_) => unreachable!("handled above"),
                 What::Demand(a) => {
                     let (start, duration, rate, recurrence) = timing_fields(&a.timing)?;
                     let host = |ip: Ipv4Addr| {
@@ -549,6 +685,30 @@ pub fn run(cmd: ReserveCmd) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&view)?);
         } else {
             print_reservation(&view);
+        }
+        Ok(())
+    })
+}
+
+/// `reserve batch`: one request, one reservation per demand.
+fn run_batch(a: BatchArgs) -> anyhow::Result<()> {
+    let request = batch_request(&a.file, &a.target.tenant)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let mut client = connect(&a.target.controller).await?;
+        let response = client.submit_demand(request).await.map_err(explain)?;
+        let us = install_us(&response);
+        let body = response
+            .into_inner()
+            .validate()
+            .map_err(|e| anyhow::anyhow!("the controller's answer is malformed: {e}"))?;
+        let views: Vec<ReservationOut> = body.iter().map(|r| out(r, us)).collect();
+        if a.target.json {
+            println!("{}", serde_json::to_string_pretty(&views)?);
+        } else {
+            for v in &views {
+                print_reservation(v);
+            }
         }
         Ok(())
     })

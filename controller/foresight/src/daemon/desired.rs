@@ -25,10 +25,11 @@ use std::sync::Arc;
 use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile};
 use installer::intent::{Key, Resolved};
 use installer::reservations::ReservedFlow;
-use installer::static_state::{collector_config, static_state, Collector};
+use installer::static_state::{collector_config, hash_mode_config, static_state, Collector};
 use installer::{Intent, IntentError, Object};
 use p4rt::proto::p4::v1 as p4;
 use p4rt::P4Info;
+use planner::ecmp::HashMode;
 use planner::Topology;
 
 use super::state::{FlowRecord, State, Status};
@@ -46,6 +47,8 @@ pub struct Policy {
     pub predrain_probability: u16,
     /// Where INT sinks send reports, if anywhere.
     pub collector: Option<Collector>,
+    /// The switches' ECMP hash mode.
+    pub ecmp_hash: HashMode,
 }
 
 type Resolved1 = (Key, p4::Entity);
@@ -85,6 +88,9 @@ impl Compiler {
         policy: Policy,
     ) -> Result<Compiler, IntentError> {
         let mut intents = static_state(topo, policy.ecn);
+        for intent in intents.values_mut() {
+            intent.push(hash_mode_config(policy.ecmp_hash));
+        }
         if let Some(c) = policy.collector {
             for (switch, objects) in collector_config(topo, c) {
                 let intent = intents.entry(switch).or_default();

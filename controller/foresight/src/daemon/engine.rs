@@ -1215,6 +1215,7 @@ mod tests {
             lowered: EcnProfile::lowered(),
             predrain_probability: 0xffff,
             collector: None,
+            ecmp_hash: planner::ecmp::HashMode::QpAware,
         };
         Compiler::new(topo, pipeline.info, policy).unwrap()
     }

@@ -163,7 +163,11 @@ struct RecvConn {
     dscp: u8,
     msgs: Vec<RecvMsg>,
     expected: u64,
-    nak_for: Option<u64>,
+    /// NAK sent for this expected PSN, and the highest out-of-order PSN
+    /// seen since: a lower one means the sender went back, so a gap seen
+    /// again (retransmission lost too) is NAKed again instead of waiting
+    /// for the sender's timeout.
+    nak_for: Option<(u64, u64)>,
     unacked: u32,
     ack_due: Option<u64>,
     last_cnp: Option<u64>,
@@ -722,9 +726,14 @@ impl Host {
             }
         } else if seq > c.expected {
             m.discarded += 1;
-            if c.nak_for != Some(c.expected) {
-                c.nak_for = Some(c.expected);
-                reply = Reply::Nak;
+            match c.nak_for {
+                Some((e, high)) if e == c.expected && seq > high => {
+                    c.nak_for = Some((e, seq));
+                }
+                _ => {
+                    c.nak_for = Some((c.expected, seq));
+                    reply = Reply::Nak;
+                }
             }
         } else {
             // Duplicate: the sender went back; re-ACK soon (coalesced).

@@ -200,12 +200,10 @@ pub fn ring_allreduce(o: &GenOpts, channels: usize) -> Result<Spec> {
     let mut qps = QpAlloc::new(o.qp_seed);
     let name = |i: usize| o.hosts[i % n].0.as_str();
     // One connection per (rank -> rank+1, channel), reused by every step.
-    let mut conn = vec![vec![(0u32, 0u32); channels]; n];
-    for (i, row) in conn.iter_mut().enumerate() {
-        for slot in row.iter_mut() {
-            *slot = qps.pair(name(i), name(i + 1));
-        }
-    }
+    // Indexed by i * channels + c.
+    let conn: Vec<(u32, u32)> = (0..n * channels)
+        .map(|k| qps.pair(name(k / channels), name(k / channels + 1)))
+        .collect();
     // N*K pieces (chunk, channel) spread the remainder over the first ones.
     let pieces = (n * channels) as u64;
     let piece = |chunk: usize, c: usize| {
@@ -233,7 +231,7 @@ pub fn ring_allreduce(o: &GenOpts, channels: usize) -> Result<Spec> {
                     Kind::Collective,
                     name(i),
                     name(i + 1),
-                    conn[i][c],
+                    conn[i * channels + c],
                     bytes,
                     o.line_rate_pps,
                     o.dscp,

@@ -1,0 +1,947 @@
+//! `rocegen run`: one host's sender + receiver as a single-threaded event
+//! loop (no locks; sleeps in ppoll until the next deadline or packet).
+//!
+//! Flows sharing a QP pair are messages of one RC connection: one PSN space
+//! starting at 0, sent in spec order, one DCQCN rate limiter.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::dcqcn::Rp;
+use crate::gen::udp_port_for;
+use crate::packet::{
+    self, Bth, Ipv4Udp, Opcode, Roce, CNP_DSCP, CNP_PAD_LEN, ECN_CE, ECN_ECT0, MASK24, ROCE_PORT,
+    SYNDROME_ACK, SYNDROME_NAK_PSN_SEQ,
+};
+use crate::spec::Spec;
+use crate::sys::{self, RawSender, UdpReceiver};
+
+/// Runtime knobs that are not part of the shared spec (lab defaults).
+#[derive(Debug, Clone)]
+pub struct RunOpts {
+    pub spec: PathBuf,
+    pub host: String,
+    pub out: PathBuf,
+    /// Give up this long after start_unix_ns.
+    pub timeout_ns: u64,
+    /// Go-back-N retransmit timeout without ACK progress.
+    pub rto_ns: u64,
+    /// Receiver ACKs every N in-order packets...
+    pub ack_every: u32,
+    /// ...or this long after the first unacknowledged one.
+    pub ack_delay_ns: u64,
+    pub rate_sample_ns: u64,
+    /// Keep answering (re-ACKing) this long after our own work is done, so
+    /// a peer whose last ACK was lost can still finish.
+    pub linger_ns: u64,
+    /// Catch-up bound after a stall: at most this much schedule is sent
+    /// back-to-back.
+    pub max_burst_ns: u64,
+    pub quiet: bool,
+}
+
+impl RunOpts {
+    pub fn new(spec: PathBuf, host: String, out: PathBuf) -> RunOpts {
+        RunOpts {
+            spec,
+            host,
+            out,
+            timeout_ns: 120_000_000_000,
+            rto_ns: 200_000_000,
+            ack_every: 16,
+            ack_delay_ns: 2_000_000,
+            rate_sample_ns: 5_000_000,
+            linger_ns: 1_000_000_000,
+            max_burst_ns: 2_000_000,
+            quiet: false,
+        }
+    }
+}
+
+/// What a run achieved.
+#[derive(Debug)]
+pub struct Outcome {
+    pub complete: bool,
+    pub incomplete: Vec<String>,
+    pub cpu_ns: u64,
+    pub wall_ns: u64,
+}
+
+#[derive(Debug)]
+struct SendMsg {
+    flow: usize,
+    first_seq: u64,
+    npkts: u64,
+    ready_ns: Option<u64>,
+    start_ns: Option<u64>,
+    end_ns: Option<u64>,
+    sent: u64,
+    retx: u64,
+    cnps: u64,
+    min_rate: f64,
+}
+
+impl SendMsg {
+    fn end_seq(&self) -> u64 {
+        self.first_seq + self.npkts
+    }
+}
+
+struct SendConn {
+    peer: Ipv4Addr,
+    dest_qp: u32,
+    udp_sport: u16,
+    tos: u8,
+    msgs: Vec<SendMsg>,
+    /// Messages [0, released) may be sent.
+    released: usize,
+    next_seq: u64,
+    una: u64,
+    high_seq: u64,
+    /// Scheduled (not actual) time of the last send: the deadline schedule.
+    last_sched: u64,
+    sendable: bool,
+    last_progress: u64,
+    timeouts: u64,
+    naks: u64,
+    rp: Rp,
+}
+
+impl SendConn {
+    fn released_end(&self) -> u64 {
+        self.released
+            .checked_sub(1)
+            .map_or(0, |k| self.msgs[k].end_seq())
+    }
+    fn can_send(&self) -> bool {
+        self.next_seq < self.released_end()
+    }
+    fn msg_of(&self, seq: u64) -> usize {
+        self.msgs
+            .partition_point(|m| m.end_seq() <= seq)
+            .min(self.msgs.len() - 1)
+    }
+    fn interval_ns(&self) -> u64 {
+        (1e9 / self.rp.rate()).round() as u64
+    }
+    fn next_due(&self) -> u64 {
+        self.last_sched.saturating_add(self.interval_ns())
+    }
+    fn rewind(&mut self) {
+        if self.next_seq > self.una {
+            self.next_seq = self.una;
+        }
+    }
+    fn done(&self) -> bool {
+        self.msgs.iter().all(|m| m.end_ns.is_some())
+    }
+}
+
+#[derive(Debug)]
+struct RecvMsg {
+    flow: usize,
+    first_seq: u64,
+    npkts: u64,
+    start_ns: Option<u64>,
+    end_ns: Option<u64>,
+    packets: u64,
+    /// Duplicates and out-of-order arrivals (discarded, go-back-N).
+    discarded: u64,
+    ce: u64,
+    cnps: u64,
+}
+
+struct RecvConn {
+    peer: Ipv4Addr,
+    peer_qp: u32,
+    dscp: u8,
+    msgs: Vec<RecvMsg>,
+    expected: u64,
+    /// NAK sent for this expected PSN, and the highest out-of-order PSN
+    /// seen since: a lower one means the sender went back, so a gap seen
+    /// again (retransmission lost too) is NAKed again instead of waiting
+    /// for the sender's timeout.
+    nak_for: Option<(u64, u64)>,
+    unacked: u32,
+    ack_due: Option<u64>,
+    last_cnp: Option<u64>,
+    msn: u32,
+}
+
+impl RecvConn {
+    fn total(&self) -> u64 {
+        self.msgs.last().map_or(0, |m| m.first_seq + m.npkts)
+    }
+    fn msg_of(&self, seq: u64) -> usize {
+        self.msgs
+            .partition_point(|m| m.first_seq + m.npkts <= seq)
+            .min(self.msgs.len() - 1)
+    }
+}
+
+/// Monotonic clock expressed in unix ns.
+struct Clock {
+    base_unix: u64,
+    base: Instant,
+}
+
+impl Clock {
+    fn now(&self) -> u64 {
+        self.base_unix + self.base.elapsed().as_nanos() as u64
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    foreign: u64,
+    malformed: u64,
+    send_errors: u64,
+    acks_sent: u64,
+    naks_sent: u64,
+}
+
+struct Host {
+    spec: Spec,
+    opts: RunOpts,
+    ip: Ipv4Addr,
+    send: Vec<SendConn>,
+    recv: Vec<RecvConn>,
+    /// local QP -> index into send (our src_qp) / recv (our dest_qp).
+    send_by_qp: HashMap<u32, usize>,
+    recv_by_qp: HashMap<u32, usize>,
+    /// Completion time of each incoming flow (indexed by spec flow).
+    recv_done: Vec<Option<u64>>,
+    /// `after` of each flow as flow indices.
+    deps: Vec<Vec<usize>>,
+    raw: RawSender,
+    ident: u16,
+    buf: Vec<u8>,
+    ctr: Counters,
+    rate_csv: BufWriter<File>,
+}
+
+pub fn run(opts: RunOpts) -> Result<Outcome> {
+    let spec = Spec::load(&opts.spec)?;
+    let Some(ip) = spec.ip(&opts.host) else {
+        bail!("--host {}: not in the spec's hosts", opts.host);
+    };
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("creating {}", opts.out.display()))?;
+    let raw = RawSender::new().context("raw socket (needs root / CAP_NET_RAW)")?;
+    let rx = UdpReceiver::bind(ROCE_PORT).context("binding UDP 4791")?;
+    sys::set_timer_slack_ns(10_000);
+    let rate_path = opts.out.join(format!("rate-{}.csv", opts.host));
+    let mut rate_csv = BufWriter::new(
+        File::create(&rate_path).with_context(|| format!("creating {}", rate_path.display()))?,
+    );
+    writeln!(rate_csv, "time_ns,flow,rate_pps,alpha,target_pps")?;
+    let mut h = Host::new(spec, opts, ip, raw, rate_csv);
+    let clock = Clock {
+        base_unix: sys::unix_now_ns(),
+        base: Instant::now(),
+    };
+    let start = h.spec.start_unix_ns;
+    // Sleep until the common start; early packets wait in the socket buffer.
+    loop {
+        let now = clock.now();
+        if now >= start {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_nanos(
+            (start - now).min(100_000_000),
+        ));
+    }
+    let cpu0 = sys::cpu_time_ns();
+    let t0 = clock.now();
+    for c in &mut h.send {
+        c.last_progress = t0;
+        c.last_sched = t0;
+    }
+    let outcome = h.event_loop(&clock, &rx)?;
+    let cpu_ns = sys::cpu_time_ns() - cpu0;
+    let wall_ns = clock.now() - t0;
+    h.rate_csv.flush()?;
+    h.write_flows_csv()?;
+    let out = Outcome {
+        complete: outcome.is_empty(),
+        incomplete: outcome,
+        cpu_ns,
+        wall_ns,
+    };
+    h.summary(&out);
+    Ok(out)
+}
+
+impl Host {
+    fn new(
+        spec: Spec,
+        opts: RunOpts,
+        ip: Ipv4Addr,
+        raw: RawSender,
+        rate_csv: BufWriter<File>,
+    ) -> Self {
+        let payload = spec.payload_bytes;
+        let mut send = Vec::new();
+        let mut recv = Vec::new();
+        let mut send_by_qp = HashMap::new();
+        let mut recv_by_qp = HashMap::new();
+        for ((src, _), msgs) in spec.connections() {
+            let f0 = &spec.flows[msgs[0]];
+            let mut seq = 0u64;
+            let mut sm = Vec::new();
+            let mut rm = Vec::new();
+            for &i in &msgs {
+                let n = spec.flows[i].packets(payload);
+                sm.push(SendMsg {
+                    flow: i,
+                    first_seq: seq,
+                    npkts: n,
+                    ready_ns: None,
+                    start_ns: None,
+                    end_ns: None,
+                    sent: 0,
+                    retx: 0,
+                    cnps: 0,
+                    min_rate: f0.line_rate_pps,
+                });
+                rm.push(RecvMsg {
+                    flow: i,
+                    first_seq: seq,
+                    npkts: n,
+                    start_ns: None,
+                    end_ns: None,
+                    packets: 0,
+                    discarded: 0,
+                    ce: 0,
+                    cnps: 0,
+                });
+                seq += n;
+            }
+            if src == opts.host {
+                send_by_qp.insert(f0.src_qp, send.len());
+                send.push(SendConn {
+                    peer: spec.ip(&f0.dst).unwrap_or(Ipv4Addr::UNSPECIFIED),
+                    dest_qp: f0.dest_qp,
+                    udp_sport: f0.udp_src_port,
+                    tos: (f0.dscp << 2) | ECN_ECT0,
+                    msgs: sm,
+                    released: 0,
+                    next_seq: 0,
+                    una: 0,
+                    high_seq: 0,
+                    last_sched: 0,
+                    sendable: false,
+                    last_progress: 0,
+                    timeouts: 0,
+                    naks: 0,
+                    rp: Rp::new(&spec.dcqcn, f0.line_rate_pps, u64::from(payload)),
+                });
+            } else if f0.dst == opts.host {
+                recv_by_qp.insert(f0.dest_qp, recv.len());
+                recv.push(RecvConn {
+                    peer: spec.ip(&f0.src).unwrap_or(Ipv4Addr::UNSPECIFIED),
+                    peer_qp: f0.src_qp,
+                    dscp: f0.dscp,
+                    msgs: rm,
+                    expected: 0,
+                    nak_for: None,
+                    unacked: 0,
+                    ack_due: None,
+                    last_cnp: None,
+                    msn: 0,
+                });
+            }
+        }
+        let n = spec.flows.len();
+        let ids: HashMap<&str, usize> = spec
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.id.as_str(), i))
+            .collect();
+        let deps = spec
+            .flows
+            .iter()
+            .map(|f| f.after.iter().map(|d| ids[d.as_str()]).collect())
+            .collect();
+        Host {
+            spec,
+            opts,
+            ip,
+            send,
+            recv,
+            send_by_qp,
+            recv_by_qp,
+            recv_done: vec![None; n],
+            deps,
+            raw,
+            ident: 0,
+            buf: Vec::with_capacity(2048),
+            ctr: Counters::default(),
+            rate_csv,
+        }
+    }
+
+    fn next_ident(&mut self) -> u16 {
+        self.ident = self.ident.wrapping_add(1).max(1);
+        self.ident
+    }
+
+    fn transmit(&mut self, dst: Ipv4Addr) {
+        if self.raw.send(&self.buf, dst).is_err() {
+            self.ctr.send_errors += 1;
+        }
+    }
+
+    /// Returns the ids of incomplete flows (empty = success).
+    fn event_loop(&mut self, clock: &Clock, rx: &UdpReceiver) -> Result<Vec<String>> {
+        let start = self.spec.start_unix_ns;
+        let deadline = start.saturating_add(self.opts.timeout_ns);
+        let mut next_sample = clock.now();
+        let mut next_progress = clock.now() + 1_000_000_000;
+        let mut done_at: Option<u64> = None;
+        let mut rbuf = vec![0u8; 65536];
+        loop {
+            // 1. Drain the socket.
+            while let Some(r) = rx.recv(&mut rbuf)? {
+                let now = clock.now();
+                let tos = r.tos.unwrap_or(0);
+                self.on_packet(&rbuf[..r.len], r.src, tos, now);
+            }
+            let now = clock.now();
+            // 2. Timers.
+            self.receiver_timers(now);
+            self.sender_timers(now);
+            self.release(now);
+            // 3. Paced sends.
+            self.pace(now);
+            // 4. Records.
+            if now >= next_sample {
+                self.sample_rates(now)?;
+                next_sample += self.opts.rate_sample_ns;
+                if next_sample < now {
+                    next_sample = now + self.opts.rate_sample_ns;
+                }
+            }
+            if now >= next_progress {
+                if !self.opts.quiet {
+                    self.progress(now);
+                }
+                next_progress += 1_000_000_000;
+            }
+            let finished = self.send.iter().all(SendConn::done)
+                && self
+                    .recv
+                    .iter()
+                    .all(|c| c.msgs.iter().all(|m| m.end_ns.is_some()));
+            if finished && done_at.is_none() {
+                done_at = Some(now);
+            }
+            if let Some(d) = done_at {
+                // Only a receiver's ACKs are still needed by peers.
+                if self.recv.is_empty() || now >= d + self.opts.linger_ns {
+                    return Ok(Vec::new());
+                }
+            }
+            if now >= deadline {
+                return Ok(self.incomplete());
+            }
+            // 5. Sleep until the next thing to do.
+            let mut wake = deadline.min(next_sample).min(next_progress);
+            if let Some(d) = done_at {
+                wake = wake.min(d + self.opts.linger_ns);
+            }
+            for c in &self.send {
+                if c.sendable {
+                    wake = wake.min(c.next_due()).min(c.rp.next_deadline());
+                }
+                if c.una < c.high_seq {
+                    wake = wake.min(c.last_progress + self.opts.rto_ns);
+                }
+                if let Some(m) = c.msgs.get(c.released) {
+                    if m.ready_ns.is_none() {
+                        let t = start + self.spec.flows[m.flow].start_offset_ns;
+                        if t > now {
+                            wake = wake.min(t);
+                        }
+                    }
+                }
+            }
+            for c in &self.recv {
+                if let Some(t) = c.ack_due {
+                    wake = wake.min(t);
+                }
+            }
+            let now = clock.now();
+            if wake > now {
+                rx.wait(wake - now)?;
+            }
+        }
+    }
+
+    fn incomplete(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for c in &self.send {
+            for m in c.msgs.iter().filter(|m| m.end_ns.is_none()) {
+                v.push(format!("{} (send)", self.spec.flows[m.flow].id));
+            }
+        }
+        for c in &self.recv {
+            for m in c.msgs.iter().filter(|m| m.end_ns.is_none()) {
+                v.push(format!("{} (recv)", self.spec.flows[m.flow].id));
+            }
+        }
+        v
+    }
+
+    /// Lets the next message of each connection start once the previous one
+    /// is fully sent, its start offset has passed and its dependencies have
+    /// been received here.
+    fn release(&mut self, now: u64) {
+        let start = self.spec.start_unix_ns;
+        for c in &mut self.send {
+            while let Some(m) = c.msgs.get(c.released) {
+                if c.released > 0 && c.high_seq < m.first_seq {
+                    break;
+                }
+                let f = &self.spec.flows[m.flow];
+                if now < start + f.start_offset_ns {
+                    break;
+                }
+                let deps_ok = self.deps[m.flow]
+                    .iter()
+                    .all(|&j| self.recv_done[j].is_some());
+                if !deps_ok {
+                    break;
+                }
+                c.msgs[c.released].ready_ns = Some(now);
+                c.released += 1;
+            }
+        }
+    }
+
+    fn pace(&mut self, now: u64) {
+        for ci in 0..self.send.len() {
+            let c = &mut self.send[ci];
+            c.rp.advance(now);
+            let s = c.can_send();
+            if s && !c.sendable {
+                // Coming back from idle: no catch-up burst.
+                let iv = c.interval_ns();
+                c.last_sched = c.last_sched.max(now.saturating_sub(iv));
+            }
+            c.sendable = s;
+            let mut budget = 64;
+            while budget > 0 && self.send[ci].can_send() && self.send[ci].next_due() <= now {
+                budget -= 1;
+                let c = &mut self.send[ci];
+                let due = c.next_due();
+                c.last_sched = due.max(now.saturating_sub(self.opts.max_burst_ns));
+                self.send_data(ci, now);
+            }
+            let c = &mut self.send[ci];
+            c.sendable = c.can_send();
+        }
+    }
+
+    fn send_data(&mut self, ci: usize, now: u64) {
+        let payload_bytes = u64::from(self.spec.payload_bytes);
+        let ident = self.next_ident();
+        let c = &mut self.send[ci];
+        let seq = c.next_seq;
+        let mi = c.msg_of(seq);
+        let m = &mut c.msgs[mi];
+        let f = &self.spec.flows[m.flow];
+        let idx = seq - m.first_seq;
+        let len = if idx + 1 == m.npkts {
+            f.bytes - idx * payload_bytes
+        } else {
+            payload_bytes
+        };
+        let mut bth = Bth::new(
+            Opcode::for_send(idx, m.npkts),
+            c.dest_qp,
+            (seq as u32) & MASK24,
+        );
+        bth.ack_req = idx + 1 == m.npkts;
+        let ip = Ipv4Udp {
+            src: self.ip,
+            dst: c.peer,
+            tos: c.tos,
+            ident,
+            udp_src: c.udp_sport,
+        };
+        static ZEROS: [u8; 1500] = [0; 1500];
+        packet::build(&ip, &bth, &[], &ZEROS[..len as usize], &mut self.buf);
+        m.start_ns.get_or_insert(now);
+        m.sent += 1;
+        if seq < c.high_seq {
+            m.retx += 1;
+        }
+        m.min_rate = m.min_rate.min(c.rp.rate());
+        if c.una == c.high_seq {
+            c.last_progress = now; // RTO runs from the first outstanding packet
+        }
+        c.high_seq = c.high_seq.max(seq + 1);
+        c.next_seq = seq + 1;
+        c.rp.on_sent(len, now);
+        let peer = c.peer;
+        self.transmit(peer);
+    }
+
+    fn sender_timers(&mut self, now: u64) {
+        for c in &mut self.send {
+            if c.una < c.high_seq && now >= c.last_progress + self.opts.rto_ns {
+                c.timeouts += 1;
+                c.rewind();
+                c.last_progress = now;
+            }
+        }
+    }
+
+    fn receiver_timers(&mut self, now: u64) {
+        for ci in 0..self.recv.len() {
+            if self.recv[ci].ack_due.is_some_and(|t| t <= now) {
+                self.send_ack(ci, false);
+            }
+        }
+    }
+
+    fn on_packet(&mut self, data: &[u8], src: Ipv4Addr, tos: u8, now: u64) {
+        let pkt = match packet::decode(data) {
+            Ok(p) => p,
+            Err(_) => {
+                self.ctr.malformed += 1;
+                return;
+            }
+        };
+        match pkt {
+            Roce::Data { bth, .. } => self.on_data(bth, src, tos & 3 == ECN_CE, now),
+            Roce::Ack { bth, aeth } => {
+                let Some(&ci) = self.send_by_qp.get(&bth.dest_qp) else {
+                    self.ctr.foreign += 1;
+                    return;
+                };
+                let c = &mut self.send[ci];
+                if c.peer != src {
+                    self.ctr.foreign += 1;
+                    return;
+                }
+                let psn_seq = packet::unwrap_psn(bth.psn, c.una);
+                let new_una = if aeth.is_nak() { psn_seq } else { psn_seq + 1 };
+                let new_una = new_una.min(c.high_seq);
+                if new_una > c.una {
+                    c.una = new_una;
+                    c.last_progress = now;
+                    if c.next_seq < c.una {
+                        c.next_seq = c.una;
+                    }
+                    for m in c.msgs.iter_mut() {
+                        if m.end_ns.is_none() && m.end_seq() <= c.una {
+                            m.end_ns = Some(now);
+                        }
+                    }
+                }
+                if aeth.is_nak() && new_una == c.una {
+                    c.naks += 1;
+                    c.rewind();
+                }
+            }
+            Roce::Cnp { bth } => {
+                let Some(&ci) = self.send_by_qp.get(&bth.dest_qp) else {
+                    self.ctr.foreign += 1;
+                    return;
+                };
+                let c = &mut self.send[ci];
+                if c.peer != src {
+                    self.ctr.foreign += 1;
+                    return;
+                }
+                c.rp.on_cnp(now);
+                let mi = c.msg_of(c.una.min(c.high_seq.saturating_sub(1)));
+                let rate = c.rp.rate();
+                let m = &mut c.msgs[mi];
+                m.cnps += 1;
+                m.min_rate = m.min_rate.min(rate);
+            }
+        }
+    }
+
+    fn on_data(&mut self, bth: Bth, src: Ipv4Addr, ce: bool, now: u64) {
+        let Some(&ci) = self.recv_by_qp.get(&bth.dest_qp) else {
+            self.ctr.foreign += 1;
+            return;
+        };
+        let c = &mut self.recv[ci];
+        if c.peer != src {
+            self.ctr.foreign += 1;
+            return;
+        }
+        let seq = packet::unwrap_psn(bth.psn, c.expected);
+        if seq >= c.total() {
+            self.ctr.foreign += 1;
+            return;
+        }
+        let mi = c.msg_of(seq);
+        let m = &mut c.msgs[mi];
+        m.packets += 1;
+        m.start_ns.get_or_insert(now);
+        let mut send_cnp = false;
+        if ce {
+            m.ce += 1;
+            if c.last_cnp
+                .is_none_or(|t| now >= t + self.spec.dcqcn.cnp_interval_ns)
+            {
+                c.last_cnp = Some(now);
+                m.cnps += 1;
+                send_cnp = true;
+            }
+        }
+        enum Reply {
+            None,
+            Ack,
+            Nak,
+        }
+        let mut reply = Reply::None;
+        if seq == c.expected {
+            c.expected += 1;
+            c.nak_for = None;
+            c.unacked += 1;
+            let last = seq + 1 == m.first_seq + m.npkts;
+            if last {
+                m.end_ns = Some(now);
+                self.recv_done[m.flow] = Some(now);
+                c.msn = (c.msn + 1) & MASK24;
+            }
+            if last || bth.ack_req || c.unacked >= self.opts.ack_every {
+                reply = Reply::Ack;
+            } else if c.ack_due.is_none() {
+                c.ack_due = Some(now + self.opts.ack_delay_ns);
+            }
+        } else if seq > c.expected {
+            m.discarded += 1;
+            match c.nak_for {
+                Some((e, high)) if e == c.expected && seq > high => {
+                    c.nak_for = Some((e, seq));
+                }
+                _ => {
+                    c.nak_for = Some((c.expected, seq));
+                    reply = Reply::Nak;
+                }
+            }
+        } else {
+            // Duplicate: the sender went back; re-ACK soon (coalesced).
+            m.discarded += 1;
+            let t = now + self.opts.ack_delay_ns;
+            c.ack_due = Some(c.ack_due.map_or(t, |d| d.min(t)));
+        }
+        if send_cnp {
+            self.send_cnp(ci);
+        }
+        match reply {
+            Reply::None => {}
+            Reply::Ack => self.send_ack(ci, false),
+            Reply::Nak => self.send_ack(ci, true),
+        }
+    }
+
+    fn send_ack(&mut self, ci: usize, nak: bool) {
+        let ident = self.next_ident();
+        let c = &mut self.recv[ci];
+        c.ack_due = None;
+        c.unacked = 0;
+        if !nak && c.expected == 0 {
+            return; // nothing received in order yet
+        }
+        let (psn, syndrome) = if nak {
+            (c.expected, SYNDROME_NAK_PSN_SEQ)
+        } else {
+            (c.expected - 1, SYNDROME_ACK)
+        };
+        let bth = Bth::new(Opcode::Acknowledge, c.peer_qp, psn as u32);
+        let msn = c.msn.to_be_bytes();
+        let aeth = [syndrome, msn[1], msn[2], msn[3]];
+        let ip = Ipv4Udp {
+            src: self.ip,
+            dst: c.peer,
+            tos: c.dscp << 2,
+            ident,
+            udp_src: udp_port_for(c.peer_qp),
+        };
+        let peer = c.peer;
+        packet::build(&ip, &bth, &aeth, &[], &mut self.buf);
+        if nak {
+            self.ctr.naks_sent += 1;
+        } else {
+            self.ctr.acks_sent += 1;
+        }
+        self.transmit(peer);
+    }
+
+    fn send_cnp(&mut self, ci: usize) {
+        let ident = self.next_ident();
+        let c = &self.recv[ci];
+        let mut bth = Bth::new(Opcode::Cnp, c.peer_qp, 0);
+        bth.becn = true;
+        let ip = Ipv4Udp {
+            src: self.ip,
+            dst: c.peer,
+            tos: CNP_DSCP << 2,
+            ident,
+            udp_src: udp_port_for(c.peer_qp),
+        };
+        let peer = c.peer;
+        packet::build(&ip, &bth, &[0; CNP_PAD_LEN], &[], &mut self.buf);
+        self.transmit(peer);
+    }
+
+    fn sample_rates(&mut self, now: u64) -> Result<()> {
+        for c in &mut self.send {
+            if c.released == 0 || c.done() {
+                continue;
+            }
+            c.rp.advance(now);
+            let mi = c.msg_of(c.una);
+            let id = &self.spec.flows[c.msgs[mi].flow].id;
+            writeln!(
+                self.rate_csv,
+                "{now},{id},{:.3},{:.6},{:.3}",
+                c.rp.rate(),
+                c.rp.alpha(),
+                c.rp.target()
+            )?;
+        }
+        Ok(())
+    }
+
+    fn progress(&self, now: u64) {
+        let payload = u64::from(self.spec.payload_bytes);
+        let (mut sd, mut st, mut rd, mut rt) = (0u64, 0u64, 0u64, 0u64);
+        for c in &self.send {
+            for m in &c.msgs {
+                let b = self.spec.flows[m.flow].bytes;
+                st += b;
+                let acked = c.una.clamp(m.first_seq, m.end_seq()) - m.first_seq;
+                sd += (acked * payload).min(b);
+            }
+        }
+        for c in &self.recv {
+            for m in &c.msgs {
+                let b = self.spec.flows[m.flow].bytes;
+                rt += b;
+                let got = c.expected.clamp(m.first_seq, m.first_seq + m.npkts) - m.first_seq;
+                rd += (got * payload).min(b);
+            }
+        }
+        let secs = now.saturating_sub(self.spec.start_unix_ns) as f64 / 1e9;
+        eprintln!(
+            "rocegen {} +{secs:.1}s: sent+acked {sd}/{st} B, received {rd}/{rt} B",
+            self.opts.host
+        );
+    }
+
+    fn write_flows_csv(&self) -> Result<()> {
+        let path = self.opts.out.join(format!("flows-{}.csv", self.opts.host));
+        let mut w = BufWriter::new(
+            File::create(&path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        writeln!(
+            w,
+            "flow,kind,src,dst,src_qp,dest_qp,bytes,role,ready_ns,start_ns,end_ns,fct_ns,\
+             packets,retransmits,ce_marked,cnps,min_rate_pps,complete"
+        )?;
+        let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
+        let fct = |s: Option<u64>, e: Option<u64>| match (s, e) {
+            (Some(s), Some(e)) => e.saturating_sub(s).to_string(),
+            _ => String::new(),
+        };
+        for c in &self.send {
+            for m in &c.msgs {
+                let f = &self.spec.flows[m.flow];
+                writeln!(
+                    w,
+                    "{},{},{},{},{},{},{},send,{},{},{},{},{},{},,{},{:.3},{}",
+                    f.id,
+                    f.kind.as_str(),
+                    f.src,
+                    f.dst,
+                    f.src_qp,
+                    f.dest_qp,
+                    f.bytes,
+                    opt(m.ready_ns),
+                    opt(m.start_ns),
+                    opt(m.end_ns),
+                    fct(m.start_ns, m.end_ns),
+                    m.sent,
+                    m.retx,
+                    m.cnps,
+                    m.min_rate,
+                    m.end_ns.is_some()
+                )?;
+            }
+        }
+        for c in &self.recv {
+            for m in &c.msgs {
+                let f = &self.spec.flows[m.flow];
+                writeln!(
+                    w,
+                    "{},{},{},{},{},{},{},recv,,{},{},{},{},{},{},{},,{}",
+                    f.id,
+                    f.kind.as_str(),
+                    f.src,
+                    f.dst,
+                    f.src_qp,
+                    f.dest_qp,
+                    f.bytes,
+                    opt(m.start_ns),
+                    opt(m.end_ns),
+                    fct(m.start_ns, m.end_ns),
+                    m.packets,
+                    m.discarded,
+                    m.ce,
+                    m.cnps,
+                    m.end_ns.is_some()
+                )?;
+            }
+        }
+        w.flush()?;
+        Ok(())
+    }
+
+    fn summary(&self, o: &Outcome) {
+        let sent: u64 = self.send.iter().flat_map(|c| &c.msgs).map(|m| m.sent).sum();
+        let retx: u64 = self.send.iter().flat_map(|c| &c.msgs).map(|m| m.retx).sum();
+        let cnps_in: u64 = self.send.iter().map(|c| c.rp.cnps()).sum();
+        let timeouts: u64 = self.send.iter().map(|c| c.timeouts).sum();
+        let recvd: u64 = self
+            .recv
+            .iter()
+            .flat_map(|c| &c.msgs)
+            .map(|m| m.packets)
+            .sum();
+        let ce: u64 = self.recv.iter().flat_map(|c| &c.msgs).map(|m| m.ce).sum();
+        let cnps_out: u64 = self.recv.iter().flat_map(|c| &c.msgs).map(|m| m.cnps).sum();
+        let wall = o.wall_ns.max(1) as f64;
+        eprintln!(
+            "rocegen {}: {} in {:.3}s; sent {sent} pkts ({retx} retransmitted, {timeouts} timeouts), \
+             recv {recvd} pkts ({ce} CE), CNPs in {cnps_in} out {cnps_out}, ACKs {} NAKs {}, \
+             send errors {}, foreign {}, malformed {}; cpu {:.1} ms ({:.1}% of a core)",
+            self.opts.host,
+            if o.complete { "complete" } else { "INCOMPLETE" },
+            wall / 1e9,
+            self.ctr.acks_sent,
+            self.ctr.naks_sent,
+            self.ctr.send_errors,
+            self.ctr.foreign,
+            self.ctr.malformed,
+            o.cpu_ns as f64 / 1e6,
+            100.0 * o.cpu_ns as f64 / wall
+        );
+    }
+}

@@ -1,0 +1,317 @@
+//! End-to-end: `rocegen run` in two network namespaces, directly over a veth
+//! pair or through the user-space impairment relay (rate limit + CE marking,
+//! or random loss) in a third namespace. Needs root and iproute2; skips
+//! otherwise. Namespaces are deleted by name on drop.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+
+use rocegen::dcqcn::DcqcnParams;
+use rocegen::netns::Lab;
+use rocegen::relay::{self, Impair, Relay};
+use rocegen::spec::{Flow, Kind, Spec};
+
+/// The cases measure rates: run them one at a time on the small CI box.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const BIN: &str = env!("CARGO_BIN_EXE_rocegen");
+const IP_A: &str = "10.200.0.1";
+const IP_B: &str = "10.200.0.2";
+
+fn skip() -> bool {
+    if rocegen::netns::available() {
+        return false;
+    }
+    println!("SKIPPED: needs root and iproute2");
+    true
+}
+
+struct Topo {
+    // Declared first: the relay stops before its namespace goes away.
+    relay: Option<Relay>,
+    lab: Lab,
+    ns_a: String,
+    ns_b: String,
+}
+
+fn topo(case: &str, impair: Option<Impair>) -> Topo {
+    let pid = std::process::id();
+    let ns = |s: &str| format!("rgt-{pid}-{case}-{s}");
+    // Interface names must fit 15 bytes.
+    let ifn = |s: &str| format!("g{pid}{case}{s}");
+    let (ns_a, ns_b, ns_r) = (ns("a"), ns("b"), ns("r"));
+    let mut lab = Lab::new();
+    lab.add_ns(&ns_a).unwrap();
+    lab.add_ns(&ns_b).unwrap();
+    let (if_a, if_b) = (ifn("a"), ifn("b"));
+    let relay = match impair {
+        None => {
+            lab.veth(&ns_a, &if_a, &ns_b, &if_b).unwrap();
+            None
+        }
+        Some(imp) => {
+            lab.add_ns(&ns_r).unwrap();
+            let (ra, rb) = (ifn("ra"), ifn("rb"));
+            lab.veth(&ns_a, &if_a, &ns_r, &ra).unwrap();
+            lab.veth(&ns_r, &rb, &ns_b, &if_b).unwrap();
+            Some(relay::start(&ns_r, &ra, &rb, imp).unwrap())
+        }
+    };
+    lab.addr(&ns_a, &if_a, &format!("{IP_A}/24")).unwrap();
+    lab.addr(&ns_b, &if_b, &format!("{IP_B}/24")).unwrap();
+    Topo {
+        relay,
+        lab,
+        ns_a,
+        ns_b,
+    }
+}
+
+fn flow(id: &str, src: &str, dst: &str, qps: (u32, u32), bytes: u64, rate: f64) -> Flow {
+    Flow {
+        id: id.into(),
+        kind: Kind::Collective,
+        src: src.into(),
+        dst: dst.into(),
+        src_qp: qps.0,
+        dest_qp: qps.1,
+        udp_src_port: rocegen::gen::udp_port_for(qps.1),
+        bytes,
+        line_rate_pps: rate,
+        dscp: 24,
+        start_offset_ns: 0,
+        after: vec![],
+    }
+}
+
+fn write_spec(dir: &Path, flows: Vec<Flow>) -> PathBuf {
+    let spec = Spec {
+        start_unix_ns: rocegen::sys::unix_now_ns() + 800_000_000,
+        payload_bytes: 1024,
+        dcqcn: DcqcnParams::default(),
+        hosts: BTreeMap::from([("h1".into(), IP_A.into()), ("h2".into(), IP_B.into())]),
+        flows,
+    };
+    spec.validate().unwrap();
+    let p = dir.join("spec.json");
+    std::fs::write(&p, serde_json::to_string_pretty(&spec).unwrap()).unwrap();
+    p
+}
+
+fn spawn(
+    t: &Topo,
+    ns: &str,
+    spec: &Path,
+    host: &str,
+    out: &Path,
+    timeout_s: &str,
+) -> std::process::Child {
+    let mut c: Command = t.lab.command(ns, BIN);
+    c.args(["run", "--spec"])
+        .arg(spec)
+        .args(["--host", host, "--out"])
+        .arg(out)
+        .args(["--timeout-s", timeout_s, "--linger-ms", "300"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().unwrap()
+}
+
+fn run_both(t: &Topo, spec: &Path, out: &Path) -> (Output, Output) {
+    let a = spawn(t, &t.ns_a, spec, "h1", out, "40");
+    let b = spawn(t, &t.ns_b, spec, "h2", out, "40");
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    for (h, o) in [("h1", &a), ("h2", &b)] {
+        eprintln!("--- {h} stderr:\n{}", String::from_utf8_lossy(&o.stderr));
+    }
+    (a, b)
+}
+
+type Row = HashMap<String, String>;
+
+fn csv(path: &Path) -> Vec<Row> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    lines
+        .map(|l| {
+            head.iter()
+                .zip(l.split(','))
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+fn row<'a>(rows: &'a [Row], flow: &str, role: &str) -> &'a Row {
+    rows.iter()
+        .find(|r| r["flow"] == flow && r["role"] == role)
+        .unwrap_or_else(|| panic!("no {role} row for {flow}"))
+}
+
+fn num(r: &Row, k: &str) -> f64 {
+    r[k].parse().unwrap_or_else(|_| panic!("{k}={:?}", r[k]))
+}
+
+#[test]
+fn two_hosts_exchange_with_dependency() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let t = topo("x", None);
+    let dir = tempfile::tempdir().unwrap();
+    let fwd = flow("fwd", "h1", "h2", (0x1001, 0x100), 300 * 1024, 500.0);
+    let back = flow("back", "h2", "h1", (0x2001, 0x200), 100 * 1024 + 7, 500.0);
+    // Second message on h2's connection: waits for fwd to arrive at h2.
+    let mut reply = flow("reply", "h2", "h1", (0x2001, 0x200), 20 * 1024, 500.0);
+    reply.after = vec!["fwd".into()];
+    let spec = write_spec(dir.path(), vec![fwd, back, reply]);
+    let (a, b) = run_both(&t, &spec, dir.path());
+    assert!(a.status.success() && b.status.success());
+    let h1 = csv(&dir.path().join("flows-h1.csv"));
+    let h2 = csv(&dir.path().join("flows-h2.csv"));
+    assert_eq!(h1.len(), 3);
+    let s = row(&h1, "fwd", "send");
+    let r = row(&h2, "fwd", "recv");
+    for x in [s, r] {
+        assert_eq!(x["complete"], "true");
+        assert_eq!(num(x, "bytes"), 300.0 * 1024.0);
+        assert_eq!(num(x, "packets"), 300.0);
+        assert_eq!(num(x, "retransmits"), 0.0);
+        assert_eq!(
+            (x["src_qp"].as_str(), x["dest_qp"].as_str()),
+            ("4097", "256")
+        );
+    }
+    assert_eq!(num(row(&h2, "back", "send"), "packets"), 101.0);
+    assert_eq!(num(row(&h1, "back", "recv"), "packets"), 101.0);
+    // Paced at 500 pps: 299 gaps of 2 ms, plus an RTT and the ACK.
+    let fct = num(s, "fct_ns") / 1e9;
+    assert!((0.59..0.75).contains(&fct), "fwd FCT {fct}s");
+    // The dependent message starts only after fwd was fully received.
+    let reply_ready = num(row(&h2, "reply", "send"), "ready_ns");
+    assert!(
+        reply_ready >= num(r, "end_ns"),
+        "reply released before fwd arrived"
+    );
+    assert_eq!(row(&h1, "reply", "recv")["complete"], "true");
+    let rate = std::fs::read_to_string(dir.path().join("rate-h1.csv")).unwrap();
+    assert!(rate.starts_with("time_ns,flow,rate_pps,alpha"));
+    assert!(rate.lines().count() > 50, "samples every 5 ms over 0.6 s");
+}
+
+#[test]
+fn ce_marks_cut_the_rate_and_flow_completes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let imp = Impair {
+        rate_pps: 250.0,
+        queue_pkts: 400,
+        ce_threshold_pkts: 5,
+        ..Impair::default()
+    };
+    let t = topo("c", Some(imp));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        dir.path(),
+        vec![flow("big", "h1", "h2", (0x1001, 0x100), 500 * 1024, 600.0)],
+    );
+    let (a, b) = run_both(&t, &spec, dir.path());
+    assert!(a.status.success() && b.status.success());
+    let st = &t.relay.as_ref().unwrap().stats;
+    let marked = st.ce_marked.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(marked > 0, "relay marked nothing");
+    let s = &csv(&dir.path().join("flows-h1.csv"))[0];
+    let r = &csv(&dir.path().join("flows-h2.csv"))[0];
+    assert_eq!(s["complete"], "true");
+    assert_eq!(r["complete"], "true");
+    assert!(num(r, "ce_marked") > 0.0);
+    assert!(num(r, "cnps") > 0.0, "receiver sent no CNP");
+    assert!(num(s, "cnps") > 0.0, "sender got no CNP");
+    let min_rate = num(s, "min_rate_pps");
+    assert!(
+        min_rate < 600.0 * 0.6,
+        "min rate {min_rate} barely below line rate"
+    );
+    // CNPs are rate-limited per flow: at most one per 5 ms.
+    let fct = num(r, "fct_ns");
+    assert!(num(r, "cnps") <= fct / 5e6 + 1.0);
+    let rates = csv(&dir.path().join("rate-h1.csv"));
+    assert!(rates.iter().any(|x| num(x, "rate_pps") < 300.0));
+    assert!(rates.iter().any(|x| num(x, "alpha") < 1.0));
+    eprintln!("relay marked {marked}; sender min rate {min_rate} pps; fct {fct} ns");
+}
+
+#[test]
+fn loss_recovered_by_go_back_n() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let imp = Impair {
+        loss: 0.02,
+        seed: 42,
+        ..Impair::default()
+    };
+    let t = topo("l", Some(imp));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        dir.path(),
+        vec![flow(
+            "lossy",
+            "h1",
+            "h2",
+            (0x1001, 0x100),
+            400 * 1024,
+            800.0,
+        )],
+    );
+    let (a, b) = run_both(&t, &spec, dir.path());
+    assert!(a.status.success() && b.status.success());
+    let lost = t
+        .relay
+        .as_ref()
+        .unwrap()
+        .stats
+        .lost
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(lost > 0);
+    let s = &csv(&dir.path().join("flows-h1.csv"))[0];
+    let r = &csv(&dir.path().join("flows-h2.csv"))[0];
+    assert_eq!(s["complete"], "true");
+    assert_eq!(r["complete"], "true");
+    assert!(num(s, "retransmits") > 0.0);
+    assert!(num(s, "packets") > 400.0);
+    assert!(
+        num(r, "retransmits") > 0.0,
+        "receiver saw no out-of-order/duplicates"
+    );
+}
+
+#[test]
+fn missing_peer_times_out_naming_the_flow() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let t = topo("t", None);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        dir.path(),
+        vec![flow("orphan", "h1", "h2", (0x1001, 0x100), 4096, 100.0)],
+    );
+    let out = spawn(&t, &t.ns_a, &spec, "h1", dir.path(), "1.5")
+        .wait_with_output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("incomplete flows: orphan (send)"), "{err}");
+    let s = &csv(&dir.path().join("flows-h1.csv"))[0];
+    assert_eq!(s["complete"], "false");
+    assert!(num(s, "packets") > 4.0, "go-back-N retried after RTO");
+}

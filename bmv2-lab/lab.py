@@ -73,8 +73,9 @@ def find_tool(name, env_var=None):
 
 
 def foresight_bin(name="foresight"):
-    """target/release/<name> of this checkout, or <name> on PATH."""
-    p = os.path.join(REPO, "target", "release", name)
+    """$FORESIGHT_BIN_DIR/<name>, target/release/<name> of this checkout, or <name> on PATH."""
+    bin_dir = os.environ.get("FORESIGHT_BIN_DIR")
+    p = os.path.join(bin_dir or os.path.join(REPO, "target", "release"), name)
     if os.access(p, os.X_OK):
         return p
     found = find_tool(name)

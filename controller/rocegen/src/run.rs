@@ -111,6 +111,8 @@ struct SendConn {
     timeouts: u64,
     naks: u64,
     rp: Rp,
+    /// Unix ns at which a time-bounded (background) flow stops.
+    stop_at: Option<u64>,
 }
 
 impl SendConn {
@@ -120,7 +122,8 @@ impl SendConn {
             .map_or(0, |k| self.msgs[k].end_seq())
     }
     fn can_send(&self) -> bool {
-        self.next_seq < self.released_end()
+        self.stop_at.is_none_or(|_| self.msgs[0].end_ns.is_none())
+            && self.next_seq < self.released_end()
     }
     fn msg_of(&self, seq: u64) -> usize {
         self.msgs
@@ -172,6 +175,8 @@ struct RecvConn {
     ack_due: Option<u64>,
     last_cnp: Option<u64>,
     msn: u32,
+    /// Unix ns after which a time-bounded flow counts as received.
+    stop_at: Option<u64>,
 }
 
 impl RecvConn {
@@ -225,6 +230,9 @@ struct Host {
     ctr: Counters,
     rate_csv: BufWriter<File>,
 }
+
+/// How long a receiver still counts packets of a stopped flow.
+const STOP_GRACE_NS: u64 = 500_000_000;
 
 pub fn run(opts: RunOpts) -> Result<Outcome> {
     let spec = Spec::load(&opts.spec)?;
@@ -341,6 +349,7 @@ impl Host {
                     timeouts: 0,
                     naks: 0,
                     rp: Rp::new(&spec.dcqcn, f0.line_rate_pps, u64::from(payload)),
+                    stop_at: f0.stop_offset_ns.map(|s| spec.start_unix_ns + s),
                 });
             } else if f0.dst == opts.host {
                 recv_by_qp.insert(f0.dest_qp, recv.len());
@@ -355,6 +364,10 @@ impl Host {
                     ack_due: None,
                     last_cnp: None,
                     msn: 0,
+                    // In-flight packets still count for a moment after the stop.
+                    stop_at: f0
+                        .stop_offset_ns
+                        .map(|s| spec.start_unix_ns + s + STOP_GRACE_NS),
                 });
             }
         }
@@ -416,6 +429,7 @@ impl Host {
             }
             let now = clock.now();
             // 2. Timers.
+            self.stop_bounded(now);
             self.receiver_timers(now);
             self.sender_timers(now);
             self.release(now);
@@ -477,10 +491,40 @@ impl Host {
                 if let Some(t) = c.ack_due {
                     wake = wake.min(t);
                 }
+                if let (Some(t), None) = (c.stop_at, c.msgs[0].end_ns) {
+                    wake = wake.min(t);
+                }
+            }
+            for c in &self.send {
+                if let (Some(t), None) = (c.stop_at, c.msgs[0].end_ns) {
+                    wake = wake.min(t);
+                }
             }
             let now = clock.now();
             if wake > now {
                 rx.wait(wake - now)?;
+            }
+        }
+    }
+
+    /// Ends time-bounded flows whose stop time has come: the sender stops
+    /// (nothing more is sent or retransmitted), the receiver keeps what
+    /// arrived.
+    fn stop_bounded(&mut self, now: u64) {
+        for c in &mut self.send {
+            if let Some(t) = c.stop_at {
+                if now >= t && c.msgs[0].end_ns.is_none() {
+                    c.msgs[0].end_ns = Some(now);
+                    c.una = c.high_seq;
+                    c.next_seq = c.high_seq;
+                }
+            }
+        }
+        for c in &mut self.recv {
+            if let Some(t) = c.stop_at {
+                if now >= t && c.msgs[0].end_ns.is_none() {
+                    c.msgs[0].end_ns = Some(now);
+                }
             }
         }
     }

@@ -60,6 +60,11 @@ pub struct Flow {
     pub dscp: u8,
     #[serde(default)]
     pub start_offset_ns: u64,
+    /// Background traffic that runs until a moment rather than for a size:
+    /// the sender stops at start + this and the flow counts as done with
+    /// what was delivered. Only for a flow alone on its QP pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_offset_ns: Option<u64>,
     #[serde(default)]
     pub after: Vec<String>,
 }
@@ -134,6 +139,20 @@ impl Spec {
             }
             if f.src == f.dst {
                 bail!("{p}.dst: same as src \"{}\"", f.src);
+            }
+            if let Some(stop) = f.stop_offset_ns {
+                if stop <= f.start_offset_ns {
+                    bail!(
+                        "{p}.stop_offset_ns: {stop} must be after start_offset_ns {}",
+                        f.start_offset_ns
+                    );
+                }
+                let shared = self.flows.iter().enumerate().any(|(j, g)| {
+                    j != i && g.src == f.src && g.dst == f.dst && g.src_qp == f.src_qp
+                });
+                if shared {
+                    bail!("{p}.stop_offset_ns: only for a flow alone on its QP pair");
+                }
             }
             for (field, q) in [("src_qp", f.src_qp), ("dest_qp", f.dest_qp)] {
                 if !(QP_MIN..=QP_MAX).contains(&q) {
@@ -289,6 +308,7 @@ mod tests {
             line_rate_pps: 400.0,
             dscp: 24,
             start_offset_ns: 0,
+            stop_offset_ns: None,
             after: vec![],
         }
     }
@@ -323,6 +343,20 @@ mod tests {
         let text = serde_json::to_string(&s).unwrap();
         let back: Spec = serde_json::from_str(&text).unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn stop_offset_must_follow_start_and_own_its_qp_pair() {
+        let mut s = spec();
+        s.flows[0].start_offset_ns = 5;
+        s.flows[0].stop_offset_ns = Some(5);
+        assert!(err(&s).contains("flows[0].stop_offset_ns: 5 must be after start_offset_ns 5"));
+        s.flows[0].stop_offset_ns = Some(6);
+        s.validate().unwrap();
+        let mut second = flow("a2", "h1", "h2", 0x1001, 0x100);
+        second.after = vec![];
+        s.flows.push(second);
+        assert!(err(&s).contains("only for a flow alone on its QP pair"));
     }
 
     #[test]

@@ -1,0 +1,459 @@
+#!/usr/bin/python3
+"""bmv2-lab experiments: ring all-reduce under ECMP, QP-aware ECMP and Foresight.
+
+    sudo bmv2-lab/experiment.py allreduce [--seeds 10] [--out bmv2-lab/results/allreduce]
+    sudo bmv2-lab/experiment.py predrain  [--seeds 3]  [--out bmv2-lab/results/predrain]
+    sudo bmv2-lab/experiment.py plot --out DIR          # plots again from DIR/*.csv
+
+One lab (bmv2-lab/lab.py) is brought up for the whole experiment and taken
+down at the end, also on Ctrl-C or an error. For every seed the same traffic
+(one rocegen spec: QPs drawn from the seed, background flows) runs once per
+mode:
+
+  ecmp5      switches hash RoCEv2 on the 5-tuple; like a NIC that gives all
+             QPs of a connection one UDP source port, the K channels of a
+             neighbour pair share one source port, so they hash as one flow;
+  qp         QP-aware ECMP: every channel (QP) hashes on its own;
+  foresight  QP-aware ECMP plus Foresight: the runner sends the forecast
+             (every ring connection, and the background flows it knows of)
+             to the controller over NDSP, as one batch, before the burst; the
+             controller reserves paths and installs SR, INT and pre-drain
+             entries --lead-time-ms ahead.
+
+The ideal completion time is the bytes each rank sends (2(N-1)/N of its
+buffer) divided by the bottleneck bandwidth, its NIC's rate: the lab's
+switch ports drain slightly faster than a NIC sends (--nic-fraction), as a
+port's line rate exceeds a NIC's goodput, and the uplinks are non-blocking.
+
+Results: DIR/runs.csv (one row per seed and mode), DIR/links.csv (bytes per
+switch port and run, from the P4 tx counters), DIR/queue.csv (INT queue
+depth seen by reserved packets, foresight runs), DIR/raw/<run>/ (every
+host's rocegen CSVs), and plots (DIR/*.png).
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import lab as labmod  # noqa: E402
+
+MODES = ("ecmp5", "qp", "foresight")
+
+# DCQCN at lab scale. A lab packet takes 4 ms on a 250 pps port, against
+# 80 ns for 1 KB at 100 Gbit/s, so hardware timers cannot be scaled
+# uniformly; these keep hardware's proportions to the packet time and RTT
+# instead: at most one CNP per flow every 5 packet times (hardware: 50 us),
+# rate increase every 10 (300 us), and a 5 % floor.
+LAB_DCQCN = {"g": 1 / 16, "initial_alpha": 1.0, "alpha_timer_ns": 20_000_000,
+             "increase_timer_ns": 40_000_000, "fast_recovery_steps": 5, "rai_frac": 0.05,
+             "rhai_frac": 0.25, "rmin_frac": 0.05, "cnp_interval_ns": 20_000_000}
+
+
+def progress(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def ring_order(fabric, hosts):
+    """Ranks alternate between leaves (h1, h5, h2, h6, ...) so every ring
+    hop crosses the spine layer, where ECMP chooses."""
+    by_leaf = {}
+    for h in sorted(hosts, key=lambda n: (fabric.hosts[n]["leaf"], fabric.hosts[n]["port"])):
+        by_leaf.setdefault(fabric.hosts[h]["leaf"], []).append(h)
+    columns = list(by_leaf.values())
+    order = []
+    for i in range(max(len(c) for c in columns)):
+        for c in columns:
+            if i < len(c):
+                order.append(c[i])
+    return order
+
+
+class Experiment:
+    def __init__(self, args):
+        self.args = args
+        self.out = os.path.abspath(args.out)
+        os.makedirs(os.path.join(self.out, "raw"), exist_ok=True)
+        self.rocegen = labmod.foresight_bin("rocegen")
+        self.foresight = labmod.foresight_bin("foresight")
+        self.lab = labmod.Lab(args.topology, name=args.name, pps_per_gbps=args.pps_per_gbps,
+                              queue_depth=args.queue_depth)
+        f = self.lab.fabric
+        self.hosts = ring_order(f, [h for h in f.hosts if h != self.lab.collector])
+        gbps = {float(f.hosts[h].get("gbps", 100.0)) for h in self.hosts}
+        if len(gbps) != 1:
+            raise SystemExit("the experiment wants every ring host at the same NIC speed")
+        self.host_gbps = gbps.pop()
+        self.port_pps = self.lab.rate_pps(self.host_gbps)
+        self.nic_pps = self.port_pps * args.nic_fraction
+        self.flow_pps = self.nic_pps / args.channels
+        self.controller_mode = None
+        self.int_reports = args.cmd == "predrain" and self.lab.collector is not None
+
+    # -- controller per mode ----------------------------------------------
+    def controller(self, mode, predrain=True):
+        key = (mode != "ecmp5", predrain)
+        if self.controller_mode == key:
+            return
+        self.lab.stop_controller()
+        extra = ["--ecmp-hash", "five-tuple" if mode == "ecmp5" else "qp-aware",
+                 "--headroom", "1.0", "--lead-time-ms", str(self.args.lead_time_ms)]
+        if not predrain:
+            extra += ["--predrain-probability", "0"]
+        if self.int_reports:
+            # Only when INT is measured: report copies cross the fabric to
+            # the collector and would count as load on the links.
+            extra += ["--int-collector", self.lab.collector]
+        self.lab.start_controller(*extra)
+        self.controller_mode = key
+
+    # -- one run -----------------------------------------------------------
+    def spec(self, seed):
+        f = self.lab.fabric
+        hosts = ",".join(f"{h}={f.ip(h)}" for h in self.hosts)
+        args = [self.rocegen, "spec", "ring-allreduce", "--hosts", hosts,
+                "--bytes", str(self.args.bytes), "--channels", str(self.args.channels),
+                "--qp-seed", str(seed), "--line-rate-pps", f"{self.flow_pps:.3f}",
+                "--start-in-ms", "0", "-o", "-"]
+        for bg in self.background(seed):
+            args += ["--background", bg]
+        spec = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+        return spec
+
+    def background(self, seed):
+        """Long flows of another tenant between hosts of different leaves, at
+        half a NIC's rate, starting before the all-reduce; chosen per seed."""
+        import random
+        rng = random.Random(seed * 7919 + 1)
+        out = []
+        leaves = {}
+        for h in self.hosts:
+            leaves.setdefault(self.lab.fabric.hosts[h]["leaf"], []).append(h)
+        groups = list(leaves.values())
+        used = set()
+        for _ in range(self.args.background):
+            a, b = rng.sample(range(len(groups)), 2) if len(groups) > 1 else (0, 0)
+            src = rng.choice(groups[a])
+            free = [h for h in groups[b] if h != src and h not in used]
+            if not free:
+                continue
+            dst = rng.choice(free)
+            used.add(dst)
+            out.append(f"{src}:{dst}:{10**9}:{self.nic_pps * self.args.background_share:.3f}")
+        return out
+
+    def ideal_s(self, spec):
+        """Bytes each rank sends / its NIC rate (the bottleneck)."""
+        per_host = {}
+        payload = spec["payload_bytes"]
+        for fl in spec["flows"]:
+            if fl["kind"] == "collective":
+                per_host[fl["src"]] = per_host.get(fl["src"], 0) + math.ceil(fl["bytes"] / payload)
+        return max(per_host.values()) / self.nic_pps
+
+    def prepare(self, spec, mode, start_ns):
+        s = json.loads(json.dumps(spec))
+        s["start_unix_ns"] = start_ns
+        s["dcqcn"] = LAB_DCQCN
+        coll = [fl for fl in s["flows"] if fl["kind"] == "collective"]
+        bg = [fl for fl in s["flows"] if fl["kind"] != "collective"]
+        ring_start = start_ns + self.args.background_lead_ms * 1_000_000
+        for fl in coll:
+            fl["start_offset_ns"] += self.args.background_lead_ms * 1_000_000
+        if mode == "ecmp5":
+            # One UDP source port per neighbour pair, shared by its channels.
+            first = {}
+            for fl in coll:
+                first.setdefault((fl["src"], fl["dst"]), fl["udp_src_port"])
+                fl["udp_src_port"] = first[(fl["src"], fl["dst"])]
+        ideal = self.ideal_s(s)
+        # Background flows stop when the all-reduce should long be over.
+        for fl in bg:
+            fl["stop_offset_ns"] = int((self.args.background_lead_ms / 1e3 + ideal * 2.5 + 1.0) * 1e9)
+        return s, ring_start, ideal
+
+    def forecast(self, spec, ring_start, ideal, path, tag):
+        """The NDSP forecast: one demand per QP connection of the ring (its
+        bytes over the whole all-reduce, at its line rate), and the
+        background flows at their rate. Window margin: 25 %."""
+        f = self.lab.fabric
+        conns = {}
+        for fl in spec["flows"]:
+            key = (fl["src"], fl["dst"], fl["dest_qp"])
+            c = conns.setdefault(key, {"bytes": 0, "kind": fl["kind"], "pps": fl["line_rate_pps"],
+                                       "start": spec["start_unix_ns"] + fl["start_offset_ns"]})
+            c["bytes"] += fl["bytes"]
+            c["start"] = min(c["start"], spec["start_unix_ns"] + fl["start_offset_ns"])
+        demands = []
+        for (src, dst, qp), c in sorted(conns.items()):
+            gbps = c["pps"] / self.port_pps * self.host_gbps
+            if c["kind"] == "collective":
+                dur_ms = ideal * 1e3 * 1.25
+                demands.append({"id": f"{tag}-ring-{src}-{dst}-{qp}", "src": f.ip(src), "dst": f.ip(dst), "qp": qp,
+                                "bytes": int(gbps * 1e9 / 8 * dur_ms / 1e3), "rate_gbps": gbps,
+                                "start_unix_ns": ring_start, "priority": "iteration-blocking"})
+            else:
+                dur_ms = (ideal * 2.5 + 1.0) * 1e3 + self.args.background_lead_ms
+                demands.append({"id": f"{tag}-bg-{src}-{dst}-{qp}", "src": f.ip(src), "dst": f.ip(dst), "qp": qp,
+                                "bytes": int(gbps * 1e9 / 8 * dur_ms / 1e3), "rate_gbps": gbps,
+                                "start_unix_ns": c["start"], "priority": "background"})
+        with open(path, "w") as fh:
+            json.dump(demands, fh, indent=1)
+        r = self.lab.fabric_cmd([self.foresight, "reserve", "batch", "--file", path, "--json",
+                                 "--controller", labmod.NDSP_ADDR], check=False)
+        if r.returncode != 0:
+            raise RuntimeError(f"foresight reserve batch: {r.stderr.strip()}")
+        res = json.loads(r.stdout)
+        flows = [fl for rv in res for fl in rv["flows"]]
+        reserved = sum(1 for fl in flows if fl["accepted_bps"] > 0)
+        # The NDSP contract: a sender keeps to the bandwidth it was granted
+        # when the grant is partial; what fell back to ECMP sends as it likes.
+        by_ip = {f.ip(h): h for h in f.hosts}
+        for fl in flows:
+            if 0 < fl["accepted_bps"] < fl["requested_bps"]:
+                for g in spec["flows"]:
+                    if (g["src"], g["dst"], g["dest_qp"]) == (by_ip[fl["src"]], by_ip[fl["dst"]], fl["dest_qp"]):
+                        g["line_rate_pps"] *= fl["accepted_bps"] / fl["requested_bps"]
+        return reserved, len(flows), [d["id"] for d in demands]
+
+    def tx_counters(self):
+        """Packets sent per (switch, port) from the P4 tx_port counters."""
+        out = {}
+        for s in self.lab.fabric.switches:
+            ports = sorted({p for (sw, p) in self.lab.fabric.port_gbps() if sw == s})
+            cmds = [f"counter_read FsEgress.counters.tx_port {p}" for p in ports]
+            text = self.lab.switch_cli(s, cmds)
+            vals = [line for line in text.splitlines() if " packets)" in line]
+            if len(vals) != len(ports):
+                raise RuntimeError(f"{s}: cannot read tx_port counters: {text.strip()[:300]}")
+            for p, line in zip(ports, vals):
+                pk = int(line.rsplit(",", 1)[1].split()[0])
+                out[(s, p)] = pk
+        return out
+
+    def run_one(self, seed, mode, spec, predrain=True, tag=None):
+        tag = tag or f"s{seed}-{mode}"
+        raw = os.path.join(self.out, "raw", tag)
+        os.makedirs(raw, exist_ok=True)
+        self.controller(mode, predrain)
+        start_ns = time.time_ns() + int(self.args.setup_ms * 1e6)
+        s, ring_start, ideal = self.prepare(spec, mode, start_ns)
+        with open(os.path.join(raw, "topology.txt"), "w") as fh:
+            fh.write(self.lab.fabric.path + "\n")
+        reserved = total = 0
+        demand_ids = []
+        if mode == "foresight":
+            reserved, total, demand_ids = self.forecast(s, ring_start, ideal,
+                                                        os.path.join(raw, "forecast.json"), tag)
+        spec_path = os.path.join(raw, "spec.json")
+        with open(spec_path, "w") as fh:
+            json.dump(s, fh)
+        collector = None
+        if self.int_reports and mode == "foresight":
+            collector = self.lab.fabric_popen(
+                [self.foresight, "int-collect", "--listen", f"0.0.0.0:{labmod.INT_PORT}",
+                 "--csv", os.path.join(raw, "int.csv"), "--topology", self.lab.fabric.path],
+                os.path.join(raw, "int-collect.log"))
+        before = self.tx_counters()
+        procs = {}
+        timeout = self.args.background_lead_ms / 1e3 + ideal * 6 + 30
+        for h in self.hosts:
+            logf = open(os.path.join(raw, f"rocegen-{h}.log"), "w")
+            procs[h] = self.lab.host(h).popen(
+                [self.rocegen, "run", "--spec", spec_path, "--host", h, "--out", raw,
+                 "--timeout-s", f"{timeout:.0f}", "--rto-ms", str(self.args.rto_ms), "--quiet"], stdout=logf, stderr=subprocess.STDOUT)
+        codes = {h: p.wait() for h, p in procs.items()}
+        after = self.tx_counters()
+        if collector:
+            collector.terminate()
+            collector.wait(timeout=10)
+        bad = {h: c for h, c in codes.items() if c != 0}
+        fct = self.collect(raw, ring_start)
+        row = {"seed": seed, "mode": mode, "predrain": int(predrain), "ideal_s": round(ideal, 4),
+               "completion_s": round(fct["completion_s"], 4) if fct else "",
+               "slowdown": round(fct["completion_s"] / ideal, 4) if fct else "",
+               "retransmits": fct["retransmits"] if fct else "", "cnps": fct["cnps"] if fct else "",
+               "ce_marked": fct["ce_marked"] if fct else "",
+               "background_packets": fct["background_bytes"] if fct else "",
+               "reserved_flows": reserved, "forecast_flows": total,
+               "failed_hosts": " ".join(f"{h}:{c}" for h, c in bad.items())}
+        links = [{"seed": seed, "mode": mode, "predrain": int(predrain), "switch": s, "port": p,
+                  "packets": after[(s, p)] - before.get((s, p), 0)} for (s, p) in sorted(after)]
+        for d in demand_ids:
+            # Withdraw what is still live before the next run.
+            self.lab.fabric_cmd([self.foresight, "cancel", "--demand", d, "--controller", labmod.NDSP_ADDR],
+                                check=False)
+        return row, links, raw
+
+    def collect(self, raw, ring_start):
+        """Completion of the all-reduce: the last collective byte received,
+        from the receivers' records, relative to the ring's start."""
+        last = None
+        retx = cnps = ce = bg = 0
+        for name in os.listdir(raw):
+            if not name.startswith("flows-"):
+                continue
+            with open(os.path.join(raw, name)) as fh:
+                for r in csv.DictReader(fh):
+                    if r["role"] == "recv" and r["kind"] == "collective" and r["end_ns"]:
+                        last = max(last or 0, int(r["end_ns"]))
+                    if r["role"] == "send":
+                        retx += int(r["retransmits"] or 0)
+                        cnps += int(r["cnps"] or 0)
+                    if r["role"] == "recv":
+                        ce += int(r["ce_marked"] or 0)
+                        if r["kind"] != "collective":
+                            bg += int(r["packets"] or 0)
+        if last is None:
+            return None
+        return {"completion_s": (last - ring_start) / 1e9, "retransmits": retx, "cnps": cnps,
+                "ce_marked": ce, "background_bytes": bg}
+
+
+def write_csv(path, rows):
+    if not rows:
+        return
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def int_queue_rows(raw, tag_fields):
+    """Per INT report hop: time and queue occupancy at each (switch, port)."""
+    path = os.path.join(raw, "int.csv")
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path) as fh:
+        for r in csv.DictReader(fh):
+            if r["queue_occupancy"] == "":
+                continue
+            out.append({**tag_fields, "recv_unix_ns": int(r["recv_unix_ns"]), "node": r["node"],
+                        "egress_port": r["egress_port"], "queue_occupancy": int(r["queue_occupancy"])})
+    return out
+
+
+def cmd_allreduce(args):
+    exp = Experiment(args)
+    runs, links = [], []
+    with exp.lab:
+        total = args.seeds * len(args.modes)
+        done = 0
+        t0 = time.time()
+        for seed in range(1, args.seeds + 1):
+            spec = exp.spec(seed)
+            for mode in args.modes:
+                row, lk, _ = exp.run_one(seed, mode, spec)
+                runs.append(row)
+                links += lk
+                done += 1
+                eta = (time.time() - t0) / done * (total - done)
+                progress(f"[{done}/{total}] seed {seed} {mode:<9} completion {row['completion_s']} s "
+                         f"= {row['slowdown']}x ideal ({row['ideal_s']} s)"
+                         f"{' reserved ' + str(row['reserved_flows']) + '/' + str(row['forecast_flows']) if mode == 'foresight' else ''}"
+                         f"{' FAILED ' + row['failed_hosts'] if row['failed_hosts'] else ''}; ETA {eta:.0f} s")
+                write_csv(os.path.join(args.out, "runs.csv"), runs)
+                write_csv(os.path.join(args.out, "links.csv"), links)
+    import plots
+    plots.allreduce(args.out)
+    summarize(runs)
+
+
+def cmd_predrain(args):
+    exp = Experiment(args)
+    runs, queue = [], []
+    with exp.lab:
+        if not exp.lab.collector:
+            raise SystemExit("the pre-drain experiment needs the topology's collector host (INT reports)")
+        total = args.seeds * 2
+        done = 0
+        for seed in range(1, args.seeds + 1):
+            spec = exp.spec(seed)
+            for predrain in (True, False):
+                tag = f"s{seed}-predrain-{'on' if predrain else 'off'}"
+                row, _, raw = exp.run_one(seed, "foresight", spec, predrain=predrain, tag=tag)
+                runs.append(row)
+                start = json.load(open(os.path.join(raw, "spec.json")))["start_unix_ns"]
+                q = int_queue_rows(raw, {"seed": seed, "predrain": int(predrain)})
+                for r in q:
+                    r["t_s"] = round((r.pop("recv_unix_ns") - start) / 1e9, 4)
+                queue += q
+                done += 1
+                peak = max((r["queue_occupancy"] for r in q), default=0)
+                progress(f"[{done}/{total}] seed {seed} pre-drain {'on ' if predrain else 'off'} completion "
+                         f"{row['completion_s']} s = {row['slowdown']}x ideal; peak INT queue {peak} packets; "
+                         f"{len(q)} INT hop records")
+                write_csv(os.path.join(args.out, "runs.csv"), runs)
+                write_csv(os.path.join(args.out, "queue.csv"), queue)
+    import plots
+    plots.predrain(args.out)
+    summarize(runs, key="predrain")
+
+
+def summarize(runs, key="mode"):
+    groups = {}
+    for r in runs:
+        if r["slowdown"] != "":
+            groups.setdefault(r[key], []).append(float(r["slowdown"]))
+    for k, v in groups.items():
+        v.sort()
+        med = v[len(v) // 2]
+        print(f"{key}={k}: {len(v)} runs, completion / ideal: median {med:.3f}, "
+              f"min {v[0]:.3f}, max {v[-1]:.3f}, mean {sum(v) / len(v):.3f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name, default_seeds in (("allreduce", 10), ("predrain", 3)):
+        p = sub.add_parser(name)
+        p.add_argument("--topology", default=os.path.join(HERE, "topologies", "leaf-spine-lab.yaml"))
+        p.add_argument("--name", default="fx", help="lab name (namespace <name>-fabric)")
+        p.add_argument("--out", default=os.path.join(HERE, "results", name))
+        p.add_argument("--seeds", type=int, default=default_seeds)
+        p.add_argument("--modes", type=lambda s: s.split(","), default=list(MODES))
+        p.add_argument("--bytes", type=int, default=8 * 2 * 48 * 1024,
+                       help="buffer per rank; each ring step moves bytes/N per rank")
+        p.add_argument("--channels", type=int, default=2)
+        p.add_argument("--background", type=int, default=2, help="background flows per run")
+        p.add_argument("--background-share", type=float, default=0.3,
+                       help="background flow rate as a fraction of a NIC's")
+        p.add_argument("--rto-ms", type=float, default=1000.0,
+                       help="go-back-N timeout: above the deepest queueing delay of a path")
+        p.add_argument("--background-lead-ms", type=int, default=1500,
+                       help="background starts this long before the all-reduce")
+        p.add_argument("--pps-per-gbps", type=float, default=2.5)
+        p.add_argument("--nic-fraction", type=float, default=0.95,
+                       help="NIC sending rate as a fraction of its switch port's drain rate")
+        p.add_argument("--queue-depth", type=int, default=64)
+        p.add_argument("--lead-time-ms", type=float, default=500.0)
+        p.add_argument("--setup-ms", type=float, default=1500.0,
+                       help="time from the forecast to the first packet")
+        p.set_defaults(func=cmd_allreduce if name == "allreduce" else cmd_predrain)
+    pl = sub.add_parser("plot")
+    pl.add_argument("--out", required=True)
+    pl.set_defaults(func=None)
+    args = ap.parse_args()
+    if args.cmd == "plot":
+        import plots
+        if os.path.exists(os.path.join(args.out, "links.csv")):
+            plots.allreduce(args.out)
+        if os.path.exists(os.path.join(args.out, "queue.csv")):
+            plots.predrain(args.out)
+        return 0
+    if os.geteuid() != 0:
+        sys.exit("experiments need root (network namespaces)")
+    args.func(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

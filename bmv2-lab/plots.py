@@ -1,0 +1,118 @@
+"""Plots of the bmv2-lab experiments (matplotlib, PNG), from their CSVs."""
+
+import csv
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+MODE_LABEL = {"ecmp5": "ECMP (5-tuple)", "qp": "QP-aware ECMP", "foresight": "Foresight"}
+COLORS = {"ecmp5": "#c0504d", "qp": "#e39b2d", "foresight": "#2f7ed8"}
+
+
+def _read(path):
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+def allreduce(out):
+    runs = [r for r in _read(os.path.join(out, "runs.csv")) if r["slowdown"]]
+    modes = [m for m in MODE_LABEL if any(r["mode"] == m for r in runs)]
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+    data = [[float(r["slowdown"]) for r in runs if r["mode"] == m] for m in modes]
+    ax[0].boxplot(data, labels=[MODE_LABEL[m] for m in modes], widths=0.5, showfliers=False)
+    for i, (m, d) in enumerate(zip(modes, data)):
+        xs = [i + 1 + (j - len(d) / 2) * 0.02 for j in range(len(d))]
+        ax[0].scatter(xs, d, s=14, color=COLORS[m], zorder=3)
+    ax[0].axhline(1.0, color="grey", lw=0.8, ls=":")
+    ax[0].axhline(1.05, color="#2f7ed8", lw=0.8, ls="--", label="goal 1.05x")
+    ax[0].set_ylabel("all-reduce completion / ideal")
+    ax[0].set_title(f"Ring all-reduce, {len(data[0]) if data else 0} seeds, background present")
+    ax[0].legend(loc="upper right", fontsize=8)
+
+    links = _read(os.path.join(out, "links.csv"))
+    # Load imbalance of the leaf->spine uplinks: busiest / mean, per run.
+    imb = {m: [] for m in modes}
+    per_run = {}
+    for r in links:
+        if r["switch"].startswith("leaf") and int(r["port"]) > 0:
+            per_run.setdefault((r["seed"], r["mode"]), {})[(r["switch"], int(r["port"]))] = int(r["packets"])
+    uplinks = _uplink_ports(out)
+    for (seed, mode), ports in per_run.items():
+        vals = [ports[p] for p in uplinks if p in ports]
+        if vals and sum(vals) > 0 and mode in imb:
+            imb[mode].append(max(vals) / (sum(vals) / len(vals)))
+    ax[1].boxplot([imb[m] for m in modes], labels=[MODE_LABEL[m] for m in modes], widths=0.5,
+                  showfliers=False)
+    for i, m in enumerate(modes):
+        ax[1].scatter([i + 1] * len(imb[m]), imb[m], s=14, color=COLORS[m], zorder=3)
+    ax[1].axhline(1.0, color="grey", lw=0.8, ls=":")
+    ax[1].set_ylabel("busiest uplink / mean uplink (packets)")
+    ax[1].set_title("Per-link load: leaf-to-spine uplinks")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "allreduce.png"), dpi=110)
+    plt.close(fig)
+
+
+def _uplink_ports(out):
+    """(leaf, port) of every leaf-to-spine link of the run's topology."""
+    import json
+    import glob
+    import yaml
+    specs = sorted(glob.glob(os.path.join(out, "raw", "*", "topology.txt")))
+    path = open(specs[0]).read().strip() if specs else None
+    if not path or not os.path.exists(path):
+        return []
+    topo = yaml.safe_load(open(path))
+    roles = {s["name"]: s["role"] for s in topo["switches"]}
+    out_ports = []
+    for l in topo.get("links", []):
+        for a, pa, b in ((l["node1"], l["port1"], l["node2"]), (l["node2"], l["port2"], l["node1"])):
+            if roles[a] == "leaf" and roles[b] == "spine":
+                out_ports.append((a, pa))
+    _ = json
+    return out_ports
+
+
+def predrain(out):
+    queue = _read(os.path.join(out, "queue.csv"))
+    runs = _read(os.path.join(out, "runs.csv"))
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+    seed = min((int(r["seed"]) for r in queue), default=1)
+    for on, color in (("1", "#2f7ed8"), ("0", "#c0504d")):
+        pts = [(float(r["t_s"]), int(r["queue_occupancy"])) for r in queue
+               if r["seed"] == str(seed) and r["predrain"] == on]
+        pts.sort()
+        if pts:
+            ax[0].plot([p[0] for p in pts], [p[1] for p in pts], ".", ms=2, color=color,
+                       label=f"pre-drain {'on' if on == '1' else 'off'}")
+    ax[0].set_xlabel("time since the runs' start (s)")
+    ax[0].set_ylabel("queue depth at enqueue (packets, INT)")
+    ax[0].set_title(f"INT queue depth on reserved paths (seed {seed})")
+    ax[0].legend(markerscale=5)
+    peaks = {}
+    for r in queue:
+        k = (r["seed"], r["predrain"])
+        peaks[k] = max(peaks.get(k, 0), int(r["queue_occupancy"]))
+    seeds = sorted({int(s) for s, _ in peaks})
+    w = 0.38
+    ax[1].bar([s - w / 2 for s in seeds], [peaks.get((str(s), "1"), 0) for s in seeds], w, color="#2f7ed8",
+              label="pre-drain on")
+    ax[1].bar([s + w / 2 for s in seeds], [peaks.get((str(s), "0"), 0) for s in seeds], w, color="#c0504d",
+              label="pre-drain off")
+    slow = {(r["seed"], r["predrain"]): r["slowdown"] for r in runs}
+    for s in seeds:
+        for on, dx in (("1", -w / 2), ("0", w / 2)):
+            if slow.get((str(s), on)):
+                ax[1].text(s + dx, peaks.get((str(s), on), 0), f"{float(slow[(str(s), on)]):.2f}x",
+                           ha="center", va="bottom", fontsize=7)
+    ax[1].set_xticks(seeds)
+    ax[1].set_xlabel("seed (labels: completion / ideal)")
+    ax[1].set_ylabel("peak INT queue depth (packets)")
+    ax[1].set_title("Peak queue on reserved paths")
+    ax[1].legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "predrain.png"), dpi=110)
+    plt.close(fig)

@@ -106,6 +106,10 @@ class Experiment:
                  "--headroom", "1.0", "--lead-time-ms", str(self.args.lead_time_ms)]
         if not predrain:
             extra += ["--predrain-probability", "0"]
+        if not self.args.lowered_ecn:
+            # The lowered profile marks every flow of the port, reserved ones
+            # included (one queue); the lab relies on pre-drain by default.
+            extra += ["--lowered-ecn", "10,50,13107"]
         if self.int_reports:
             # Only when INT is measured: report copies cross the fabric to
             # the collector and would count as load on the links.
@@ -180,7 +184,7 @@ class Experiment:
 
     def forecast(self, spec, ring_start, ideal, path, tag):
         """The NDSP forecast: one demand per QP connection of the ring (its
-        bytes over the whole all-reduce, at its line rate), and the
+        bytes over the whole all-reduce, at its share of the NIC's line rate), and the
         background flows at their rate. Window margin: 25 %."""
         f = self.lab.fabric
         conns = {}
@@ -194,6 +198,8 @@ class Experiment:
         for (src, dst, qp), c in sorted(conns.items()):
             gbps = c["pps"] / self.port_pps * self.host_gbps
             if c["kind"] == "collective":
+                # The job forecasts its NIC's line rate, shared by the channels.
+                gbps = self.host_gbps / self.args.channels
                 dur_ms = ideal * 1e3 * 1.25
                 demands.append({"id": f"{tag}-ring-{src}-{dst}-{qp}", "src": f.ip(src), "dst": f.ip(dst), "qp": qp,
                                 "bytes": int(gbps * 1e9 / 8 * dur_ms / 1e3), "rate_gbps": gbps,
@@ -267,7 +273,8 @@ class Experiment:
             logf = open(os.path.join(raw, f"rocegen-{h}.log"), "w")
             procs[h] = self.lab.host(h).popen(
                 [self.rocegen, "run", "--spec", spec_path, "--host", h, "--out", raw,
-                 "--timeout-s", f"{timeout:.0f}", "--rto-ms", str(self.args.rto_ms), "--quiet"], stdout=logf, stderr=subprocess.STDOUT)
+                 "--timeout-s", f"{timeout:.0f}", "--rto-ms", str(self.args.rto_ms),
+                 "--linger-ms", str(3 * self.args.rto_ms), "--quiet"], stdout=logf, stderr=subprocess.STDOUT)
         codes = {h: p.wait() for h, p in procs.items()}
         after = self.tx_counters()
         if collector:
@@ -426,6 +433,8 @@ def main():
         p.add_argument("--background", type=int, default=2, help="background flows per run")
         p.add_argument("--background-share", type=float, default=0.3,
                        help="background flow rate as a fraction of a NIC's")
+        p.add_argument("--lowered-ecn", action="store_true",
+                       help="lower the DCQCN thresholds of reserved ports (off: pre-drain only)")
         p.add_argument("--rto-ms", type=float, default=1000.0,
                        help="go-back-N timeout: above the deepest queueing delay of a path")
         p.add_argument("--background-lead-ms", type=int, default=1500,

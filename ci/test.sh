@@ -36,15 +36,19 @@ fi
 # 4. Mininet smoke: a ping that passes only because of the routes Foresight
 #    installs; the same run with a broken route must fail.
 if [ -n "$have_bmv2" ] && [ -n "$have_mininet" ]; then
-  cargo build --release -q -p foresight || fail "build foresight"
+  cargo build --release -q -p foresight -p rocegen || fail "build foresight and rocegen"
   smoke=(/usr/bin/python3 bmv2-lab/smoke/smoke.py --foresight target/release/foresight --simple-switch-grpc "$(command -v simple_switch_grpc)")
   suite mininet-smoke "${smoke[@]}"
   echo "== mininet-smoke-negative: the same test with a wrong route must fail"
   # Its own summary line is relabelled so that it does not read as a failure.
   "${smoke[@]}" --entries bmv2-lab/smoke/broken-entries.yaml | sed 's/^mininet-smoke: /mininet-smoke with the broken route (must fail): /'
   if [ "${PIPESTATUS[0]}" = 0 ]; then fail mininet-smoke-negative; else pass mininet-smoke-negative; fi
+  # 5. The lab: every topology up with the controller, all hosts reachable,
+  #    nothing left behind (also after a crash), a short experiment.
+  suite bmv2-lab /usr/bin/python3 bmv2-lab/test_lab.py
 else
   skip "Mininet smoke test (bmv2-lab/smoke)" "needs simple_switch_grpc, root and Debian's mininet for /usr/bin/python3"
+  skip "bmv2-lab tests (bmv2-lab/test_lab.py)" "needs simple_switch_grpc, root and Debian's mininet for /usr/bin/python3"
 fi
 
 echo

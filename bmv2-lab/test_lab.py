@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""bmv2-lab tests (root, BMv2, Mininet): every lab topology comes up with the
+controller and every host reaches every other through the P4 fabric; `down`
+leaves nothing behind, also after the lab process was SIGKILLed; a short
+all-reduce experiment runs in all three modes and writes its CSV and plot.
+
+    sudo bmv2-lab/test_lab.py [--quick]     # --quick: leaf-spine only, no experiment
+
+Lab names are unique to the test (`ft<n>`), so nothing else is touched.
+"""
+
+import argparse
+import csv
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import lab as labmod  # noqa: E402
+
+TOPOLOGIES = ("leaf-spine-lab.yaml", "pod3-lab.yaml", "rail-lab.yaml")
+results = []
+
+
+def check(name, ok, detail=""):
+    results.append((name, ok))
+    print(f"{'ok  ' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
+    return ok
+
+
+def reachability(topology, name):
+    lab = labmod.Lab(os.path.join(HERE, "topologies", topology), name=name)
+    state = None
+    with lab:
+        state = dict(lab.state)
+        lab.start_controller()
+        hosts = [h for h in lab.fabric.hosts if h != lab.collector]
+        src = hosts[0]
+        missing = []
+        for dst in hosts[1:]:
+            out = lab.host(src).cmd(f"ping -c 1 -W 2 {lab.fabric.ip(dst)}")
+            if " 0% packet loss" not in out:
+                missing.append(dst)
+        check(f"{topology}: {src} reaches the other {len(hosts) - 1} hosts through "
+              f"{len(lab.fabric.switches)} BMv2 switches", not missing, f"no reply from {missing}" if missing else "")
+        r = lab.fabric_cmd([labmod.foresight_bin(), "status", "--json"], check=False)
+        check(f"{topology}: `foresight status` answers inside the fabric namespace", r.returncode == 0,
+              r.stderr.strip()[:200])
+        r = subprocess.run(["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{labmod.THRIFT_BASE + 1}"],
+                           capture_output=True)
+        check(f"{topology}: BMv2 Thrift is not reachable from the root namespace", r.returncode != 0)
+    left = labmod.leftovers(state)
+    check(f"{topology}: down leaves nothing behind", not left, ", ".join(left))
+
+
+def crash(name):
+    """SIGKILL the `lab.py up` process, then `lab.py down` cleans up."""
+    log = tempfile.NamedTemporaryFile(prefix="foresight-labtest-", suffix=".log", delete=False)
+    p = subprocess.Popen([sys.executable, os.path.join(HERE, "lab.py"), "up", "--name", name,
+                          "--controller"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 90
+    while time.time() < deadline and "is up" not in open(log.name).read():
+        if p.poll() is not None:
+            break
+        time.sleep(0.2)
+    if not check("lab.py up reports the lab up", "is up" in open(log.name).read(), open(log.name).read()[-300:]):
+        p.kill()
+        subprocess.run([sys.executable, os.path.join(HERE, "lab.py"), "down", "--name", name])
+        return
+    state = labmod.load_state(name)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    alive = labmod.leftovers(state)
+    check("after SIGKILL of lab.py up, its switches and hosts are still there (the crash case)", bool(alive))
+    r = subprocess.run([sys.executable, os.path.join(HERE, "lab.py"), "down", "--name", name],
+                       capture_output=True, text=True)
+    left = labmod.leftovers(state)
+    check("lab.py down after the crash leaves nothing behind", r.returncode == 0 and not left,
+          (r.stderr.strip() + " " + ", ".join(left))[:300])
+
+
+def experiment(name):
+    out = tempfile.mkdtemp(prefix="foresight-labexp-")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "experiment.py"), "allreduce", "--seeds", "1",
+                        "--name", name, "--bytes", str(8 * 2 * 16 * 1024), "--background-lead-ms", "800",
+                        "--out", out], capture_output=True, text=True)
+    print(r.stderr[-1500:], flush=True)
+    if not check("experiment.py allreduce runs", r.returncode == 0):
+        return
+    rows = list(csv.DictReader(open(os.path.join(out, "runs.csv"))))
+    modes = {row["mode"]: row for row in rows}
+    check("one completed run per mode, no host failed",
+          set(modes) == {"ecmp5", "qp", "foresight"} and all(row["completion_s"] and not row["failed_hosts"]
+                                                               for row in rows), str(rows))
+    fs = modes.get("foresight", {})
+    ring_flows = 8 * 2
+    check("the forecast reserved every ring connection",
+          int(fs.get("reserved_flows") or 0) >= ring_flows, f"{fs.get('reserved_flows')}/{fs.get('forecast_flows')}")
+    check("links.csv and allreduce.png were written",
+          os.path.getsize(os.path.join(out, "links.csv")) > 0 and os.path.getsize(os.path.join(out, "allreduce.png")) > 0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("test_lab.py needs root")
+    topologies = TOPOLOGIES[:1] if args.quick else TOPOLOGIES
+    for i, t in enumerate(topologies):
+        reachability(t, f"ft{i}")
+    crash("ftc")
+    if not args.quick:
+        experiment("fte")
+    failed = [n for n, ok in results if not ok]
+    print(f"bmv2-lab: {len(results) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

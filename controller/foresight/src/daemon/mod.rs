@@ -379,6 +379,8 @@ struct Ready<'a> {
     ndsp: String,
     http: String,
     switches: BTreeMap<&'a str, &'a str>,
+    /// PIDs of the BMv2 processes the controller started (`--bmv2`).
+    switch_pids: BTreeMap<String, u32>,
     reconcile_ms: Option<f64>,
     restored_reservations: usize,
 }
@@ -531,6 +533,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         let ready_file = config.ready_file.clone();
         let switch_wait = config.switch_wait;
         let endpoints = endpoints.clone();
+        let switch_pids: BTreeMap<String, u32> = processes
+            .iter()
+            .map(|p: &bmv2::Bmv2Switch| (p.name().to_string(), p.pid()))
+            .collect();
         tokio::spawn(async move {
             let mut all = true;
             let deadline = Instant::now() + switch_wait;
@@ -560,6 +566,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                         .iter()
                         .map(|(k, v)| (k.as_str(), v.addr.as_str()))
                         .collect(),
+                    switch_pids,
                     reconcile_ms: all.then_some(ms),
                     restored_reservations: c.restored.reservations,
                 };

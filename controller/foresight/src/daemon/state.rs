@@ -4,8 +4,9 @@
 //! survive a restart: it is written to a JSON state file, atomically (temp
 //! file + rename), after every change and before the change is answered,
 //! and a restarted controller reloads it and reconciles the switches with
-//! it. (Rename without fsync: a killed controller loses nothing; a machine
-//! crash may lose the last changes.)
+//! it. The temp file is fsync'd before the rename and the directory after
+//! it, so neither a killed controller nor a machine crash loses an
+//! answered change.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -90,13 +91,28 @@ impl State {
         Ok(Some(state))
     }
 
-    /// Write atomically: a temporary file beside `path`, then rename.
+    /// Write durably and atomically: a temporary file beside `path`,
+    /// fsync'd, renamed over `path`, then the directory fsync'd so the
+    /// rename itself survives a machine crash.
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        use std::io::Write;
         let text = serde_json::to_vec(self)?;
         let tmp = temp_path(path);
-        std::fs::write(&tmp, &text).with_context(|| format!("writing {}", tmp.display()))?;
+        let mut file =
+            std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+        file.write_all(&text)
+            .and_then(|_| file.sync_all())
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        drop(file);
         std::fs::rename(&tmp, path)
             .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing directory {}", dir.display()))?;
         Ok(())
     }
 

@@ -4,6 +4,7 @@
 mod controller;
 mod demo;
 mod entries;
+mod link;
 mod plan;
 mod reserve;
 mod sim;
@@ -34,6 +35,8 @@ pub enum Command {
     Status(status::StatusCmd),
     /// What a switch holds, decoded with P4Info names (through the controller).
     Entries(entries::EntriesCmd),
+    /// Tell a running controller a fabric link went down or came back up.
+    Link(link::LinkCmd),
     /// Flow-level simulator: ECMP, QP hashing, adaptive, spraying, Foresight.
     Sim(sim::SimCmd),
 }
@@ -59,6 +62,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Cancel(cmd) => reserve::cancel(cmd),
         Command::Status(cmd) => status::run(cmd),
         Command::Entries(cmd) => entries::run(cmd),
+        Command::Link(cmd) => link::run(cmd),
         Command::Sim(cmd) => sim::run(cmd),
     }
 }

@@ -86,6 +86,36 @@ pub struct Changed {
     pub reservation: Reservation,
 }
 
+/// A reservation a network event affects: who may see it.
+#[derive(Clone, Debug)]
+pub struct Affected {
+    pub tenant: String,
+    pub job_id: Option<String>,
+    pub reservation_id: String,
+}
+
+/// What `WatchEvents` streams relay (each stream filters by tenant and job).
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// A reservation changed.
+    Reservation(Changed),
+    /// A fabric link went down or came up; sent before the
+    /// `Reservation` events of the reservations it re-planned.
+    Link {
+        down: bool,
+        /// The link in the direction the operator named it.
+        link: ndsp::types::LinkId,
+        observed_unix_ns: u64,
+        affected: Vec<Affected>,
+    },
+    /// Observed traffic of a reserved flow differs from its forecast.
+    Mismatch {
+        tenant: String,
+        job_id: Option<String>,
+        mismatch: ndsp::types::ForecastMismatch,
+    },
+}
+
 struct Inner {
     engine: Engine,
     compiler: Compiler,
@@ -96,7 +126,7 @@ pub struct Controller {
     pub switches: BTreeMap<String, SwitchHandle>,
     pub metrics: Arc<Metrics>,
     pub loads: Arc<LinkLoads>,
-    pub events: broadcast::Sender<Changed>,
+    pub events: broadcast::Sender<Event>,
     wake: Notify,
     pub topo: &'static Topology,
     info: Arc<P4Info>,
@@ -216,6 +246,92 @@ impl Controller {
         }
     }
 
+    /// Take a fabric link down or bring it up (operator command): re-plan
+    /// the reservations on it, move routes and ECMP groups, persist, send
+    /// the new state to every switch, then publish the link event and the
+    /// re-planned reservations. Bad input changes nothing.
+    pub async fn set_link(
+        &self,
+        node: &str,
+        port: u32,
+        down: bool,
+    ) -> Result<api::LinkChangeView, (u16, String)> {
+        let now = now_unix_ns();
+        let (change, acks, links_down) = {
+            let mut inner = self.inner.lock().await;
+            let inner = &mut *inner;
+            let change = inner
+                .engine
+                .set_link(node, port, down, now)
+                .map_err(|e| (400, e))?;
+            if change.changed {
+                let edges = inner.engine.down_edges();
+                inner
+                    .compiler
+                    .set_down_edges(&edges)
+                    .map_err(|e| (500, e.to_string()))?;
+            }
+            let acks = self.commit(inner, now, change.changed);
+            let links_down: Vec<String> = inner
+                .engine
+                .state
+                .links_down
+                .iter()
+                .map(|l| l.to_string())
+                .collect();
+            (change, acks, links_down)
+        };
+        self.reschedule();
+        let done = acknowledged(acks).await;
+        if change.changed {
+            tracing::warn!(link = %change.link, down, replanned = change.affected.len(), "link state changed by the operator");
+            let l = self.topo.edge(change.edges[0]);
+            let _ = self.events.send(Event::Link {
+                down,
+                link: ndsp::types::LinkId {
+                    from_node: self.topo.node_name(l.from).to_string(),
+                    from_port: u32::from(l.from_port),
+                    to_node: self.topo.node_name(l.to).to_string(),
+                    to_port: u32::from(l.to_port),
+                },
+                observed_unix_ns: now,
+                affected: change
+                    .affected
+                    .iter()
+                    .map(|r| Affected {
+                        tenant: r.tenant.clone(),
+                        job_id: r.job_id.clone(),
+                        reservation_id: r.id.clone(),
+                    })
+                    .collect(),
+            });
+            for r in &change.affected {
+                let _ = self.events.send(Event::Reservation(Changed {
+                    tenant: r.tenant.clone(),
+                    reservation: r.clone(),
+                }));
+            }
+        }
+        Ok(api::LinkChangeView {
+            link: change.link.to_string(),
+            state: if down { "down" } else { "up" }.to_string(),
+            changed: change.changed,
+            replanned: change
+                .affected
+                .iter()
+                .map(|r| api::ReplannedView {
+                    id: r.id.clone(),
+                    status: r.status.name().to_string(),
+                    advisory: r.advisory.clone(),
+                    revision: r.revision,
+                })
+                .collect(),
+            switch_changes: done.changes,
+            switch_errors: done.errors,
+            links_down,
+        })
+    }
+
     /// The status view.
     pub async fn status(&self) -> StatusView {
         let now = now_unix_ns();
@@ -301,6 +417,12 @@ impl Controller {
             now_unix_ns: now,
             restored_reservations: self.restored.reservations,
             restored_diverged: self.restored.diverged.clone(),
+            links_down: engine
+                .state
+                .links_down
+                .iter()
+                .map(|l| l.to_string())
+                .collect(),
             startup_reconcile_ms: *self.startup_reconcile_ms.lock().expect("lock"),
         };
         drop(inner);
@@ -407,10 +529,16 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             "state reloaded"
         );
         for id in &restored.diverged {
-            tracing::warn!(reservation = %id, "re-planned path differs from the installed one; keeping the installed path");
+            tracing::warn!(reservation = %id, "recorded path crosses a link that is down; re-planned");
         }
     }
-    let compiler = Compiler::new(topo, config.pipeline.info.clone(), config.policy)?;
+    let mut compiler = Compiler::new(topo, config.pipeline.info.clone(), config.policy)?;
+    if !engine.state.links_down.is_empty() {
+        compiler.set_down_edges(&engine.down_edges())?;
+        for l in &engine.state.links_down {
+            tracing::warn!(link = %l, "link is down (restored from the state file)");
+        }
+    }
 
     // Switch endpoints (starting BMv2 processes if asked).
     let mut processes = Vec::new();
@@ -484,7 +612,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         tokio::spawn(telemetry::collect(socket, loads.clone(), metrics.clone()));
     }
 
-    let mut compiler = compiler;
     let initial = compiler.desired(&engine.state, now)?;
     let mut handles = BTreeMap::new();
     for (name, ep) in &endpoints {
@@ -499,7 +626,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         );
         handles.insert(name.clone(), handle);
     }
-    if reloaded && !expired.is_empty() {
+    if reloaded && (!expired.is_empty() || !restored.diverged.is_empty()) {
         if let Some(path) = &config.state_file {
             engine.state.save(path)?;
         }

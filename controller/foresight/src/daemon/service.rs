@@ -19,7 +19,7 @@ use tonic::{Request, Response, Status};
 
 use super::engine::{to_ndsp, PlanTiming};
 use super::state::Reservation;
-use super::{acknowledged, now_unix_ns, Changed, Controller};
+use super::{acknowledged, now_unix_ns, Changed, Controller, Event};
 
 /// Response metadata: microseconds from receipt to every due entry acknowledged.
 pub const INSTALL_US_METADATA: &str = "foresight-install-us";
@@ -108,10 +108,10 @@ impl Ndsp {
 
     fn broadcast(&self, records: &[Reservation]) {
         for r in records {
-            let _ = self.c.events.send(Changed {
+            let _ = self.c.events.send(Event::Reservation(Changed {
                 tenant: r.tenant.clone(),
                 reservation: r.clone(),
-            });
+            }));
         }
     }
 }
@@ -369,18 +369,45 @@ async fn watch_task(
     if let Some(t) = ticker.as_mut() {
         t.tick().await;
     }
-    let wanted = |r: &Reservation| {
-        watch.job_ids.is_empty() || r.job_id.as_ref().is_some_and(|j| watch.job_ids.contains(j))
+    let wanted_job = |job: Option<&String>| {
+        watch.job_ids.is_empty() || job.is_some_and(|j| watch.job_ids.contains(j))
     };
+    let wanted = |r: &Reservation| wanted_job(r.job_id.as_ref());
     loop {
         let body = tokio::select! {
             _ = tx.closed() => return,
             ev = events.recv() => match ev {
-                Ok(ch) if ch.tenant == watch.ctx.tenant && wanted(&ch.reservation) => {
+                Ok(Event::Reservation(ch)) if ch.tenant == watch.ctx.tenant && wanted(&ch.reservation) => {
                     nt::WatchEventBody::Deviation(nt::NetworkDeviation {
                         observed_unix_ns: now_unix_ns(),
                         affected_reservation_ids: vec![ch.reservation.id.clone()],
                         change: nt::NetworkChange::ReservationChanged(Box::new(to_ndsp(&ch.reservation))),
+                    })
+                }
+                // Link state is fabric-wide: every watcher hears of it,
+                // with the affected reservations it may see.
+                Ok(Event::Link { down, link, observed_unix_ns, affected }) => {
+                    let mut ids: Vec<String> = affected
+                        .into_iter()
+                        .filter(|a| a.tenant == watch.ctx.tenant && wanted_job(a.job_id.as_ref()))
+                        .map(|a| a.reservation_id)
+                        .collect();
+                    ids.dedup();
+                    nt::WatchEventBody::Deviation(nt::NetworkDeviation {
+                        observed_unix_ns,
+                        affected_reservation_ids: ids,
+                        change: if down {
+                            nt::NetworkChange::LinkDown(link)
+                        } else {
+                            nt::NetworkChange::LinkUp(link)
+                        },
+                    })
+                }
+                Ok(Event::Mismatch { tenant, job_id, mismatch }) if tenant == watch.ctx.tenant && wanted_job(job_id.as_ref()) => {
+                    nt::WatchEventBody::Deviation(nt::NetworkDeviation {
+                        observed_unix_ns: now_unix_ns(),
+                        affected_reservation_ids: vec![mismatch.reservation_id.clone()],
+                        change: nt::NetworkChange::ForecastMismatch(mismatch),
                     })
                 }
                 Ok(_) => continue,

@@ -39,6 +39,10 @@ pub struct State {
     pub jobs: Vec<Job>,
     /// Live reservations (scheduled or installed), in sequence order.
     pub reservations: Vec<Reservation>,
+    /// Fabric links an operator took down (`foresight link down`), both
+    /// directions of each; absent in files written before link state.
+    #[serde(default)]
+    pub links_down: Vec<LinkRef>,
     /// Finished reservations (expired or cancelled), oldest first; kept in
     /// memory for `GetReservation`, not in the file (a restart forgets them).
     #[serde(skip)]
@@ -55,6 +59,7 @@ impl State {
             next_qp: BTreeMap::new(),
             jobs: Vec::new(),
             reservations: Vec::new(),
+            links_down: Vec::new(),
             history: Vec::new(),
         }
     }
@@ -145,6 +150,22 @@ fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// One fabric link between two switches, named by both ends; `a` is the
+/// end whose (switch, port) sorts first, so each link has one name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LinkRef {
+    pub a: String,
+    pub a_port: u16,
+    pub b: String,
+    pub b_port: u16,
+}
+
+impl std::fmt::Display for LinkRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{} <-> {}:{}", self.a, self.a_port, self.b, self.b_port)
+    }
+}
+
 /// A registered job topology (the `RegisterTopologyRequest`, kept encoded
 /// so it re-validates into exactly what was registered).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -230,6 +251,7 @@ pub enum Reason {
     LabelStackTooDeep,
     UnknownEndpoint,
     WorkloadDeviation,
+    LinkDown,
 }
 
 impl From<Reason> for ReasonCode {
@@ -242,6 +264,7 @@ impl From<Reason> for ReasonCode {
             Reason::LabelStackTooDeep => ReasonCode::LabelStackTooDeep,
             Reason::UnknownEndpoint => ReasonCode::UnknownEndpoint,
             Reason::WorkloadDeviation => ReasonCode::WorkloadDeviation,
+            Reason::LinkDown => ReasonCode::LinkDown,
         }
     }
 }

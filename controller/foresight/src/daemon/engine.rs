@@ -1309,6 +1309,49 @@ impl Engine {
         Ok(change)
     }
 
+    /// Paths between two fabric hosts at `now`: equal-cost paths, those
+    /// with every link up, and the largest rate one of those could still
+    /// reserve (headroom minus the ledger, source NIC included). `None`
+    /// when a host is not attached to the fabric.
+    pub fn path_availability(
+        &self,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        now: u64,
+    ) -> Option<nt::PathAvailability> {
+        let (&s, &d) = (self.by_ip.get(&src)?, self.by_ip.get(&dst)?);
+        if s == d {
+            return None;
+        }
+        let paths = planner::paths::all_paths(self.topo, s, d, 1024);
+        let t = self.to_planner_ns(now);
+        let w = planner::Window::new(t, t + 1);
+        let up: Vec<&planner::Path> = paths
+            .iter()
+            .filter(|p| {
+                p.reserved_edges(self.topo, s)
+                    .all(|e| !self.planner.is_edge_down(e))
+            })
+            .collect();
+        let max_reservable_bps = up
+            .iter()
+            .map(|p| {
+                p.reserved_edges(self.topo, s)
+                    .map(|e| self.planner.free_bps(e, w))
+                    .min()
+                    .unwrap_or(0)
+            })
+            .max()
+            .unwrap_or(0);
+        Some(nt::PathAvailability {
+            source_address: src,
+            destination_address: dst,
+            equal_cost_paths: paths.len() as u32,
+            available_paths: up.len() as u32,
+            max_reservable_bps,
+        })
+    }
+
     /// Retire reservations whose every flow window is over; returns them.
     pub fn expire(&mut self, now: u64) -> Vec<String> {
         let mut out = Vec::new();
@@ -1933,6 +1976,12 @@ mod tests {
         assert_eq!(change.affected.len(), 1);
         assert_eq!(e.state.reservations[0].status, Status::Admitted);
         assert_eq!(e.state.links_down, vec![link]);
+        let pa = e
+            .path_availability("10.0.1.1".parse().unwrap(), "10.0.2.1".parse().unwrap(), T0 + MS)
+            .unwrap();
+        assert_eq!((pa.equal_cost_paths, pa.available_paths), (2, 1), "{pa:?}");
+        // 90 % of 100 G on the remaining path, 40 G of it reserved.
+        assert_eq!(pa.max_reservable_bps, 50_000_000_000);
         // The link state survives a reload: still down, nothing on it.
         let saved: State = serde_json::from_str(&serde_json::to_string(&e.state).unwrap()).unwrap();
         let (again, restored) = Engine::new(e.topo, PlannerConfig::default(), saved).unwrap();

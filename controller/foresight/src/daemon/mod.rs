@@ -44,7 +44,7 @@ use self::engine::{Engine, Restored};
 use self::metrics::Metrics;
 use self::state::{Lifecycle, Reservation, State};
 use self::switches::SwitchHandle;
-use self::telemetry::LinkLoads;
+use self::telemetry::{LinkLoads, MismatchKind, MismatchTolerance, TelemetryConfig};
 use crate::fabric::{Endpoint, Pipeline};
 
 /// Unix time in ns.
@@ -73,6 +73,10 @@ pub struct Config {
     pub election_id: u128,
     pub planner: PlannerConfig,
     pub policy: Policy,
+    /// Congestion episodes from INT reports.
+    pub telemetry: TelemetryConfig,
+    /// When observed traffic is a forecast mismatch.
+    pub mismatch: MismatchTolerance,
     /// Written (JSON: addresses, pid) once every switch is reconciled,
     /// or `switch_wait` has passed.
     pub ready_file: Option<PathBuf>,
@@ -330,6 +334,89 @@ impl Controller {
             switch_errors: done.errors,
             links_down,
         })
+    }
+
+    /// Compare every installed reserved flow with what INT reports show
+    /// of it (first seen, rate of its ingress port) and publish a forecast
+    /// mismatch once per flow, revision and kind.
+    async fn forecast_watch(self: Arc<Self>, tol: MismatchTolerance) {
+        let period = Duration::from_nanos((tol.start_ns / 4).clamp(5_000_000, 100_000_000));
+        let mut sent: std::collections::HashSet<(String, u64, usize, MismatchKind)> =
+            std::collections::HashSet::new();
+        loop {
+            tokio::time::sleep(period).await;
+            let now = now_unix_ns();
+            let mut flows = Vec::new();
+            {
+                let inner = self.inner.lock().await;
+                for r in &inner.engine.state.reservations {
+                    for (i, f) in r.flows.iter().enumerate() {
+                        if f.active(now, self.lead_ns) {
+                            flows.push((r.id.clone(), r.revision, i, r.tenant.clone(), r.job_id.clone(), f.clone()));
+                        }
+                    }
+                }
+            }
+            let live: std::collections::HashSet<(String, u64)> =
+                flows.iter().map(|f| (f.0.clone(), f.1)).collect();
+            sent.retain(|k| live.contains(&(k.0.clone(), k.1)));
+            for (id, revision, i, tenant, job_id, f) in flows {
+                let seen = self.loads.flow(f.src_ip, f.dst_ip, f.dst_qp());
+                for (kind, observed_start, observed_bps) in telemetry::mismatches(
+                    f.start_unix_ns,
+                    f.end_unix_ns,
+                    f.rate_bps,
+                    seen,
+                    now,
+                    tol,
+                ) {
+                    if !sent.insert((id.clone(), revision, i, kind)) {
+                        continue;
+                    }
+                    tracing::info!(reservation = %id, flow = %f.flow_id, ?kind, "traffic differs from its forecast");
+                    let _ = self.events.send(Event::Mismatch {
+                        tenant: tenant.clone(),
+                        job_id: job_id.clone(),
+                        mismatch: ndsp::types::ForecastMismatch {
+                            reservation_id: id.clone(),
+                            flow_id: f.flow_id.clone(),
+                            expected_start_unix_ns: f.start_unix_ns,
+                            observed_start_unix_ns: observed_start,
+                            expected_bps: f.rate_bps,
+                            observed_bps,
+                        },
+                    });
+                }
+            }
+        }
+    }
+
+    /// Path availability between the hosts of the tenant's live
+    /// reservations (of `jobs`, when not empty), at most 256 pairs.
+    pub async fn path_availability(
+        &self,
+        tenant: &str,
+        jobs: &[String],
+    ) -> Vec<ndsp::types::PathAvailability> {
+        let now = now_unix_ns();
+        let inner = self.inner.lock().await;
+        let mut pairs = std::collections::BTreeSet::new();
+        for r in &inner.engine.state.reservations {
+            if r.tenant != tenant
+                || !(jobs.is_empty() || r.job_id.as_ref().is_some_and(|j| jobs.contains(j)))
+            {
+                continue;
+            }
+            for f in &r.flows {
+                if pairs.len() < 256 {
+                    pairs.insert((f.src_ip, f.dst_ip));
+                }
+            }
+        }
+        pairs
+            .into_iter()
+            .filter_map(|(s, d)| inner.engine.path_availability(s, d, now))
+            .collect()
     }
 
     /// The status view.
@@ -603,7 +690,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let http_addr = http_listener.local_addr()?;
 
     let metrics = Arc::new(Metrics::default());
-    let loads = Arc::new(LinkLoads::new(topo));
+    let loads = Arc::new(LinkLoads::with_config(topo, config.telemetry));
     if let Some(addr) = config.int_listen {
         let socket = tokio::net::UdpSocket::bind(addr)
             .await
@@ -653,6 +740,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     });
     tokio::spawn(http::serve(http_listener, controller.clone()));
     tokio::spawn(controller.clone().scheduler());
+    if config.int_listen.is_some() {
+        tokio::spawn(controller.clone().forecast_watch(config.mismatch));
+    }
 
     // Start-up reconciliation: every switch holds the intended state.
     {

@@ -366,6 +366,8 @@ async fn watch_task(
         .telemetry_interval_ns
         .map(std::time::Duration::from_nanos);
     let mut ticker = interval.map(tokio::time::interval);
+    // Congestion episodes: those that end after the watch began.
+    let (_, mut congestion_after) = c.loads.congestion_since(0, now_unix_ns());
     if let Some(t) = ticker.as_mut() {
         t.tick().await;
     }
@@ -415,7 +417,9 @@ async fn watch_task(
                 Err(_) => return,
             },
             _ = async { match ticker.as_mut() { Some(t) => { t.tick().await; } None => std::future::pending().await } } => {
-                nt::WatchEventBody::Telemetry(snapshot(&c, interval.unwrap_or_default()).await)
+                nt::WatchEventBody::Telemetry(
+                    snapshot(&c, interval.unwrap_or_default(), &watch, &mut congestion_after).await,
+                )
             }
         };
         seq += 1;
@@ -430,9 +434,48 @@ async fn watch_task(
     }
 }
 
-async fn snapshot(c: &Controller, interval: std::time::Duration) -> nt::TelemetrySnapshot {
+/// Link id of a directed edge.
+fn link_id(topo: &planner::Topology, e: u32) -> nt::LinkId {
+    let l = topo.edge(e);
+    nt::LinkId {
+        from_node: topo.node_name(l.from).to_string(),
+        from_port: u32::from(l.from_port),
+        to_node: topo.node_name(l.to).to_string(),
+        to_port: u32::from(l.to_port),
+    }
+}
+
+/// One telemetry snapshot for a watcher: link loads, the congestion
+/// episodes since its previous snapshot (and those still going on, with
+/// duration 0), and path availability between the hosts of its
+/// reservations.
+async fn snapshot(
+    c: &Controller,
+    interval: std::time::Duration,
+    watch: &nt::ValidatedWatch,
+    congestion_after: &mut u64,
+) -> nt::TelemetrySnapshot {
     let status = c.status().await;
     let topo = c.topo;
+    let now = now_unix_ns();
+    let (episodes, resume) = c.loads.congestion_since(*congestion_after, now);
+    *congestion_after = resume;
+    let congestion_events = episodes
+        .iter()
+        .map(|e| nt::CongestionEvent {
+            link: link_id(topo, e.edge),
+            kind: nt::CongestionKind::QueueBuildup,
+            start_unix_ns: e.start_unix_ns,
+            duration_ns: if e.open {
+                0
+            } else {
+                (e.last_unix_ns - e.start_unix_ns).max(1)
+            },
+            peak_queue_bytes: u64::from(e.peak_queue_packets) * super::telemetry::BYTES_PER_QUEUED_PACKET,
+            affected_packets: e.packets,
+        })
+        .collect();
+    let paths = c.path_availability(&watch.ctx.tenant, &watch.job_ids).await;
     let mut links = Vec::new();
     for e in 0..topo.edge_count() as u32 {
         let l = topo.edge(e);
@@ -450,14 +493,15 @@ async fn snapshot(c: &Controller, interval: std::time::Duration) -> nt::Telemetr
             capacity_bps: l.capacity_bps,
             measured_bps: view.measured_bps.unwrap_or(0),
             reserved_bps: view.reserved_bps.min(l.capacity_bps),
-            peak_queue_bytes: u64::from(view.queue_packets.unwrap_or(0)) * 1024,
+            peak_queue_bytes: u64::from(view.queue_packets.unwrap_or(0))
+                * super::telemetry::BYTES_PER_QUEUED_PACKET,
         });
     }
     nt::TelemetrySnapshot {
-        as_of_unix_ns: now_unix_ns(),
+        as_of_unix_ns: now,
         interval_ns: interval.as_nanos().max(1) as u64,
         links,
-        congestion_events: Vec::new(),
-        paths: Vec::new(),
+        congestion_events,
+        paths,
     }
 }

@@ -18,5 +18,7 @@
 mod switch;
 mod toolchain;
 
-pub use switch::{spawn_tied, start_switches, Bmv2Switch, StartError, SwitchSpec, DEFAULT_CPU_PORT};
+pub use switch::{
+    spawn_tied, start_switches, Bmv2Switch, StartError, SwitchSpec, DEFAULT_CPU_PORT,
+};
 pub use toolchain::{Toolchain, ToolchainMissing};

@@ -389,7 +389,14 @@ fn spawn_with_deathsig(command: &mut Command) -> std::io::Result<Child> {
     // async-signal-safe functions (prctl, getppid) without allocating.
     unsafe {
         command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
                 return Err(std::io::Error::last_os_error());
             }
             if libc::getppid() != parent {

@@ -22,7 +22,11 @@ const MS: u64 = 1_000_000;
 async fn routes(reader: &mut Reader, switch: &str) -> BTreeMap<String, p4::table_action::Type> {
     let info = reader.info().await.clone();
     let read = reader.sessions[switch]
-        .read(vec![p4rt::entity::all_table_entries(&info, "FsIngress.routing.ipv4_lpm").unwrap()])
+        .read(vec![p4rt::entity::all_table_entries(
+            &info,
+            "FsIngress.routing.ipv4_lpm",
+        )
+        .unwrap()])
         .await
         .unwrap();
     read.into_iter()
@@ -66,9 +70,7 @@ async fn groups(reader: &mut Reader, switch: &str) -> BTreeMap<u32, Vec<u32>> {
         .collect()
 }
 
-async fn next_event(
-    stream: &mut tonic::Streaming<proto::WatchEvent>,
-) -> ValidatedWatchEvent {
+async fn next_event(stream: &mut tonic::Streaming<proto::WatchEvent>) -> ValidatedWatchEvent {
     tokio::time::timeout(Duration::from_secs(5), stream.message())
         .await
         .expect("an event within 5 s")
@@ -102,7 +104,13 @@ async fn a_failed_link_moves_reservations_and_ecmp_off_it_and_comes_back() {
             header: header(),
             reference_unix_ns: 0,
             demands: vec![demand(
-                "d1", "10.0.1.1", "10.0.2.1", 0, 600_000 * MS, 40_000_000_000, Some(700),
+                "d1",
+                "10.0.1.1",
+                "10.0.2.1",
+                0,
+                600_000 * MS,
+                40_000_000_000,
+                Some(700),
             )],
         })
         .await
@@ -129,13 +137,22 @@ async fn a_failed_link_moves_reservations_and_ecmp_off_it_and_comes_back() {
     ] {
         let (code, body) = controller.post_json(path);
         assert_eq!(code, 400, "{path}: {body}");
-        assert!(body["error"].as_str().unwrap().contains(why), "{path}: {body}");
+        assert!(
+            body["error"].as_str().unwrap().contains(why),
+            "{path}: {body}"
+        );
     }
-    assert_eq!(reader.everything().await, everything, "bad input changed the switches");
-    assert!(controller.get_json("/v1/status")["controller"]["links_down"]
-        .as_array()
-        .unwrap()
-        .is_empty());
+    assert_eq!(
+        reader.everything().await,
+        everything,
+        "bad input changed the switches"
+    );
+    assert!(
+        controller.get_json("/v1/status")["controller"]["links_down"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 
     // Down.
     let (code, body) = controller.post_json(&format!("/v1/links/leaf1:{uplink}/down"));
@@ -149,10 +166,17 @@ async fn a_failed_link_moves_reservations_and_ecmp_off_it_and_comes_back() {
     assert_ne!(sr_after, sr_before, "the SR entry moved to the other spine");
     let label = 1000 + other; // adjacency label of leaf1's other uplink
     assert!(
-        sr_after.iter().next().unwrap().contains(&format!("label0={label}")),
+        sr_after
+            .iter()
+            .next()
+            .unwrap()
+            .contains(&format!("label0={label}")),
         "{sr_after:?}"
     );
-    assert!(groups(&mut reader, "leaf1").await.is_empty(), "the group lost the dead member");
+    assert!(
+        groups(&mut reader, "leaf1").await.is_empty(),
+        "the group lost the dead member"
+    );
     let via = routes(&mut reader, "leaf1").await;
     assert_eq!(
         via["10.0.2.0/24"],
@@ -164,18 +188,27 @@ async fn a_failed_link_moves_reservations_and_ecmp_off_it_and_comes_back() {
     assert!(!routes(&mut reader, spine).await.contains_key("10.0.1.0/24"));
 
     let ev = next_event(&mut watch).await;
-    let WatchEventBody::Deviation(d) = ev.body else { panic!("{ev:?}") };
+    let WatchEventBody::Deviation(d) = ev.body else {
+        panic!("{ev:?}")
+    };
     match &d.change {
         NetworkChange::LinkDown(l) => {
-            assert_eq!((l.from_node.as_str(), l.from_port), ("leaf1", u32::from(uplink)));
+            assert_eq!(
+                (l.from_node.as_str(), l.from_port),
+                ("leaf1", u32::from(uplink))
+            );
             assert_eq!(l.to_node, spine);
         }
         other => panic!("want link_down first: {other:?}"),
     }
     assert_eq!(d.affected_reservation_ids, vec![r.reservation_id.clone()]);
     let ev = next_event(&mut watch).await;
-    let WatchEventBody::Deviation(d) = ev.body else { panic!("{ev:?}") };
-    let NetworkChange::ReservationChanged(changed) = d.change else { panic!("{d:?}") };
+    let WatchEventBody::Deviation(d) = ev.body else {
+        panic!("{ev:?}")
+    };
+    let NetworkChange::ReservationChanged(changed) = d.change else {
+        panic!("{d:?}")
+    };
     assert_eq!(changed.revision, 2);
     assert_eq!(changed.flows[0].hops[0].egress_port, u32::from(other));
 
@@ -215,7 +248,9 @@ async fn a_failed_link_moves_reservations_and_ecmp_off_it_and_comes_back() {
     assert_eq!(g.values().cloned().collect::<Vec<_>>(), vec![vec![3, 4]]);
     assert!(routes(&mut reader, spine).await.contains_key("10.0.1.0/24"));
     let ev = next_event(&mut watch).await;
-    let WatchEventBody::Deviation(d) = ev.body else { panic!("{ev:?}") };
+    let WatchEventBody::Deviation(d) = ev.body else {
+        panic!("{ev:?}")
+    };
     assert!(matches!(d.change, NetworkChange::LinkUp(_)), "{d:?}");
     let (code, body) = controller.post_json(&format!("/v1/links/{spine}:1/up"));
     assert_eq!((code, &body["changed"]), (200, &serde_json::json!(false)));

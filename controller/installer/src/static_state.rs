@@ -108,10 +108,10 @@ pub fn viable_next_hops<'a>(
     topo.next_hops(s, leaf).filter(move |e| {
         down.is_empty()
             || !down.contains(e)
-            && match topo.edge(*e).to {
-                NodeRef::Switch(t) => reaches(topo, t, leaf, down),
-                NodeRef::Host(_) => false,
-            }
+                && match topo.edge(*e).to {
+                    NodeRef::Switch(t) => reaches(topo, t, leaf, down),
+                    NodeRef::Host(_) => false,
+                }
     })
 }
 
@@ -357,15 +357,22 @@ mod tests {
         // From leaf2, spine1 no longer leads to leaf1: spine2 (port 4) only.
         assert!(routes(&state["leaf2"]).contains(&("10.0.1.0/24".into(), Some(4), None)));
         // spine1 has no route to leaf1's subnet; spine2 keeps its own.
-        assert!(!routes(&state["spine1"]).iter().any(|r| r.0 == "10.0.1.0/24"));
-        assert!(routes(&state["spine2"]).iter().any(|r| r.0 == "10.0.1.0/24"));
+        assert!(!routes(&state["spine1"])
+            .iter()
+            .any(|r| r.0 == "10.0.1.0/24"));
+        assert!(routes(&state["spine2"])
+            .iter()
+            .any(|r| r.0 == "10.0.1.0/24"));
         // Ports, adjacencies and members stay: only routes and groups move.
         let all_up = static_state(&topo, EcnProfile::default());
         for (sw, intent) in &state {
             let keep = |i: &Intent| {
                 i.objects
                     .iter()
-                    .filter(|o| !matches!(o, Object::Group { .. }) && !matches!(o, Object::Entry(e) if e.table == names::IPV4_LPM))
+                    .filter(|o| {
+                        !matches!(o, Object::Group { .. })
+                            && !matches!(o, Object::Entry(e) if e.table == names::IPV4_LPM)
+                    })
                     .count()
             };
             assert_eq!(keep(intent), keep(&all_up[sw]), "{sw}");

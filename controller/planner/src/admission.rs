@@ -773,19 +773,31 @@ mod tests {
         }
         assert_eq!(p.ledger().max(up), 0);
         assert_eq!(plan.demands[0].outcome, Outcome::Admitted);
-        assert_ne!(plan.demands[1].outcome, Outcome::Admitted, "one uplink left");
+        assert_ne!(
+            plan.demands[1].outcome,
+            Outcome::Admitted,
+            "one uplink left"
+        );
         // Up again: both fit once more.
         p.release("a");
         p.release("b");
         p.set_edge_down(up, false);
         let plan = p.plan(&d);
-        assert!(plan.demands.iter().all(|dp| dp.outcome == Outcome::Admitted));
+        assert!(plan
+            .demands
+            .iter()
+            .all(|dp| dp.outcome == Outcome::Admitted));
     }
 
     #[test]
     fn restore_reenters_the_given_paths_exactly() {
         let t = small();
-        let d = load_str(&t, "demands:\n  - {id: a, src: h1, dst: h3, bytes: 1GB, rate_gbps: 80}\n", 0.9).unwrap();
+        let d = load_str(
+            &t,
+            "demands:\n  - {id: a, src: h1, dst: h3, bytes: 1GB, rate_gbps: 80}\n",
+            0.9,
+        )
+        .unwrap();
         let mut fresh = planner(&t);
         let chosen = fresh.plan(&d).demands[0].flows[0].path;
         // The other spine's path: the one a re-plan would not choose.

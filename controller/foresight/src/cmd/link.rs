@@ -107,9 +107,18 @@ mod tests {
     #[test]
     fn link_ends_are_checked_before_anything_is_sent() {
         assert_eq!(parse_end("leaf1:3").unwrap(), ("leaf1", 3));
-        assert!(parse_end("leaf1").unwrap_err().to_string().contains("<switch>:<port>"));
-        assert!(parse_end("leaf1:x").unwrap_err().to_string().contains("not a number"));
-        assert!(parse_end(":3").unwrap_err().to_string().contains("not a switch name"));
+        assert!(parse_end("leaf1")
+            .unwrap_err()
+            .to_string()
+            .contains("<switch>:<port>"));
+        assert!(parse_end("leaf1:x")
+            .unwrap_err()
+            .to_string()
+            .contains("not a number"));
+        assert!(parse_end(":3")
+            .unwrap_err()
+            .to_string()
+            .contains("not a switch name"));
         assert!(parse_end("a/b:3").is_err());
     }
 }

@@ -168,9 +168,9 @@ impl Engine {
         // Links that were down stay down; a reservation still recorded on
         // one (a state written by an older controller) is re-planned.
         for (i, l) in engine.state.links_down.clone().iter().enumerate() {
-            let (_, edges) = engine.resolve_link(&l.a, u32::from(l.a_port)).map_err(|e| {
-                anyhow::anyhow!("state file: links_down[{i}] ({l}): {e}")
-            })?;
+            let (_, edges) = engine
+                .resolve_link(&l.a, u32::from(l.a_port))
+                .map_err(|e| anyhow::anyhow!("state file: links_down[{i}] ({l}): {e}"))?;
             for e in edges {
                 engine.planner.set_edge_down(e, true);
             }
@@ -1160,10 +1160,16 @@ impl Engine {
             .iter()
             .copied()
             .find(|&r| topo.edge(r).to == l.from && topo.edge(r).from_port == l.to_port)
-            .ok_or_else(|| format!("{node}:{port}: the fabric has no reverse direction of this link"))?;
+            .ok_or_else(|| {
+                format!("{node}:{port}: the fabric has no reverse direction of this link")
+            })?;
         let me = (node.to_string(), hop.port);
         let other = (topo.switches()[peer as usize].name.clone(), l.to_port);
-        let (a, b) = if me <= other { (me, other) } else { (other, me) };
+        let (a, b) = if me <= other {
+            (me, other)
+        } else {
+            (other, me)
+        };
         Ok((
             LinkRef {
                 a: a.0,
@@ -1238,8 +1244,12 @@ impl Engine {
             }
             if lost > 0 {
                 p.record.reason = Reason::LinkDown;
-                let links: Vec<String> =
-                    self.state.links_down.iter().map(|l| l.to_string()).collect();
+                let links: Vec<String> = self
+                    .state
+                    .links_down
+                    .iter()
+                    .map(|l| l.to_string())
+                    .collect();
                 p.record.advisory = Some(truncate(
                     format!(
                         "link down ({}): {lost} of {} flows have no reserved path and fall back to ECMP",
@@ -1939,7 +1949,11 @@ mod tests {
             let err = e.set_link(node, port, true, T0).unwrap_err();
             assert!(err.contains(why), "{node}:{port}: {err}");
         }
-        assert_eq!(serde_json::to_string(&e.state).unwrap(), before, "changed nothing");
+        assert_eq!(
+            serde_json::to_string(&e.state).unwrap(),
+            before,
+            "changed nothing"
+        );
 
         // Down by its far end: the same link.
         let (link, _) = e.resolve_link("leaf1", u32::from(first.port)).unwrap();
@@ -1954,30 +1968,49 @@ mod tests {
         assert_eq!(moved.revision, 2);
         assert_eq!(moved.status, Status::Admitted, "the other spine has room");
         assert_ne!(moved.flows[0].hops[0], first, "off the failed link");
-        assert!(moved.flows[0].hops.iter().all(|h| e
-            .edge_of(h)
-            .is_some_and(|x| !change.edges.contains(&x))));
+        assert!(moved.flows[0]
+            .hops
+            .iter()
+            .all(|h| e.edge_of(h).is_some_and(|x| !change.edges.contains(&x))));
         wire(&moved);
         // Again: already down, nothing changes.
-        assert!(!e.set_link("leaf1", u32::from(first.port), true, T0).unwrap().changed);
+        assert!(
+            !e.set_link("leaf1", u32::from(first.port), true, T0)
+                .unwrap()
+                .changed
+        );
 
         // A second demand between the same leaves no longer fits beside the
         // first on the one remaining uplink: fallback with reason LINK_DOWN
         // once the other uplink is down too.
-        let other = e.resolve_link("leaf1", u32::from(moved.flows[0].hops[0].port)).unwrap().0;
-        let change = e.set_link(&other.a, u32::from(other.a_port), true, T0 + MS).unwrap();
+        let other = e
+            .resolve_link("leaf1", u32::from(moved.flows[0].hops[0].port))
+            .unwrap()
+            .0;
+        let change = e
+            .set_link(&other.a, u32::from(other.a_port), true, T0 + MS)
+            .unwrap();
         let lost = &change.affected[0];
         assert_eq!(lost.status, Status::FallbackEcmp);
         assert_eq!(lost.reason, Reason::LinkDown);
-        assert!(lost.advisory.as_deref().unwrap().contains("link down"), "{lost:?}");
+        assert!(
+            lost.advisory.as_deref().unwrap().contains("link down"),
+            "{lost:?}"
+        );
         wire(lost);
         // Up again: the reservation that lost its path gets one back.
-        let change = e.set_link(&other.a, u32::from(other.a_port), false, T0 + MS).unwrap();
+        let change = e
+            .set_link(&other.a, u32::from(other.a_port), false, T0 + MS)
+            .unwrap();
         assert_eq!(change.affected.len(), 1);
         assert_eq!(e.state.reservations[0].status, Status::Admitted);
         assert_eq!(e.state.links_down, vec![link]);
         let pa = e
-            .path_availability("10.0.1.1".parse().unwrap(), "10.0.2.1".parse().unwrap(), T0 + MS)
+            .path_availability(
+                "10.0.1.1".parse().unwrap(),
+                "10.0.2.1".parse().unwrap(),
+                T0 + MS,
+            )
             .unwrap();
         assert_eq!((pa.equal_cost_paths, pa.available_paths), (2, 1), "{pa:?}");
         // 90 % of 100 G on the remaining path, 40 G of it reserved.
@@ -2027,7 +2060,11 @@ mod tests {
         let reserved: std::collections::BTreeMap<u32, u64> =
             again.reserved_now(T0 + MS).into_iter().collect();
         for edge in other.reserved_edges(e.topo, src) {
-            assert_eq!(reserved.get(&edge), Some(&40_000_000_000), "recorded edge {edge}");
+            assert_eq!(
+                reserved.get(&edge),
+                Some(&40_000_000_000),
+                "recorded edge {edge}"
+            );
         }
         assert_eq!(
             reserved.get(&planned.edges()[0]),

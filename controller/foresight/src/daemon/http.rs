@@ -70,9 +70,8 @@ async fn handle(mut stream: TcpStream, controller: &Controller) -> std::io::Resu
                 }
             },
             None => {
-                let message = format!(
-                    "no such command {path}; POST /v1/links/<switch>:<port>/down or /up"
-                );
+                let message =
+                    format!("no such command {path}; POST /v1/links/<switch>:<port>/down or /up");
                 error(&mut stream, 404, &message).await
             }
         };

@@ -352,7 +352,14 @@ impl Controller {
                 for r in &inner.engine.state.reservations {
                     for (i, f) in r.flows.iter().enumerate() {
                         if f.active(now, self.lead_ns) {
-                            flows.push((r.id.clone(), r.revision, i, r.tenant.clone(), r.job_id.clone(), f.clone()));
+                            flows.push((
+                                r.id.clone(),
+                                r.revision,
+                                i,
+                                r.tenant.clone(),
+                                r.job_id.clone(),
+                                f.clone(),
+                            ));
                         }
                     }
                 }

@@ -471,7 +471,8 @@ async fn snapshot(
             } else {
                 (e.last_unix_ns - e.start_unix_ns).max(1)
             },
-            peak_queue_bytes: u64::from(e.peak_queue_packets) * super::telemetry::BYTES_PER_QUEUED_PACKET,
+            peak_queue_bytes: u64::from(e.peak_queue_packets)
+                * super::telemetry::BYTES_PER_QUEUED_PACKET,
             affected_packets: e.packets,
         })
         .collect();

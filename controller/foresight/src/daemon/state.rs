@@ -162,7 +162,11 @@ pub struct LinkRef {
 
 impl std::fmt::Display for LinkRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{} <-> {}:{}", self.a, self.a_port, self.b, self.b_port)
+        write!(
+            f,
+            "{}:{} <-> {}:{}",
+            self.a, self.a_port, self.b, self.b_port
+        )
     }
 }
 

@@ -368,6 +368,7 @@ pub struct LinkLoads {
 }
 
 impl LinkLoads {
+    #[cfg(test)]
     pub fn new(topo: &Topology) -> LinkLoads {
         LinkLoads::with_config(topo, TelemetryConfig::default())
     }
@@ -435,7 +436,8 @@ impl LinkLoads {
             let mut c = self.congestion.lock().expect("congestion lock");
             c.expire(now_unix_ns, self.config.congestion_gap_ns);
             for h in &report.hops {
-                let (Some(node), Some(port), Some(q)) = (h.node_id, h.egress_port, h.queue_occupancy)
+                let (Some(node), Some(port), Some(q)) =
+                    (h.node_id, h.egress_port, h.queue_occupancy)
                 else {
                     continue;
                 };
@@ -480,7 +482,9 @@ impl LinkLoads {
                 o.last_seen_unix_ns = now_unix_ns;
                 o.reports += 1;
                 if flows.len() > 4096 {
-                    flows.retain(|_, o| now_unix_ns.saturating_sub(o.last_seen_unix_ns) < FLOW_IDLE_NS);
+                    flows.retain(|_, o| {
+                        now_unix_ns.saturating_sub(o.last_seen_unix_ns) < FLOW_IDLE_NS
+                    });
                 }
             }
         }
@@ -578,7 +582,11 @@ pub fn mismatches(
     let rate = seen.and_then(|o| o.rate_bps(tol.min_span_us));
     match seen {
         Some(o) if o.first_seen_unix_ns.abs_diff(start) > tol.start_ns => {
-            out.push((MismatchKind::Start, Some(o.first_seen_unix_ns), rate.unwrap_or(0)));
+            out.push((
+                MismatchKind::Start,
+                Some(o.first_seen_unix_ns),
+                rate.unwrap_or(0),
+            ));
         }
         None if now > start.saturating_add(tol.start_ns) && now < end => {
             out.push((MismatchKind::Start, None, 0));
@@ -702,7 +710,9 @@ pub mod tests {
                 congestion_gap_ns: 5_000,
             },
         );
-        let r = |seq, hops: &[(u32, u16, u16, u32, u64, u32)]| parse_report(&report_bytes(2, seq, hops)).unwrap();
+        let r = |seq, hops: &[(u32, u16, u16, u32, u64, u32)]| {
+            parse_report(&report_bytes(2, seq, hops)).unwrap()
+        };
         // leaf1 (1) port 3 above 10 three times in a row, spine1 (3) port 2 once.
         loads.record_at(&r(1, &[(3, 1, 2, 30, 5, 0), (1, 1, 3, 11, 1, 0)]), 1_000);
         loads.record_at(&r(2, &[(1, 1, 3, 40, 2, 0)]), 2_000);
@@ -723,12 +733,24 @@ pub mod tests {
         assert_eq!(closed.len(), 2, "{eps:?}");
         let first = closed.iter().find(|e| e.edge == leaf1_3).unwrap();
         assert_eq!(
-            (first.start_unix_ns, first.last_unix_ns, first.peak_queue_packets, first.packets),
+            (
+                first.start_unix_ns,
+                first.last_unix_ns,
+                first.peak_queue_packets,
+                first.packets
+            ),
             (1_000, 6_000, 40, 3)
         );
         let open: Vec<&Episode> = eps.iter().filter(|e| e.open).collect();
         assert_eq!(open.len(), 1);
-        assert_eq!((open[0].edge, open[0].start_unix_ns, open[0].peak_queue_packets), (leaf1_3, 8_000, 50));
+        assert_eq!(
+            (
+                open[0].edge,
+                open[0].start_unix_ns,
+                open[0].peak_queue_packets
+            ),
+            (leaf1_3, 8_000, 50)
+        );
         // Resuming after them: only the one still going on.
         let (again, same) = loads.congestion_since(after, 8_100);
         assert_eq!(same, after);
@@ -740,13 +762,21 @@ pub mod tests {
     fn flows_are_observed_by_their_bth_qp_and_mismatches_found() {
         let topo = topo();
         let loads = LinkLoads::new(&topo);
-        let mut b = report_bytes(2, 1, &[(2, 3, 1, 0, 10_000, 0), (1, 1, 3, 0, 10_000, 1_000)]);
+        let mut b = report_bytes(
+            2,
+            1,
+            &[(2, 3, 1, 0, 10_000, 0), (1, 1, 3, 0, 10_000, 1_000)],
+        );
         let n = b.len();
         b[n - 7..n - 4].copy_from_slice(&[0, 0x02, 0xbc]); // dest QP 700
         let first = parse_report(&b).unwrap();
         assert_eq!(first.dst_qp, Some(700));
         loads.record_at(&first, 5_000_000);
-        let mut b2 = report_bytes(2, 2, &[(2, 3, 1, 0, 20_000, 0), (1, 1, 3, 0, 20_000, 1_251_000)]);
+        let mut b2 = report_bytes(
+            2,
+            2,
+            &[(2, 3, 1, 0, 20_000, 0), (1, 1, 3, 0, 20_000, 1_251_000)],
+        );
         b2[n - 7..n - 4].copy_from_slice(&[0, 0x02, 0xbc]);
         loads.record_at(&parse_report(&b2).unwrap(), 15_000_000);
         let (src, dst) = ("10.0.1.1".parse().unwrap(), "10.0.2.1".parse().unwrap());
@@ -763,10 +793,25 @@ pub mod tests {
             min_span_us: 1_000,
         };
         // As forecast: started at 4 ms (seen at 5), 1.1 Gbit/s.
-        assert!(mismatches(4_000_000, 100_000_000, 1_100_000_000, Some(o), 20_000_000, tol).is_empty());
+        assert!(mismatches(
+            4_000_000,
+            100_000_000,
+            1_100_000_000,
+            Some(o),
+            20_000_000,
+            tol
+        )
+        .is_empty());
         // Forecast 10 ms: seen 5 ms early. Forecast 2 Gbit/s: half of it.
         assert_eq!(
-            mismatches(10_000_000, 100_000_000, 2_000_000_000, Some(o), 20_000_000, tol),
+            mismatches(
+                10_000_000,
+                100_000_000,
+                2_000_000_000,
+                Some(o),
+                20_000_000,
+                tol
+            ),
             vec![
                 (MismatchKind::Start, Some(5_000_000), 1_000_000_000),
                 (MismatchKind::Rate, Some(5_000_000), 1_000_000_000)

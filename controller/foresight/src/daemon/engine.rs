@@ -101,8 +101,12 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine over `state` (fresh or reloaded); live reservations are
-    /// re-planned in their original order to rebuild the planner's ledger.
+    /// An engine over `state` (fresh or reloaded). The planner's ledger is
+    /// rebuilt from the recorded paths, windows and rates of the live
+    /// reservations — what the switches carry — not by planning them again
+    /// (a re-plan could choose other paths than the installed ones). Links
+    /// recorded down are down again; a reservation still recorded across
+    /// one is re-planned (listed in [`Restored::diverged`]).
     pub fn new(
         topo: &'static Topology,
         config: PlannerConfig,

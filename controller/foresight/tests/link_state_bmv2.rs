@@ -180,7 +180,7 @@ async fn a_failed_link_moves_reservations_and_ecmp_off_it_and_comes_back() {
     let via = routes(&mut reader, "leaf1").await;
     assert_eq!(
         via["10.0.2.0/24"],
-        p4::table_action::Type::ActionProfileMemberId(u32::from(other)),
+        p4::table_action::Type::ActionProfileMemberId(other),
         "leaf2's subnet through the surviving uplink only"
     );
     // The spine on the dead link no longer routes to leaf1.
@@ -193,10 +193,7 @@ async fn a_failed_link_moves_reservations_and_ecmp_off_it_and_comes_back() {
     };
     match &d.change {
         NetworkChange::LinkDown(l) => {
-            assert_eq!(
-                (l.from_node.as_str(), l.from_port),
-                ("leaf1", u32::from(uplink))
-            );
+            assert_eq!((l.from_node.as_str(), l.from_port), ("leaf1", uplink));
             assert_eq!(l.to_node, spine);
         }
         other => panic!("want link_down first: {other:?}"),
@@ -210,7 +207,7 @@ async fn a_failed_link_moves_reservations_and_ecmp_off_it_and_comes_back() {
         panic!("{d:?}")
     };
     assert_eq!(changed.revision, 2);
-    assert_eq!(changed.flows[0].hops[0].egress_port, u32::from(other));
+    assert_eq!(changed.flows[0].hops[0].egress_port, other);
 
     // The link state survives a restart.
     drop(watch);

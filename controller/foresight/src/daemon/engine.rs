@@ -2021,9 +2021,25 @@ mod tests {
         assert_eq!(pa.max_reservable_bps, 50_000_000_000);
         // The link state survives a reload: still down, nothing on it.
         let saved: State = serde_json::from_str(&serde_json::to_string(&e.state).unwrap()).unwrap();
+        let mut stale = saved.clone();
         let (again, restored) = Engine::new(e.topo, PlannerConfig::default(), saved).unwrap();
         assert!(restored.diverged.is_empty());
         assert_eq!(again.down_edges().len(), 2);
+        // A state recording a reservation across a down link (written by
+        // an older controller): re-planned at load, and listed.
+        stale.links_down.push(other);
+        stale.links_down.sort();
+        let (again, restored) = Engine::new(e.topo, PlannerConfig::default(), stale).unwrap();
+        assert_eq!(
+            restored.diverged,
+            vec![again.state.reservations[0].id.clone()]
+        );
+        assert_eq!(again.state.reservations[0].status, Status::FallbackEcmp);
+        assert_eq!(again.state.reservations[0].reason, Reason::LinkDown);
+        assert!(
+            again.reserved_now(T0 + MS).is_empty(),
+            "nothing reserved across a down link"
+        );
     }
 
     #[test]

@@ -458,6 +458,26 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_save_leaves_the_previous_file_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let mut s = State::new("f", 1);
+        s.save(&path).unwrap();
+        // The temp file cannot be created: nothing is renamed over the file.
+        std::fs::create_dir(temp_path(&path)).unwrap();
+        s.next_seq = 99;
+        let err = format!("{:#}", s.save(&path).unwrap_err());
+        assert!(err.contains("state.json.tmp"), "{err}");
+        assert_eq!(State::load(&path, "f").unwrap().unwrap().next_seq, 1);
+        // Nowhere to write at all: a clear error, not a panic.
+        let err = format!(
+            "{:#}",
+            s.save(&dir.path().join("missing/state.json")).unwrap_err()
+        );
+        assert!(err.contains("missing"), "{err}");
+    }
+
+    #[test]
     fn hex_round_trips() {
         assert_eq!(
             from_hex(&to_hex(&[0, 1, 0xab, 0xff])).unwrap(),

@@ -354,6 +354,9 @@ impl FlowObservation {
     }
 }
 
+/// A watched flow: source, destination, RoCE destination QP (if known).
+type FlowKey = (Ipv4Addr, Ipv4Addr, Option<u32>);
+
 /// Flows not seen for this long are forgotten.
 const FLOW_IDLE_NS: u64 = 60_000_000_000;
 
@@ -364,7 +367,7 @@ pub struct LinkLoads {
     config: TelemetryConfig,
     state: Mutex<PortState>,
     congestion: Mutex<Congestion>,
-    flows: Mutex<HashMap<(Ipv4Addr, Ipv4Addr, Option<u32>), FlowObservation>>,
+    flows: Mutex<HashMap<FlowKey, FlowObservation>>,
 }
 
 impl LinkLoads {

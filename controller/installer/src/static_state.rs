@@ -91,28 +91,18 @@ pub fn switch_state(topo: &Topology, s: SwitchIdx, ecn: EcnProfile) -> Intent {
     switch_state_with_down(topo, s, ecn, &BTreeSet::new())
 }
 
-/// Whether traffic at switch `s` can still reach `leaf` along the ECMP DAG
-/// without crossing an edge in `down`.
-fn reaches(topo: &Topology, s: SwitchIdx, leaf: SwitchIdx, down: &BTreeSet<EdgeId>) -> bool {
-    s == leaf || viable_next_hops(topo, s, leaf, down).next().is_some()
-}
-
-/// The ECMP next hops of `s` towards `leaf` that are up and lead, along
-/// the DAG, to `leaf` over edges that are up.
-pub fn viable_next_hops<'a>(
-    topo: &'a Topology,
+/// The next hops of `s` towards `leaf` that are up and still lead there
+/// (shared with the planner's ECMP path prediction).
+fn viable_next_hops(
+    topo: &Topology,
     s: SwitchIdx,
     leaf: SwitchIdx,
-    down: &'a BTreeSet<EdgeId>,
-) -> impl Iterator<Item = EdgeId> + 'a {
-    topo.next_hops(s, leaf).filter(move |e| {
-        down.is_empty()
-            || !down.contains(e)
-                && match topo.edge(*e).to {
-                    NodeRef::Switch(t) => reaches(topo, t, leaf, down),
-                    NodeRef::Host(_) => false,
-                }
-    })
+    down: &BTreeSet<EdgeId>,
+) -> Vec<EdgeId> {
+    if down.is_empty() {
+        return topo.next_hops(s, leaf).collect();
+    }
+    planner::ecmp::viable_next_hops(topo, s, leaf, |e| down.contains(&e)).collect()
 }
 
 /// The static intent of one switch with the directed edges in `down` out
@@ -199,6 +189,7 @@ pub fn switch_state_with_down(
             continue;
         }
         let hops: Vec<u32> = viable_next_hops(topo, s, leaf, down)
+            .into_iter()
             .map(|e| u32::from(topo.edge(e).from_port))
             .collect();
         if hops.is_empty() {
@@ -259,7 +250,7 @@ pub fn collector_config_with_down(
         let edge = if leaf == c.leaf {
             Some(topo.host_down_edge(collector.host))
         } else {
-            viable_next_hops(topo, leaf, c.leaf, down).next()
+            viable_next_hops(topo, leaf, c.leaf, down).first().copied()
         };
         let Some(edge) = edge else { continue };
         let me = &topo.switches()[leaf as usize];

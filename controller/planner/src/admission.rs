@@ -22,7 +22,7 @@ use crate::assign::{Assigner, FlowReq, Method};
 use crate::clos::ClosShape;
 use crate::conventions::{bps_to_gbps, transfer_ns};
 use crate::demand::Demand;
-use crate::ecmp::{ecmp_path, flow_hash, HashMode};
+use crate::ecmp::{ecmp_path, ecmp_path_avoiding, flow_hash, HashMode};
 use crate::ledger::{Ledger, Window};
 use crate::paths::Path;
 use crate::topology::{EdgeId, HostIdx, Topology};
@@ -704,7 +704,18 @@ impl<'t> Planner<'t> {
         let mut offered = Ledger::new(self.topo.edge_count());
         for &(di, i) in fallback {
             let f = &demands[di].flows[i];
-            let p = ecmp_path(self.topo, f.src, f.dst, flow_hash(f, HashMode::QpAware));
+            let hash = flow_hash(f, HashMode::QpAware);
+            // With links down, the path the switches' reduced ECMP groups
+            // give (unreachable: the plain one, for the report).
+            let p = self
+                .down
+                .iter()
+                .any(|d| *d)
+                .then(|| {
+                    ecmp_path_avoiding(self.topo, f.src, f.dst, hash, |e| self.down[e as usize])
+                })
+                .flatten()
+                .unwrap_or_else(|| ecmp_path(self.topo, f.src, f.dst, hash));
             plans[di].as_mut().unwrap().flows[i].path = p;
             for e in p.reserved_edges(self.topo, f.src) {
                 offered.reserve(e, f.window(), f.rate_bps);
@@ -772,6 +783,12 @@ mod tests {
             }
         }
         assert_eq!(p.ledger().max(up), 0);
+        for f in plan.demands.iter().flat_map(|dp| &dp.flows) {
+            assert!(
+                !f.path.edges().contains(&up),
+                "ECMP fallback paths avoid it too"
+            );
+        }
         assert_eq!(plan.demands[0].outcome, Outcome::Admitted);
         assert_ne!(
             plan.demands[1].outcome,

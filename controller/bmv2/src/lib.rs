@@ -10,9 +10,15 @@
 //! Each switch writes its log into its own directory; the directory is
 //! removed when the switch is dropped normally and kept (path printed) when
 //! the thread is panicking or `FORESIGHT_KEEP_LOGS` is set.
+//!
+//! Switches die with the process that started them, even when it is
+//! SIGKILLed: they are forked by one long-lived thread with
+//! `PR_SET_PDEATHSIG` (see [`spawn_tied`]).
 
 mod switch;
 mod toolchain;
 
-pub use switch::{start_switches, Bmv2Switch, StartError, SwitchSpec, DEFAULT_CPU_PORT};
+pub use switch::{
+    spawn_tied, start_switches, Bmv2Switch, StartError, SwitchSpec, DEFAULT_CPU_PORT,
+};
 pub use toolchain::{Toolchain, ToolchainMissing};

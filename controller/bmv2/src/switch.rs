@@ -5,6 +5,7 @@ use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::Toolchain;
@@ -340,7 +341,72 @@ fn spawn(
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(io)?)
         .stderr(log);
-    command.spawn().map_err(io)
+    spawn_tied(command).map_err(io)
+}
+
+/// A request to the spawner thread: the command, and where to answer.
+type SpawnRequest = (Command, mpsc::Sender<std::io::Result<Child>>);
+
+/// The spawner thread's queue, started on first use.
+static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
+
+/// Spawn `command` so that the child gets SIGKILL when this process dies,
+/// however it dies (also SIGKILL, which runs no destructor).
+///
+/// `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits,
+/// not the process: a switch forked from a short-lived thread (a tokio
+/// blocking thread, a test thread) would be killed with it. So every child
+/// is forked by one thread that is started on first use and never exits:
+/// the signal then comes exactly when the process ends. The pre-exec hook
+/// also exits the child at once if the parent died before `prctl` ran.
+pub fn spawn_tied(command: Command) -> std::io::Result<Child> {
+    let queue = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        std::thread::Builder::new()
+            .name("bmv2-spawner".into())
+            .spawn(move || {
+                for (mut command, answer) in rx {
+                    let _ = answer.send(spawn_with_deathsig(&mut command));
+                }
+            })
+            .expect("the BMv2 spawner thread starts");
+        Mutex::new(tx)
+    });
+    let (tx, rx) = mpsc::channel();
+    queue
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send((command, tx))
+        .map_err(|_| std::io::Error::other("the BMv2 spawner thread is gone"))?;
+    rx.recv()
+        .map_err(|_| std::io::Error::other("the BMv2 spawner thread is gone"))?
+}
+
+fn spawn_with_deathsig(command: &mut Command) -> std::io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the hook runs in the forked child before exec and calls only
+    // async-signal-safe functions (prctl, getppid) without allocating.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                // The parent died between fork and prctl: nobody will stop us.
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+    command.spawn()
 }
 
 impl Drop for Bmv2Switch {

@@ -3,11 +3,11 @@
 //! INT node id and sink ports, DCQCN marking thresholds, and (with a
 //! collector) where INT sinks send their telemetry reports.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use p4rt::value::Value;
 use p4rt::EntrySpec;
-use planner::topology::{NodeRef, SwitchIdx};
+use planner::topology::{EdgeId, NodeRef, SwitchIdx};
 use planner::Topology;
 
 use crate::addressing::{leaf_subnets, neighbour_mac, switch_address, switch_port_mac};
@@ -64,20 +64,59 @@ fn ports(topo: &Topology, s: SwitchIdx) -> Vec<u32> {
     edges
 }
 
-/// The static intent of every switch, by switch name.
+/// The static intent of every switch, by switch name, every link up.
 pub fn static_state(topo: &Topology, ecn: EcnProfile) -> BTreeMap<String, Intent> {
+    static_state_with_down(topo, ecn, &BTreeSet::new())
+}
+
+/// The static intent of every switch with the directed edges in `down`
+/// out of service (see [`switch_state_with_down`]).
+pub fn static_state_with_down(
+    topo: &Topology,
+    ecn: EcnProfile,
+    down: &BTreeSet<EdgeId>,
+) -> BTreeMap<String, Intent> {
     (0..topo.switches().len() as SwitchIdx)
         .map(|s| {
             (
                 topo.switches()[s as usize].name.clone(),
-                switch_state(topo, s, ecn),
+                switch_state_with_down(topo, s, ecn, down),
             )
         })
         .collect()
 }
 
-/// The static intent of one switch.
+/// The static intent of one switch, every link up.
 pub fn switch_state(topo: &Topology, s: SwitchIdx, ecn: EcnProfile) -> Intent {
+    switch_state_with_down(topo, s, ecn, &BTreeSet::new())
+}
+
+/// The next hops of `s` towards `leaf` that are up and still lead there
+/// (shared with the planner's ECMP path prediction).
+fn viable_next_hops(
+    topo: &Topology,
+    s: SwitchIdx,
+    leaf: SwitchIdx,
+    down: &BTreeSet<EdgeId>,
+) -> Vec<EdgeId> {
+    if down.is_empty() {
+        return topo.next_hops(s, leaf).collect();
+    }
+    planner::ecmp::viable_next_hops(topo, s, leaf, |e| down.contains(&e)).collect()
+}
+
+/// The static intent of one switch with the directed edges in `down` out
+/// of service: routes and ECMP groups use only next hops that are up and
+/// still lead to the destination leaf (a group that keeps one member
+/// becomes a plain next hop; a leaf no longer reachable gets no route).
+/// Adjacencies, members and port settings stay, so a link that comes back
+/// changes only routes and groups.
+pub fn switch_state_with_down(
+    topo: &Topology,
+    s: SwitchIdx,
+    ecn: EcnProfile,
+    down: &BTreeSet<EdgeId>,
+) -> Intent {
     let me = &topo.switches()[s as usize];
     let mut intent = Intent::default();
     intent.push(Object::Default(entry(
@@ -149,8 +188,8 @@ pub fn switch_state(topo: &Topology, s: SwitchIdx, ecn: EcnProfile) -> Intent {
         if leaf == s {
             continue;
         }
-        let hops: Vec<u32> = topo
-            .next_hops(s, leaf)
+        let hops: Vec<u32> = viable_next_hops(topo, s, leaf, down)
+            .into_iter()
             .map(|e| u32::from(topo.edge(e).from_port))
             .collect();
         if hops.is_empty() {
@@ -201,6 +240,16 @@ pub struct Collector {
 /// host port on the collector's leaf, the first uplink towards that leaf
 /// elsewhere (the fabric routes the report by its IPv4 destination).
 pub fn collector_config(topo: &Topology, collector: Collector) -> BTreeMap<String, Vec<Object>> {
+    collector_config_with_down(topo, collector, &BTreeSet::new())
+}
+
+/// [`collector_config`] with the edges in `down` out of service: a sink
+/// sends its reports through the first viable uplink.
+pub fn collector_config_with_down(
+    topo: &Topology,
+    collector: Collector,
+    down: &BTreeSet<EdgeId>,
+) -> BTreeMap<String, Vec<Object>> {
     let c = &topo.hosts()[collector.host as usize];
     let mut out = BTreeMap::new();
     for &leaf in topo.leaves() {
@@ -211,7 +260,7 @@ pub fn collector_config(topo: &Topology, collector: Collector) -> BTreeMap<Strin
         let edge = if leaf == c.leaf {
             Some(topo.host_down_edge(collector.host))
         } else {
-            topo.next_hops(leaf, c.leaf).next()
+            viable_next_hops(topo, leaf, c.leaf, down).first().copied()
         };
         let Some(edge) = edge else { continue };
         let me = &topo.switches()[leaf as usize];
@@ -271,6 +320,67 @@ mod tests {
             .iter()
             .filter(|o| matches!(o, Object::Entry(e) if e.table == table))
             .count()
+    }
+
+    /// (prefix, member, group) of every route of an intent.
+    fn routes(intent: &Intent) -> Vec<(String, Option<u32>, Option<u32>)> {
+        intent
+            .objects
+            .iter()
+            .filter_map(|o| match o {
+                Object::Entry(e) if e.table == names::IPV4_LPM => {
+                    Some((e.matches["dst_addr"].clone(), e.member, e.group))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_down_link_leaves_routes_and_groups_of_every_switch_that_used_it() {
+        let topo = small();
+        let leaf1 = topo.switch_by_name("leaf1").unwrap();
+        let spine1 = topo.switch_by_name("spine1").unwrap();
+        // leaf1:3 <-> spine1:1, both directions.
+        let down: BTreeSet<EdgeId> = (0..topo.edge_count() as EdgeId)
+            .filter(|&e| {
+                let l = topo.edge(e);
+                matches!((l.from, l.to), (NodeRef::Switch(a), NodeRef::Switch(b))
+                    if (a == leaf1 && b == spine1) || (a == spine1 && b == leaf1))
+            })
+            .collect();
+        assert_eq!(down.len(), 2);
+        let state = static_state_with_down(&topo, EcnProfile::default(), &down);
+        let has_group = |i: &Intent| i.objects.iter().any(|o| matches!(o, Object::Group { .. }));
+        // leaf1 reaches leaf2 through spine2 (port 4) only: no group left.
+        assert!(routes(&state["leaf1"]).contains(&("10.0.2.0/24".into(), Some(4), None)));
+        assert!(!has_group(&state["leaf1"]));
+        // From leaf2, spine1 no longer leads to leaf1: spine2 (port 4) only.
+        assert!(routes(&state["leaf2"]).contains(&("10.0.1.0/24".into(), Some(4), None)));
+        // spine1 has no route to leaf1's subnet; spine2 keeps its own.
+        assert!(!routes(&state["spine1"])
+            .iter()
+            .any(|r| r.0 == "10.0.1.0/24"));
+        assert!(routes(&state["spine2"])
+            .iter()
+            .any(|r| r.0 == "10.0.1.0/24"));
+        // Ports, adjacencies and members stay: only routes and groups move.
+        let all_up = static_state(&topo, EcnProfile::default());
+        for (sw, intent) in &state {
+            let keep = |i: &Intent| {
+                i.objects
+                    .iter()
+                    .filter(|o| {
+                        !matches!(o, Object::Group { .. })
+                            && !matches!(o, Object::Entry(e) if e.table == names::IPV4_LPM)
+                    })
+                    .count()
+            };
+            assert_eq!(keep(intent), keep(&all_up[sw]), "{sw}");
+        }
+        // Nothing down: exactly the all-up state.
+        let same = static_state_with_down(&topo, EcnProfile::default(), &BTreeSet::new());
+        assert_eq!(same, all_up);
     }
 
     #[test]

@@ -22,10 +22,10 @@ use crate::assign::{Assigner, FlowReq, Method};
 use crate::clos::ClosShape;
 use crate::conventions::{bps_to_gbps, transfer_ns};
 use crate::demand::Demand;
-use crate::ecmp::{ecmp_path, flow_hash, HashMode};
+use crate::ecmp::{ecmp_path, ecmp_path_avoiding, flow_hash, HashMode};
 use crate::ledger::{Ledger, Window};
 use crate::paths::Path;
-use crate::topology::{EdgeId, Topology};
+use crate::topology::{EdgeId, HostIdx, Topology};
 
 /// Planner settings.
 #[derive(Clone, Debug, Serialize)]
@@ -221,6 +221,8 @@ pub struct Planner<'t> {
     reqs: Vec<FlowReq>,
     /// headroom × capacity per edge, bit/s.
     limits: Vec<u64>,
+    /// Edges that are down (no capacity, avoided by path choice).
+    down: Vec<bool>,
 }
 
 impl<'t> Planner<'t> {
@@ -241,7 +243,53 @@ impl<'t> Planner<'t> {
             limits: (0..topo.edge_count() as u32)
                 .map(|e| (topo.edge(e).capacity_bps as f64 * config.headroom).floor() as u64)
                 .collect(),
+            down: vec![false; topo.edge_count()],
             config,
+        }
+    }
+
+    /// Marks a directed edge down (`true`) or up again. A down edge has no
+    /// reservable capacity and path choice avoids it whenever another
+    /// equal-cost path exists; reservations already in the ledger are not
+    /// touched (the caller releases and re-plans those that use it).
+    pub fn set_edge_down(&mut self, e: EdgeId, down: bool) {
+        self.down[e as usize] = down;
+        self.assigner.set_down(e, down);
+    }
+
+    /// Whether an edge is marked down.
+    pub fn is_edge_down(&self, e: EdgeId) -> bool {
+        self.down[e as usize]
+    }
+
+    /// Bit/s that could still be reserved on `e` over `w` (0 when down).
+    pub fn free_bps(&self, e: EdgeId, w: Window) -> u64 {
+        self.limit(e).saturating_sub(self.ledger.peak(e, w))
+    }
+
+    /// Re-enters reservations made earlier (for example restored from a
+    /// state file) exactly as they were, without choosing paths again:
+    /// each flow is (source NIC, path, window, bit/s). Whatever `id` held
+    /// before is released first. Capacity is not checked: the reservations
+    /// were admitted once and the switches carry them.
+    pub fn restore(&mut self, id: &str, flows: &[(HostIdx, Path, Window, u64)]) {
+        self.release(id);
+        let mut c = Committed::default();
+        for &(src, path, w, bps) in flows {
+            if bps == 0 || w.len_ns() == 0 {
+                continue;
+            }
+            for e in path.reserved_edges(self.topo, src) {
+                self.ledger.reserve(e, w, bps);
+                c.entries.push((e, w, bps));
+            }
+            if !c.groups.contains(&w) {
+                self.ledger.open(w);
+                c.groups.push(w);
+            }
+        }
+        if !c.entries.is_empty() || !c.groups.is_empty() {
+            self.committed.insert(id.to_string(), c);
         }
     }
 
@@ -263,7 +311,11 @@ impl<'t> Planner<'t> {
     }
 
     fn limit(&self, e: EdgeId) -> u64 {
-        self.limits[e as usize]
+        if self.down[e as usize] {
+            0
+        } else {
+            self.limits[e as usize]
+        }
     }
 
     /// Frees every reservation of demand `id`; false if it has none.
@@ -655,7 +707,18 @@ impl<'t> Planner<'t> {
         let mut offered = Ledger::new(self.topo.edge_count());
         for &(di, i) in fallback {
             let f = &demands[di].flows[i];
-            let p = ecmp_path(self.topo, f.src, f.dst, flow_hash(f, self.config.ecmp_hash));
+            let hash = flow_hash(f, self.config.ecmp_hash);
+            // With links down, the path the switches' reduced ECMP groups
+            // give (unreachable: the plain one, for the report).
+            let p = self
+                .down
+                .iter()
+                .any(|d| *d)
+                .then(|| {
+                    ecmp_path_avoiding(self.topo, f.src, f.dst, hash, |e| self.down[e as usize])
+                })
+                .flatten()
+                .unwrap_or_else(|| ecmp_path(self.topo, f.src, f.dst, hash));
             plans[di].as_mut().unwrap().flows[i].path = p;
             for e in p.reserved_edges(self.topo, f.src) {
                 offered.reserve(e, f.window(), f.rate_bps);
@@ -695,6 +758,84 @@ mod tests {
 
     fn planner(t: &Topology) -> Planner<'_> {
         Planner::new(t, PlannerConfig::default())
+    }
+
+    #[test]
+    fn a_down_edge_is_avoided_and_has_no_capacity() {
+        let t = small();
+        let d = load_str(
+            &t,
+            "demands:\n  - {id: a, src: h1, dst: h3, bytes: 1GB, rate_gbps: 80}\n  - {id: b, src: h2, dst: h4, bytes: 1GB, rate_gbps: 80}\n",
+            0.9,
+        )
+        .unwrap();
+        let mut p = planner(&t);
+        let first = p.plan(&d[..1]);
+        let up = first.demands[0].flows[0].path.edges()[0];
+        p.release("a");
+        p.set_edge_down(up, true);
+        assert!(p.is_edge_down(up));
+        assert_eq!(p.free_bps(up, Window::new(0, 1)), 0);
+        // Both flows now share the other uplink of their leaf: 80 + 80 > 90.
+        let plan = p.plan(&d);
+        for dp in &plan.demands {
+            for f in &dp.flows {
+                if f.reserved_bps > 0 {
+                    assert!(!f.path.edges().contains(&up), "reserved over a down edge");
+                }
+            }
+        }
+        assert_eq!(p.ledger().max(up), 0);
+        for f in plan.demands.iter().flat_map(|dp| &dp.flows) {
+            assert!(
+                !f.path.edges().contains(&up),
+                "ECMP fallback paths avoid it too"
+            );
+        }
+        assert_eq!(plan.demands[0].outcome, Outcome::Admitted);
+        assert_ne!(
+            plan.demands[1].outcome,
+            Outcome::Admitted,
+            "one uplink left"
+        );
+        // Up again: both fit once more.
+        p.release("a");
+        p.release("b");
+        p.set_edge_down(up, false);
+        let plan = p.plan(&d);
+        assert!(plan
+            .demands
+            .iter()
+            .all(|dp| dp.outcome == Outcome::Admitted));
+    }
+
+    #[test]
+    fn restore_reenters_the_given_paths_exactly() {
+        let t = small();
+        let d = load_str(
+            &t,
+            "demands:\n  - {id: a, src: h1, dst: h3, bytes: 1GB, rate_gbps: 80}\n",
+            0.9,
+        )
+        .unwrap();
+        let mut fresh = planner(&t);
+        let chosen = fresh.plan(&d).demands[0].flows[0].path;
+        // The other spine's path: the one a re-plan would not choose.
+        let other = crate::paths::all_paths(&t, 0, 2, 8)
+            .into_iter()
+            .find(|p| p.edges() != chosen.edges())
+            .expect("two spines");
+        let mut p = planner(&t);
+        let w = Window::new(10, 20);
+        p.restore("a", &[(0, other, w, 5)]);
+        for e in other.reserved_edges(&t, 0) {
+            assert_eq!(p.ledger().at(e, 15), 5);
+        }
+        assert_eq!(p.ledger().at(chosen.edges()[0], 15), 0);
+        assert!(!p.ledger().is_idle(w));
+        assert!(p.release("a"));
+        assert!(p.ledger().is_idle(w));
+        assert_eq!(p.ledger().at(other.edges()[0], 15), 0);
     }
 
     #[test]

@@ -24,6 +24,10 @@ use crate::ledger::{Ledger, Window};
 use crate::paths::Path;
 use crate::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 
+/// Utilisation added to a down edge: larger than any real utilisation, so
+/// a path through a down edge is chosen only when every path has one.
+pub const DOWN_PENALTY: f64 = 1.0e6;
+
 /// One flow to place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowReq {
@@ -67,6 +71,9 @@ pub struct Assigner {
     memo: Vec<(f64, f64, EdgeId)>,
     memo_gen: u32,
     nic_count: Vec<(u32, u32)>,
+    /// Edges that are down, and how many.
+    down: Vec<bool>,
+    down_count: usize,
 }
 
 impl Assigner {
@@ -85,6 +92,20 @@ impl Assigner {
             memo: vec![(0.0, 0.0, 0); s],
             memo_gen: 0,
             nic_count: Vec::new(),
+            down: vec![false; e],
+            down_count: 0,
+        }
+    }
+
+    /// Marks an edge down (avoided: its utilisation counts as
+    /// [`DOWN_PENALTY`] more than its load) or up again. While any edge is
+    /// down, batches are placed greedily (colouring assumes every link).
+    pub fn set_down(&mut self, e: EdgeId, down: bool) {
+        let was = std::mem::replace(&mut self.down[e as usize], down);
+        match (was, down) {
+            (false, true) => self.down_count += 1,
+            (true, false) => self.down_count -= 1,
+            _ => {}
         }
     }
 
@@ -151,7 +172,7 @@ impl Assigner {
         paths.resize(flows.len(), Path::EMPTY);
         let uniform = flows.windows(2).all(|p| p[0].rate_bps == p[1].rate_bps);
         match clos {
-            Some(c) if uniform && ledger.is_idle(w) => {
+            Some(c) if uniform && self.down_count == 0 && ledger.is_idle(w) => {
                 self.colour(topo, c, flows, paths);
                 Method::Colouring
             }
@@ -310,7 +331,12 @@ impl Assigner {
 
     fn util(&mut self, topo: &Topology, ledger: &Ledger, w: Window, e: EdgeId, extra: u64) -> f64 {
         let load = self.base(ledger, w, e) + self.cur_added(e) + extra;
-        load as f64 / topo.edge(e).capacity_bps as f64
+        let u = load as f64 / topo.edge(e).capacity_bps as f64;
+        if self.down[e as usize] {
+            u + DOWN_PENALTY
+        } else {
+            u
+        }
     }
 
     /// Best (max, sum) utilisation from switch `s` down to `dst`, memoized per call.

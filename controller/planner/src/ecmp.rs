@@ -25,7 +25,7 @@ use crate::demand::Flow;
 use crate::ledger::Ledger;
 use crate::paths::Path;
 use crate::rng::Rng;
-use crate::topology::{EdgeId, HostIdx, NodeRef, Topology};
+use crate::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 
 /// Which fields the switches hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -88,6 +88,72 @@ pub fn flow_hash(f: &Flow, mode: HashMode) -> u32 {
 /// `hash % |group|` of the group toward the destination leaf.
 pub fn ecmp_path(topo: &Topology, src: HostIdx, dst: HostIdx, hash: u32) -> Path {
     walk(topo, src, dst, |n| member_index(hash, n))
+}
+
+/// The ECMP next hops of switch `s` towards `leaf` that are up (`down`
+/// says which edges are not) and still lead, along the ECMP DAG, to `leaf`
+/// over edges that are up — in the order of [`Topology::next_hops`]. The
+/// routes and ECMP groups the controller installs use exactly these, so
+/// [`ecmp_path_avoiding`] follows what the data plane does.
+pub fn viable_next_hops<'a, F>(
+    topo: &'a Topology,
+    s: SwitchIdx,
+    leaf: SwitchIdx,
+    down: F,
+) -> impl Iterator<Item = EdgeId> + 'a
+where
+    F: Fn(EdgeId) -> bool + Copy + 'a,
+{
+    topo.next_hops(s, leaf).filter(move |&e| {
+        !down(e)
+            && match topo.edge(e).to {
+                NodeRef::Switch(t) => reaches(topo, t, leaf, down),
+                NodeRef::Host(_) => false,
+            }
+    })
+}
+
+fn reaches<F: Fn(EdgeId) -> bool + Copy>(
+    topo: &Topology,
+    s: SwitchIdx,
+    leaf: SwitchIdx,
+    down: F,
+) -> bool {
+    s == leaf || viable_next_hops(topo, s, leaf, down).next().is_some()
+}
+
+/// [`ecmp_path`] when the edges `down` marks are out of service: every
+/// hop hashes over its viable next hops only. `None` when `dst` cannot be
+/// reached (or its own downlink is down).
+pub fn ecmp_path_avoiding<F: Fn(EdgeId) -> bool + Copy>(
+    topo: &Topology,
+    src: HostIdx,
+    dst: HostIdx,
+    hash: u32,
+    down: F,
+) -> Option<Path> {
+    let dst_leaf = topo.hosts()[dst as usize].leaf;
+    let mut s = topo.hosts()[src as usize].leaf;
+    let mut p = Path::EMPTY;
+    while s != dst_leaf {
+        let group: smallvec::SmallVec<[EdgeId; 64]> =
+            viable_next_hops(topo, s, dst_leaf, down).collect();
+        if group.is_empty() {
+            return None;
+        }
+        let e = group[member_index(hash, group.len())];
+        p.push(e);
+        let NodeRef::Switch(t) = topo.edge(e).to else {
+            unreachable!("next hops lead to switches")
+        };
+        s = t;
+    }
+    let last = topo.host_down_edge(dst);
+    if down(last) {
+        return None;
+    }
+    p.push(last);
+    Some(p)
 }
 
 /// ECMP with an independent uniform choice at every hop (an idealized

@@ -38,6 +38,7 @@ fn spec(dir: &Path, flows: usize, rate_each: f64, pkts_each: u64) -> std::path::
                 line_rate_pps: rate_each,
                 dscp: 24,
                 start_offset_ns: 0,
+                stop_offset_ns: None,
                 after: vec![],
             }
         })

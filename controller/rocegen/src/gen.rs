@@ -159,7 +159,7 @@ fn mk_flow(
         line_rate_pps: rate,
         dscp,
         start_offset_ns: 0,
-            stop_offset_ns: None,
+        stop_offset_ns: None,
         after,
     }
 }

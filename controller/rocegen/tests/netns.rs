@@ -82,6 +82,7 @@ fn flow(id: &str, src: &str, dst: &str, qps: (u32, u32), bytes: u64, rate: f64) 
         line_rate_pps: rate,
         dscp: 24,
         start_offset_ns: 0,
+        stop_offset_ns: None,
         after: vec![],
     }
 }

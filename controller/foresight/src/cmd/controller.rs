@@ -13,6 +13,7 @@ use planner::topology::yaml;
 use planner::PlannerConfig;
 use serde::Deserialize;
 
+use crate::daemon::telemetry::{MismatchTolerance, TelemetryConfig};
 use crate::daemon::{self, desired::Policy, Switches};
 use crate::fabric::{Endpoint, Pipeline};
 
@@ -76,6 +77,22 @@ pub struct ControllerCmd {
     /// like a fabric without QP-aware hashing; the lab compares the two).
     #[arg(long, value_enum, default_value = "qp-aware")]
     ecmp_hash: EcmpHash,
+    /// A port is congested (CongestionEvent on WatchEvents) while INT
+    /// reports see its queue above this many packets.
+    #[arg(long, default_value_t = 20)]
+    congestion_queue_packets: u32,
+    /// Reports above the threshold closer than this form one congestion
+    /// episode; none for this long ends it.
+    #[arg(long, default_value_t = 10.0)]
+    congestion_gap_ms: f64,
+    /// Forecast mismatch (WatchEvents) when a reserved flow is first seen
+    /// more than this before or after its forecast start, or not at all by then.
+    #[arg(long, default_value_t = 20.0)]
+    mismatch_start_ms: f64,
+    /// Forecast mismatch when a reserved flow's measured rate differs from
+    /// its forecast rate by more than this fraction.
+    #[arg(long, default_value_t = 0.25)]
+    mismatch_rate_fraction: f64,
     /// Write a JSON file (pid, addresses) once every switch is reconciled.
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -107,6 +124,14 @@ impl ControllerCmd {
     pub fn json_logs(&self) -> bool {
         self.log_json
     }
+}
+
+/// Milliseconds (finite, 0 to 1 hour) as ns.
+fn ms_to_ns(flag: &str, ms: f64) -> anyhow::Result<u64> {
+    if !ms.is_finite() || !(0.0..=3_600_000.0).contains(&ms) {
+        bail!("{flag}: want milliseconds from 0 to 3600000, not {ms}");
+    }
+    Ok((ms * 1e6) as u64)
 }
 
 fn parse_profile(s: &str) -> Result<EcnProfile, String> {
@@ -220,6 +245,21 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             predrain_probability: cmd.predrain_probability,
             collector,
             ecmp_hash: cmd.ecmp_hash.into(),
+        },
+        telemetry: TelemetryConfig {
+            congestion_queue_packets: cmd.congestion_queue_packets,
+            congestion_gap_ns: ms_to_ns("--congestion-gap-ms", cmd.congestion_gap_ms)?,
+        },
+        mismatch: MismatchTolerance {
+            start_ns: ms_to_ns("--mismatch-start-ms", cmd.mismatch_start_ms)?,
+            rate_fraction: if cmd.mismatch_rate_fraction.is_finite()
+                && cmd.mismatch_rate_fraction >= 0.0
+            {
+                cmd.mismatch_rate_fraction
+            } else {
+                bail!("--mismatch-rate-fraction: want a fraction >= 0, e.g. 0.25");
+            },
+            ..MismatchTolerance::default()
         },
         ready_file: cmd.ready_file,
         switch_wait: std::time::Duration::from_secs_f64(cmd.switch_wait_s.clamp(0.0, 86_400.0)),

@@ -5,6 +5,7 @@ mod controller;
 mod demo;
 mod entries;
 mod int_collect;
+mod link;
 mod plan;
 mod reserve;
 mod sim;
@@ -37,6 +38,8 @@ pub enum Command {
     Entries(entries::EntriesCmd),
     /// Collect INT telemetry reports into a CSV file (one row per hop).
     IntCollect(int_collect::IntCollectCmd),
+    /// Tell a running controller a fabric link went down or came back up.
+    Link(link::LinkCmd),
     /// Flow-level simulator: ECMP, QP hashing, adaptive, spraying, Foresight.
     Sim(sim::SimCmd),
 }
@@ -62,6 +65,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Cancel(cmd) => reserve::cancel(cmd),
         Command::Status(cmd) => status::run(cmd),
         Command::Entries(cmd) => entries::run(cmd),
+        Command::Link(cmd) => link::run(cmd),
         Command::Sim(cmd) => sim::run(cmd),
         Command::IntCollect(cmd) => int_collect::run(cmd),
     }

@@ -54,8 +54,11 @@ pub fn render(s: &StatusView) -> String {
     for id in &c.restored_diverged {
         let _ = writeln!(
             o,
-            "  warning: reservation {id} re-planned differently after restart; installed path kept"
+            "  warning: reservation {id} was recorded on a link that is down; re-planned at start-up"
         );
+    }
+    for l in &c.links_down {
+        let _ = writeln!(o, "  link down: {l}");
     }
     let _ = writeln!(o, "\nswitches:");
     let _ = writeln!(

@@ -32,11 +32,42 @@ pub struct ControllerView {
     pub now_unix_ns: u64,
     /// Live reservations reloaded from the state file at start.
     pub restored_reservations: usize,
-    /// Of those, reservations whose re-planned path differs from the
-    /// installed one (the installed path was kept).
+    /// Of those, reservations whose recorded path crossed a link that is
+    /// down; they were re-planned at start-up (every other one keeps its
+    /// recorded path, in the ledger as on the switches).
     pub restored_diverged: Vec<String>,
+    /// Fabric links taken down by the operator (`foresight link down`).
+    #[serde(default)]
+    pub links_down: Vec<String>,
     /// Time from start until every switch held the intended state.
     pub startup_reconcile_ms: Option<f64>,
+}
+
+/// The answer to `POST /v1/links/<node>:<port>/{down,up}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LinkChangeView {
+    /// Both ends, e.g. `leaf1:3 <-> spine1:1`.
+    pub link: String,
+    /// `down` or `up`: the state asked for (and now in effect).
+    pub state: String,
+    /// False when the link already was in that state (nothing changed).
+    pub changed: bool,
+    /// Reservations re-planned, as they are now.
+    pub replanned: Vec<ReplannedView>,
+    /// Entities written to the switches for the change.
+    pub switch_changes: usize,
+    /// Switches that did not acknowledge (they are reconciled when back).
+    pub switch_errors: Vec<String>,
+    /// Every link down after the change.
+    pub links_down: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReplannedView {
+    pub id: String,
+    pub status: String,
+    pub advisory: Option<String>,
+    pub revision: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

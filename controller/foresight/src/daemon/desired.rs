@@ -19,17 +19,20 @@
 //! Entities are resolved against the P4Info once per flow and cached (by
 //! reservation id and revision), so computing the whole state is map work.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile};
 use installer::intent::{Key, Resolved};
 use installer::reservations::ReservedFlow;
-use installer::static_state::{collector_config, hash_mode_config, static_state, Collector};
+use installer::static_state::{
+    collector_config_with_down, hash_mode_config, static_state_with_down, Collector,
+};
 use installer::{Intent, IntentError, Object};
 use p4rt::proto::p4::v1 as p4;
 use p4rt::P4Info;
 use planner::ecmp::HashMode;
+use planner::topology::EdgeId;
 use planner::Topology;
 
 use super::state::{FlowRecord, State, Status};
@@ -81,41 +84,57 @@ fn resolve_one(switch: &str, object: Object, info: &P4Info) -> Result<Resolved1,
         .expect("one keyed object"))
 }
 
+/// The resolved static state of every switch with `down` edges out of
+/// service, and the lowered DCQCN entry of every port.
+type Base = (
+    BTreeMap<String, Resolved>,
+    HashMap<(String, u16), Resolved1>,
+);
+
+fn base_state(
+    topo: &Topology,
+    info: &P4Info,
+    policy: &Policy,
+    down: &BTreeSet<EdgeId>,
+) -> Result<Base, IntentError> {
+    let mut intents = static_state_with_down(topo, policy.ecn, down);
+    for intent in intents.values_mut() {
+        intent.push(hash_mode_config(policy.ecmp_hash));
+    }
+    if let Some(c) = policy.collector {
+        for (switch, objects) in collector_config_with_down(topo, c, down) {
+            let intent = intents.entry(switch).or_default();
+            for o in objects {
+                intent.push(o);
+            }
+        }
+    }
+    let mut base = BTreeMap::new();
+    let mut lowered = HashMap::new();
+    for (name, intent) in &intents {
+        let resolved = intent.resolve(name, info)?;
+        // Every port with a static DCQCN profile can be lowered.
+        for o in &intent.objects {
+            if let Object::Entry(e) = o {
+                if e.table == installer::names::DCQCN_PORT {
+                    let port: u16 = e.matches["egress_port"].parse().expect("ports are numbers");
+                    let r = resolve_one(name, dcqcn_entry(port, policy.lowered), info)?;
+                    lowered.insert((name.clone(), port), r);
+                }
+            }
+        }
+        base.insert(name.clone(), resolved);
+    }
+    Ok((base, lowered))
+}
+
 impl Compiler {
     pub fn new(
         topo: &'static Topology,
         info: Arc<P4Info>,
         policy: Policy,
     ) -> Result<Compiler, IntentError> {
-        let mut intents = static_state(topo, policy.ecn);
-        for intent in intents.values_mut() {
-            intent.push(hash_mode_config(policy.ecmp_hash));
-        }
-        if let Some(c) = policy.collector {
-            for (switch, objects) in collector_config(topo, c) {
-                let intent = intents.entry(switch).or_default();
-                for o in objects {
-                    intent.push(o);
-                }
-            }
-        }
-        let mut base = BTreeMap::new();
-        let mut lowered = HashMap::new();
-        for (name, intent) in &intents {
-            let resolved = intent.resolve(name, &info)?;
-            // Every port with a static DCQCN profile can be lowered.
-            for o in &intent.objects {
-                if let Object::Entry(e) = o {
-                    if e.table == installer::names::DCQCN_PORT {
-                        let port: u16 =
-                            e.matches["egress_port"].parse().expect("ports are numbers");
-                        let r = resolve_one(name, dcqcn_entry(port, policy.lowered), &info)?;
-                        lowered.insert((name.clone(), port), r);
-                    }
-                }
-            }
-            base.insert(name.clone(), resolved);
-        }
+        let (base, lowered) = base_state(topo, &info, &policy, &BTreeSet::new())?;
         Ok(Compiler {
             topo,
             info,
@@ -125,6 +144,15 @@ impl Compiler {
             flows: HashMap::new(),
             predrain: HashMap::new(),
         })
+    }
+
+    /// Take the directed edges in `down` out of the static state (routes,
+    /// ECMP groups, the report path of INT sinks), or put them back.
+    pub fn set_down_edges(&mut self, down: &BTreeSet<EdgeId>) -> Result<(), IntentError> {
+        let (base, lowered) = base_state(self.topo, &self.info, &self.policy, down)?;
+        self.base = base;
+        self.lowered = lowered;
+        Ok(())
     }
 
     fn reserved_flow(&self, f: &FlowRecord) -> ReservedFlow {

@@ -9,7 +9,7 @@
 //! `ALREADY_EXISTS` / `NOT_FOUND` as NDSP defines them. A rejected request
 //! changes nothing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::time::Instant;
 
@@ -26,7 +26,7 @@ use prost::Message;
 use tonic::Status as GrpcStatus;
 
 use super::state::{
-    from_hex, to_hex, FlowRecord, Hop, Job, Reason, Reservation, State, Status, Subject,
+    from_hex, to_hex, FlowRecord, Hop, Job, LinkRef, Reason, Reservation, State, Status, Subject,
 };
 
 /// Most flows one reservation may expand to (collective flows times
@@ -53,13 +53,27 @@ pub struct PlanTiming {
     pub planner_secs: f64,
 }
 
-/// How the planner's ledger was rebuilt after a restart.
+/// How the planner's ledger was rebuilt after a restart: from the
+/// recorded paths of the live reservations (what the switches carry), so
+/// the ledger and the switches agree.
 #[derive(Debug, Clone, Default)]
 pub struct Restored {
     pub reservations: usize,
-    /// Reservations whose re-planned paths differ from the installed ones
-    /// (the installed paths are kept; the ledger accounts the re-plan).
+    /// Reservations whose recorded path crossed a link that is down in the
+    /// restored link state; they were re-planned at start-up.
     pub diverged: Vec<String>,
+}
+
+/// What a link state change did.
+#[derive(Debug, Clone)]
+pub struct LinkChange {
+    pub link: LinkRef,
+    /// The link's two directions, the named end's first.
+    pub edges: [planner::topology::EdgeId; 2],
+    /// False when the link already was in the requested state.
+    pub changed: bool,
+    /// The reservations re-planned, as they are now.
+    pub affected: Vec<Reservation>,
 }
 
 /// Flow metadata kept beside a planner flow until the record is built.
@@ -87,8 +101,12 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine over `state` (fresh or reloaded); live reservations are
-    /// re-planned in their original order to rebuild the planner's ledger.
+    /// An engine over `state` (fresh or reloaded). The planner's ledger is
+    /// rebuilt from the recorded paths, windows and rates of the live
+    /// reservations — what the switches carry — not by planning them again
+    /// (a re-plan could choose other paths than the installed ones). Links
+    /// recorded down are down again; a reservation still recorded across
+    /// one is re-planned (listed in [`Restored::diverged`]).
     pub fn new(
         topo: &'static Topology,
         config: PlannerConfig,
@@ -118,8 +136,8 @@ impl Engine {
                 .insert((job.tenant.clone(), job.job_id.clone()), validated);
         }
         let mut restored = Restored::default();
-        let records: Vec<Reservation> = engine.state.reservations.clone();
-        for r in &records {
+        for r in &engine.state.reservations {
+            let mut flows = Vec::new();
             for (i, f) in r.flows.iter().enumerate() {
                 for (j, h) in f.hops.iter().enumerate() {
                     if topo.switch_by_name(&h.switch).is_none() {
@@ -130,18 +148,43 @@ impl Engine {
                         );
                     }
                 }
+                if !f.status.reserves() || f.accepted_bps == 0 {
+                    continue;
+                }
+                let src = engine.host(&f.src)?;
+                let path = engine.path_of(&f.hops).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "state file: reservations[{}] ({}) flows[{i}].hops: {:?} is not a path of fabric {} to {}",
+                        r.seq, r.id, f.hops, topo.name(), f.dst
+                    )
+                })?;
+                let w = planner::Window::new(
+                    engine.to_planner_ns(f.start_unix_ns),
+                    engine.to_planner_ns(f.end_unix_ns),
+                );
+                flows.push((src, path, w, f.accepted_bps));
             }
             restored.reservations += 1;
-            if r.flows.iter().all(|f| !f.status.reserves()) {
-                continue;
+            // The ledger holds exactly what the switches carry: the
+            // recorded paths, not a re-plan (which could choose others).
+            engine.planner.restore(&r.id, &flows);
+        }
+        // Links that were down stay down; a reservation still recorded on
+        // one (a state written by an older controller) is re-planned.
+        for (i, l) in engine.state.links_down.clone().iter().enumerate() {
+            let (_, edges) = engine
+                .resolve_link(&l.a, u32::from(l.a_port))
+                .map_err(|e| anyhow::anyhow!("state file: links_down[{i}] ({l}): {e}"))?;
+            for e in edges {
+                engine.planner.set_edge_down(e, true);
             }
-            let demand = engine.demand_of(r)?;
-            let plan = engine.planner.plan(std::slice::from_ref(&demand));
-            let same = plan.demands[0].flows.iter().zip(&r.flows).all(|(fp, f)| {
-                fp.reserved_bps == f.accepted_bps && engine.hops_of(&fp.path) == f.hops
-            });
-            if !same {
-                restored.diverged.push(r.id.clone());
+        }
+        if !engine.state.links_down.is_empty() {
+            let down = engine.down_edges();
+            for idx in engine.crossing(&down, 0) {
+                let id = engine.state.reservations[idx].id.clone();
+                engine.replan_for_links(idx, &down)?;
+                restored.diverged.push(id);
             }
         }
         Ok((engine, restored))
@@ -159,6 +202,33 @@ impl Engine {
         self.topo
             .host_by_name(name)
             .ok_or_else(|| anyhow::anyhow!("host {name} of a reservation is not in the topology"))
+    }
+
+    /// The edge a hop leaves its switch by.
+    pub fn edge_of(&self, hop: &Hop) -> Option<planner::topology::EdgeId> {
+        let s = self.topo.switch_by_name(&hop.switch)?;
+        let port = |e: &planner::topology::EdgeId| self.topo.edge(*e).from_port == hop.port;
+        if let Some(&e) = self.topo.switch_out_edges(s).iter().find(|e| port(e)) {
+            return Some(e);
+        }
+        (0..self.topo.hosts().len() as HostIdx)
+            .map(|h| self.topo.host_down_edge(h))
+            .find(|e| {
+                port(e)
+                    && matches!(self.topo.edge(*e).from, planner::topology::NodeRef::Switch(x) if x == s)
+            })
+    }
+
+    /// The planner path of recorded hops, if they form one.
+    fn path_of(&self, hops: &[Hop]) -> Option<planner::Path> {
+        if hops.is_empty() || hops.len() > planner::paths::MAX_PATH_EDGES {
+            return None;
+        }
+        let mut path = planner::Path::EMPTY;
+        for h in hops {
+            path.push(self.edge_of(h)?);
+        }
+        Some(path)
     }
 
     fn hops_of(&self, path: &planner::Path) -> Vec<Hop> {
@@ -1031,6 +1101,271 @@ impl Engine {
         Ok((vec![p.record], timing))
     }
 
+    // -----------------------------------------------------------------
+    // Link state (network-side deviations)
+    // -----------------------------------------------------------------
+
+    /// The fabric link at `node:port` (a port of a switch that leads to
+    /// another switch) and its two directed edges, or why not.
+    pub fn resolve_link(
+        &self,
+        node: &str,
+        port: u32,
+    ) -> Result<(LinkRef, [planner::topology::EdgeId; 2]), String> {
+        use planner::topology::NodeRef;
+        let topo = self.topo;
+        let Some(s) = topo.switch_by_name(node) else {
+            if topo.host_by_name(node).is_some() {
+                return Err(format!(
+                    "{node} is a host, not a switch: name the link by a switch end (a fabric link joins two switches)"
+                ));
+            }
+            let names: Vec<&str> = topo.switches().iter().map(|s| s.name.as_str()).collect();
+            return Err(format!(
+                "no switch {node:?} in fabric {}; switches: {}",
+                topo.name(),
+                names.join(", ")
+            ));
+        };
+        let fabric_ports = || {
+            let mut p: Vec<String> = topo
+                .switch_out_edges(s)
+                .iter()
+                .map(|&e| topo.edge(e).from_port.to_string())
+                .collect();
+            p.sort_by_key(|x| x.parse::<u32>().unwrap_or(0));
+            p.join(", ")
+        };
+        let hop = Hop {
+            switch: node.to_string(),
+            port: u16::try_from(port).map_err(|_| {
+                format!(
+                    "{node}:{port}: no such port; fabric ports of {node}: {}",
+                    fabric_ports()
+                )
+            })?,
+        };
+        let Some(e) = self.edge_of(&hop) else {
+            return Err(format!(
+                "{node}:{port}: nothing is attached to that port; fabric ports of {node}: {}",
+                fabric_ports()
+            ));
+        };
+        let l = topo.edge(e);
+        let NodeRef::Switch(peer) = l.to else {
+            return Err(format!(
+                "{node}:{port} connects host {}, not another switch: not a fabric link (fabric ports of {node}: {})",
+                topo.node_name(l.to),
+                fabric_ports()
+            ));
+        };
+        let reverse = topo
+            .switch_out_edges(peer)
+            .iter()
+            .copied()
+            .find(|&r| topo.edge(r).to == l.from && topo.edge(r).from_port == l.to_port)
+            .ok_or_else(|| {
+                format!("{node}:{port}: the fabric has no reverse direction of this link")
+            })?;
+        let me = (node.to_string(), hop.port);
+        let other = (topo.switches()[peer as usize].name.clone(), l.to_port);
+        let (a, b) = if me <= other {
+            (me, other)
+        } else {
+            (other, me)
+        };
+        Ok((
+            LinkRef {
+                a: a.0,
+                a_port: a.1,
+                b: b.0,
+                b_port: b.1,
+            },
+            [e, reverse],
+        ))
+    }
+
+    /// Every directed edge that is down.
+    pub fn down_edges(&self) -> BTreeSet<planner::topology::EdgeId> {
+        (0..self.topo.edge_count() as u32)
+            .filter(|&e| self.planner.is_edge_down(e))
+            .collect()
+    }
+
+    /// Indices of live reservations with a flow, not over at `now`, whose
+    /// recorded hops cross an edge in `edges`.
+    fn crossing(&self, edges: &BTreeSet<planner::topology::EdgeId>, now: u64) -> Vec<usize> {
+        self.state
+            .reservations
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| {
+                r.flows.iter().any(|f| {
+                    now < f.end_unix_ns
+                        && f.hops
+                            .iter()
+                            .any(|h| self.edge_of(h).is_some_and(|e| edges.contains(&e)))
+                })
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Re-plan reservation `idx` on the current link state; flows left
+    /// without a reservation while a link is down get reason LINK_DOWN.
+    fn replan_for_links(
+        &mut self,
+        idx: usize,
+        down: &BTreeSet<planner::topology::EdgeId>,
+    ) -> anyhow::Result<Reservation> {
+        let old = self.state.reservations[idx].clone();
+        let demand = self.demand_of(&old)?;
+        self.planner.release(&old.id);
+        let meta: Vec<FlowMeta> = old
+            .flows
+            .iter()
+            .map(|f| FlowMeta {
+                flow_id: f.flow_id.clone(),
+                src_rank: f.src_rank,
+                dst_rank: f.dst_rank,
+                steer_qp: f.steer_qp,
+            })
+            .collect();
+        let mut record = old.clone();
+        record.revision += 1;
+        let (mut p, _) = self.plan_one(Pending {
+            record,
+            demand,
+            meta,
+        });
+        if !down.is_empty() {
+            let mut lost = 0;
+            for f in &mut p.record.flows {
+                if !f.status.reserves() {
+                    f.reason = Reason::LinkDown;
+                    lost += 1;
+                }
+            }
+            if lost > 0 {
+                p.record.reason = Reason::LinkDown;
+                let links: Vec<String> = self
+                    .state
+                    .links_down
+                    .iter()
+                    .map(|l| l.to_string())
+                    .collect();
+                p.record.advisory = Some(truncate(
+                    format!(
+                        "link down ({}): {lost} of {} flows have no reserved path and fall back to ECMP",
+                        links.join(", "),
+                        p.record.flows.len()
+                    ),
+                    1000,
+                ));
+            }
+        }
+        self.state.reservations[idx] = p.record.clone();
+        Ok(p.record)
+    }
+
+    /// Take the fabric link at `node:port` down (`down`) or bring it up.
+    /// Down: both directions leave the planner's view and every live
+    /// reservation recorded on the link is re-planned (other paths, or
+    /// ECMP fallback with reason LINK_DOWN). Up: the link is usable again
+    /// and reservations that lost their path to a down link are re-planned.
+    /// A request for the state the link is already in changes nothing.
+    /// Bad input (unknown switch or port, a host port) changes nothing.
+    pub fn set_link(
+        &mut self,
+        node: &str,
+        port: u32,
+        down: bool,
+        now: u64,
+    ) -> Result<LinkChange, String> {
+        let (link, edges) = self.resolve_link(node, port)?;
+        let was_down = self.state.links_down.contains(&link);
+        let mut change = LinkChange {
+            link: link.clone(),
+            edges,
+            changed: was_down != down,
+            affected: Vec::new(),
+        };
+        if !change.changed {
+            return Ok(change);
+        }
+        for e in edges {
+            self.planner.set_edge_down(e, down);
+        }
+        let targets: Vec<usize> = if down {
+            self.state.links_down.push(link);
+            self.state.links_down.sort();
+            self.crossing(&edges.into_iter().collect(), now)
+        } else {
+            self.state.links_down.retain(|l| l != &link);
+            self.state
+                .reservations
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| {
+                    r.reason == Reason::LinkDown
+                        || r.flows.iter().any(|f| f.reason == Reason::LinkDown)
+                })
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let all_down = self.down_edges();
+        for idx in targets {
+            let r = self
+                .replan_for_links(idx, &all_down)
+                .map_err(|e| format!("re-planning: {e}"))?;
+            change.affected.push(r);
+        }
+        Ok(change)
+    }
+
+    /// Paths between two fabric hosts at `now`: equal-cost paths, those
+    /// with every link up, and the largest rate one of those could still
+    /// reserve (headroom minus the ledger, source NIC included). `None`
+    /// when a host is not attached to the fabric.
+    pub fn path_availability(
+        &self,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        now: u64,
+    ) -> Option<nt::PathAvailability> {
+        let (&s, &d) = (self.by_ip.get(&src)?, self.by_ip.get(&dst)?);
+        if s == d {
+            return None;
+        }
+        let paths = planner::paths::all_paths(self.topo, s, d, 1024);
+        let t = self.to_planner_ns(now);
+        let w = planner::Window::new(t, t + 1);
+        let up: Vec<&planner::Path> = paths
+            .iter()
+            .filter(|p| {
+                p.reserved_edges(self.topo, s)
+                    .all(|e| !self.planner.is_edge_down(e))
+            })
+            .collect();
+        let max_reservable_bps = up
+            .iter()
+            .map(|p| {
+                p.reserved_edges(self.topo, s)
+                    .map(|e| self.planner.free_bps(e, w))
+                    .min()
+                    .unwrap_or(0)
+            })
+            .max()
+            .unwrap_or(0);
+        Some(nt::PathAvailability {
+            source_address: src,
+            destination_address: dst,
+            equal_cost_paths: paths.len() as u32,
+            available_paths: up.len() as u32,
+            max_reservable_bps,
+        })
+    }
+
     /// Retire reservations whose every flow window is over; returns them.
     pub fn expire(&mut self, now: u64) -> Vec<String> {
         let mut out = Vec::new();
@@ -1591,6 +1926,172 @@ mod tests {
         if r[0].flows[0].labels != r[1].flows[0].labels {
             assert_ne!(first[0].action, later[0].action, "b takes over when a ends");
         }
+    }
+
+    #[test]
+    fn a_link_down_replans_the_reservations_on_it_and_bad_names_change_nothing() {
+        let mut e = engine();
+        let d = demand(
+            "d",
+            "10.0.1.1",
+            "10.0.2.1",
+            0,
+            50 * MS,
+            40_000_000_000,
+            Some(600),
+        );
+        let r = submit(&mut e, vec![d], T0).unwrap();
+        let first = r[0].flows[0].hops[0].clone();
+        assert_eq!(first.switch, "leaf1");
+        let before = serde_json::to_string(&e.state).unwrap();
+        for (node, port, why) in [
+            ("leaf9", 3, "no switch \"leaf9\""),
+            ("h1", 1, "is a host"),
+            ("leaf1", 1, "connects host h1"),
+            ("leaf1", 9, "nothing is attached"),
+            ("leaf1", 70000, "no such port"),
+        ] {
+            let err = e.set_link(node, port, true, T0).unwrap_err();
+            assert!(err.contains(why), "{node}:{port}: {err}");
+        }
+        assert_eq!(
+            serde_json::to_string(&e.state).unwrap(),
+            before,
+            "changed nothing"
+        );
+
+        // Down by its far end: the same link.
+        let (link, _) = e.resolve_link("leaf1", u32::from(first.port)).unwrap();
+        let change = e
+            .set_link(&link.b, u32::from(link.b_port), true, T0 + MS)
+            .unwrap();
+        assert!(change.changed);
+        assert_eq!(change.link, link);
+        assert_eq!(e.state.links_down, vec![link.clone()]);
+        assert_eq!(change.affected.len(), 1);
+        let moved = e.state.reservations[0].clone();
+        assert_eq!(moved.revision, 2);
+        assert_eq!(moved.status, Status::Admitted, "the other spine has room");
+        assert_ne!(moved.flows[0].hops[0], first, "off the failed link");
+        assert!(moved.flows[0]
+            .hops
+            .iter()
+            .all(|h| e.edge_of(h).is_some_and(|x| !change.edges.contains(&x))));
+        wire(&moved);
+        // Again: already down, nothing changes.
+        assert!(
+            !e.set_link("leaf1", u32::from(first.port), true, T0)
+                .unwrap()
+                .changed
+        );
+
+        // A second demand between the same leaves no longer fits beside the
+        // first on the one remaining uplink: fallback with reason LINK_DOWN
+        // once the other uplink is down too.
+        let other = e
+            .resolve_link("leaf1", u32::from(moved.flows[0].hops[0].port))
+            .unwrap()
+            .0;
+        let change = e
+            .set_link(&other.a, u32::from(other.a_port), true, T0 + MS)
+            .unwrap();
+        let lost = &change.affected[0];
+        assert_eq!(lost.status, Status::FallbackEcmp);
+        assert_eq!(lost.reason, Reason::LinkDown);
+        assert!(
+            lost.advisory.as_deref().unwrap().contains("link down"),
+            "{lost:?}"
+        );
+        wire(lost);
+        // Up again: the reservation that lost its path gets one back.
+        let change = e
+            .set_link(&other.a, u32::from(other.a_port), false, T0 + MS)
+            .unwrap();
+        assert_eq!(change.affected.len(), 1);
+        assert_eq!(e.state.reservations[0].status, Status::Admitted);
+        assert_eq!(e.state.links_down, vec![link]);
+        let pa = e
+            .path_availability(
+                "10.0.1.1".parse().unwrap(),
+                "10.0.2.1".parse().unwrap(),
+                T0 + MS,
+            )
+            .unwrap();
+        assert_eq!((pa.equal_cost_paths, pa.available_paths), (2, 1), "{pa:?}");
+        // 90 % of 100 G on the remaining path, 40 G of it reserved.
+        assert_eq!(pa.max_reservable_bps, 50_000_000_000);
+        // The link state survives a reload: still down, nothing on it.
+        let saved: State = serde_json::from_str(&serde_json::to_string(&e.state).unwrap()).unwrap();
+        let mut stale = saved.clone();
+        let (again, restored) = Engine::new(e.topo, PlannerConfig::default(), saved).unwrap();
+        assert!(restored.diverged.is_empty());
+        assert_eq!(again.down_edges().len(), 2);
+        // A state recording a reservation across a down link (written by
+        // an older controller): re-planned at load, and listed.
+        stale.links_down.push(other);
+        stale.links_down.sort();
+        let (again, restored) = Engine::new(e.topo, PlannerConfig::default(), stale).unwrap();
+        assert_eq!(
+            restored.diverged,
+            vec![again.state.reservations[0].id.clone()]
+        );
+        assert_eq!(again.state.reservations[0].status, Status::FallbackEcmp);
+        assert_eq!(again.state.reservations[0].reason, Reason::LinkDown);
+        assert!(
+            again.reserved_now(T0 + MS).is_empty(),
+            "nothing reserved across a down link"
+        );
+    }
+
+    #[test]
+    fn a_reloaded_state_keeps_the_recorded_paths_in_the_ledger() {
+        let mut e = engine();
+        let d = demand(
+            "d",
+            "10.0.1.1",
+            "10.0.2.1",
+            0,
+            50 * MS,
+            40_000_000_000,
+            Some(600),
+        );
+        let r = submit(&mut e, vec![d], T0).unwrap();
+        assert_eq!(r[0].status, Status::Admitted);
+        // The switches carry the other spine's path (installed by an
+        // earlier run whose ledger differed): what a re-plan would not pick.
+        let mut saved: State =
+            serde_json::from_str(&serde_json::to_string(&e.state).unwrap()).unwrap();
+        let (src, dst) = (
+            e.topo.host_by_name("h1").unwrap(),
+            e.topo.host_by_name("h3").unwrap(),
+        );
+        let planned = e.path_of(&saved.reservations[0].flows[0].hops).unwrap();
+        let other = planner::paths::all_paths(e.topo, src, dst, 8)
+            .into_iter()
+            .find(|p| p.edges() != planned.edges())
+            .expect("two spines");
+        let f = &mut saved.reservations[0].flows[0];
+        f.hops = e.hops_of(&other);
+        f.labels = other.label_stack(e.topo).unwrap();
+        let recorded = f.hops.clone();
+        let (again, restored) = Engine::new(e.topo, PlannerConfig::default(), saved).unwrap();
+        assert_eq!(restored.reservations, 1);
+        assert!(restored.diverged.is_empty());
+        assert_eq!(again.state.reservations[0].flows[0].hops, recorded);
+        let reserved: std::collections::BTreeMap<u32, u64> =
+            again.reserved_now(T0 + MS).into_iter().collect();
+        for edge in other.reserved_edges(e.topo, src) {
+            assert_eq!(
+                reserved.get(&edge),
+                Some(&40_000_000_000),
+                "recorded edge {edge}"
+            );
+        }
+        assert_eq!(
+            reserved.get(&planned.edges()[0]),
+            None,
+            "nothing on the path a re-plan would have chosen"
+        );
     }
 
     #[test]

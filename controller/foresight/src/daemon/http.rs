@@ -1,7 +1,9 @@
 //! A tiny HTTP/1.1 server for Prometheus and operators:
 //! `GET /metrics` (text exposition), `GET /v1/status` and
-//! `GET /v1/entries/<switch>` (JSON, see `api.rs`), `GET /healthz`.
-//! One request per connection (`Connection: close`).
+//! `GET /v1/entries/<switch>` (JSON, see `api.rs`), `GET /healthz`, and
+//! the one write: `POST /v1/links/<switch>:<port>/down` (or `/up`), the
+//! operator's link state (`foresight link`). One request per connection
+//! (`Connection: close`); a request body is ignored.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,10 +53,32 @@ async fn handle(mut stream: TcpStream, controller: &Controller) -> std::io::Resu
     };
     let mut parts = head.lines().next().unwrap_or("").split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    if method != "GET" {
-        return respond(&mut stream, 405, "text/plain", b"only GET\n").await;
-    }
     let path = path.split('?').next().unwrap_or(path);
+    if method == "POST" {
+        return match link_command(path) {
+            Some((node, port, down)) => match port.parse::<u32>() {
+                Ok(port) => match controller.set_link(node, port, down).await {
+                    Ok(view) => {
+                        let body = serde_json::to_vec_pretty(&view).unwrap_or_default();
+                        respond(&mut stream, 200, "application/json", &body).await
+                    }
+                    Err((code, message)) => error(&mut stream, code, &message).await,
+                },
+                Err(_) => {
+                    let message = format!("{node}:{port}: the port must be a number");
+                    error(&mut stream, 400, &message).await
+                }
+            },
+            None => {
+                let message =
+                    format!("no such command {path}; POST /v1/links/<switch>:<port>/down or /up");
+                error(&mut stream, 404, &message).await
+            }
+        };
+    }
+    if method != "GET" {
+        return respond(&mut stream, 405, "text/plain", b"only GET and POST\n").await;
+    }
     match path {
         "/metrics" => {
             let status = controller.status().await;
@@ -97,6 +121,24 @@ async fn handle(mut stream: TcpStream, controller: &Controller) -> std::io::Resu
     }
 }
 
+/// `/v1/links/<node>:<port>/<down|up>` as (node, port, down).
+fn link_command(path: &str) -> Option<(&str, &str, bool)> {
+    let rest = path.strip_prefix("/v1/links/")?;
+    let (link, verb) = rest.rsplit_once('/')?;
+    let down = match verb {
+        "down" => true,
+        "up" => false,
+        _ => return None,
+    };
+    let (node, port) = link.rsplit_once(':')?;
+    Some((node, port, down))
+}
+
+async fn error(stream: &mut TcpStream, code: u16, message: &str) -> std::io::Result<()> {
+    let body = serde_json::to_vec(&serde_json::json!({ "error": message })).unwrap_or_default();
+    respond(stream, code, "application/json", &body).await
+}
+
 async fn respond(
     stream: &mut TcpStream,
     code: u16,
@@ -105,6 +147,7 @@ async fn respond(
 ) -> std::io::Result<()> {
     let reason = match code {
         200 => "OK",
+        400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
         431 => "Request Header Fields Too Large",
@@ -123,12 +166,23 @@ async fn respond(
 /// `GET path` on `addr`; the body if the status is 2xx, else an error that
 /// carries the server's message.
 pub async fn get(addr: &str, path: &str) -> anyhow::Result<Vec<u8>> {
+    request(addr, "GET", path).await
+}
+
+/// `POST path` (no body) on `addr`, answered like [`get`].
+pub async fn post(addr: &str, path: &str) -> anyhow::Result<Vec<u8>> {
+    request(addr, "POST", path).await
+}
+
+async fn request(addr: &str, method: &str, path: &str) -> anyhow::Result<Vec<u8>> {
     use anyhow::Context;
     let mut stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr))
         .await
         .map_err(|_| anyhow::anyhow!("connecting to the controller at {addr} timed out"))?
         .with_context(|| format!("cannot reach the controller's HTTP endpoint at {addr} (is `foresight controller` running? pass --http ADDR)"))?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
     stream.write_all(request.as_bytes()).await?;
     let mut response = Vec::new();
     tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut response))

@@ -44,7 +44,7 @@ use self::engine::{Engine, Restored};
 use self::metrics::Metrics;
 use self::state::{Lifecycle, Reservation, State};
 use self::switches::SwitchHandle;
-use self::telemetry::LinkLoads;
+use self::telemetry::{LinkLoads, MismatchKind, MismatchTolerance, TelemetryConfig};
 use crate::fabric::{Endpoint, Pipeline};
 
 /// Unix time in ns.
@@ -73,6 +73,10 @@ pub struct Config {
     pub election_id: u128,
     pub planner: PlannerConfig,
     pub policy: Policy,
+    /// Congestion episodes from INT reports.
+    pub telemetry: TelemetryConfig,
+    /// When observed traffic is a forecast mismatch.
+    pub mismatch: MismatchTolerance,
     /// Written (JSON: addresses, pid) once every switch is reconciled,
     /// or `switch_wait` has passed.
     pub ready_file: Option<PathBuf>,
@@ -86,6 +90,36 @@ pub struct Changed {
     pub reservation: Reservation,
 }
 
+/// A reservation a network event affects: who may see it.
+#[derive(Clone, Debug)]
+pub struct Affected {
+    pub tenant: String,
+    pub job_id: Option<String>,
+    pub reservation_id: String,
+}
+
+/// What `WatchEvents` streams relay (each stream filters by tenant and job).
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// A reservation changed.
+    Reservation(Changed),
+    /// A fabric link went down or came up; sent before the
+    /// `Reservation` events of the reservations it re-planned.
+    Link {
+        down: bool,
+        /// The link in the direction the operator named it.
+        link: ndsp::types::LinkId,
+        observed_unix_ns: u64,
+        affected: Vec<Affected>,
+    },
+    /// Observed traffic of a reserved flow differs from its forecast.
+    Mismatch {
+        tenant: String,
+        job_id: Option<String>,
+        mismatch: ndsp::types::ForecastMismatch,
+    },
+}
+
 struct Inner {
     engine: Engine,
     compiler: Compiler,
@@ -96,7 +130,7 @@ pub struct Controller {
     pub switches: BTreeMap<String, SwitchHandle>,
     pub metrics: Arc<Metrics>,
     pub loads: Arc<LinkLoads>,
-    pub events: broadcast::Sender<Changed>,
+    pub events: broadcast::Sender<Event>,
     wake: Notify,
     pub topo: &'static Topology,
     info: Arc<P4Info>,
@@ -216,6 +250,182 @@ impl Controller {
         }
     }
 
+    /// Take a fabric link down or bring it up (operator command): re-plan
+    /// the reservations on it, move routes and ECMP groups, persist, send
+    /// the new state to every switch, then publish the link event and the
+    /// re-planned reservations. Bad input changes nothing.
+    pub async fn set_link(
+        &self,
+        node: &str,
+        port: u32,
+        down: bool,
+    ) -> Result<api::LinkChangeView, (u16, String)> {
+        let now = now_unix_ns();
+        let (change, acks, links_down) = {
+            let mut inner = self.inner.lock().await;
+            let inner = &mut *inner;
+            let change = inner
+                .engine
+                .set_link(node, port, down, now)
+                .map_err(|e| (400, e))?;
+            if change.changed {
+                let edges = inner.engine.down_edges();
+                inner
+                    .compiler
+                    .set_down_edges(&edges)
+                    .map_err(|e| (500, e.to_string()))?;
+            }
+            let acks = self.commit(inner, now, change.changed);
+            let links_down: Vec<String> = inner
+                .engine
+                .state
+                .links_down
+                .iter()
+                .map(|l| l.to_string())
+                .collect();
+            (change, acks, links_down)
+        };
+        self.reschedule();
+        let done = acknowledged(acks).await;
+        if change.changed {
+            tracing::warn!(link = %change.link, down, replanned = change.affected.len(), "link state changed by the operator");
+            let l = self.topo.edge(change.edges[0]);
+            let _ = self.events.send(Event::Link {
+                down,
+                link: ndsp::types::LinkId {
+                    from_node: self.topo.node_name(l.from).to_string(),
+                    from_port: u32::from(l.from_port),
+                    to_node: self.topo.node_name(l.to).to_string(),
+                    to_port: u32::from(l.to_port),
+                },
+                observed_unix_ns: now,
+                affected: change
+                    .affected
+                    .iter()
+                    .map(|r| Affected {
+                        tenant: r.tenant.clone(),
+                        job_id: r.job_id.clone(),
+                        reservation_id: r.id.clone(),
+                    })
+                    .collect(),
+            });
+            for r in &change.affected {
+                let _ = self.events.send(Event::Reservation(Changed {
+                    tenant: r.tenant.clone(),
+                    reservation: r.clone(),
+                }));
+            }
+        }
+        Ok(api::LinkChangeView {
+            link: change.link.to_string(),
+            state: if down { "down" } else { "up" }.to_string(),
+            changed: change.changed,
+            replanned: change
+                .affected
+                .iter()
+                .map(|r| api::ReplannedView {
+                    id: r.id.clone(),
+                    status: r.status.name().to_string(),
+                    advisory: r.advisory.clone(),
+                    revision: r.revision,
+                })
+                .collect(),
+            switch_changes: done.changes,
+            switch_errors: done.errors,
+            links_down,
+        })
+    }
+
+    /// Compare every installed reserved flow with what INT reports show
+    /// of it (first seen, rate of its ingress port) and publish a forecast
+    /// mismatch once per flow, revision and kind.
+    async fn forecast_watch(self: Arc<Self>, tol: MismatchTolerance) {
+        let period = Duration::from_nanos((tol.start_ns / 4).clamp(5_000_000, 100_000_000));
+        let mut sent: std::collections::HashSet<(String, u64, usize, MismatchKind)> =
+            std::collections::HashSet::new();
+        loop {
+            tokio::time::sleep(period).await;
+            let now = now_unix_ns();
+            let mut flows = Vec::new();
+            {
+                let inner = self.inner.lock().await;
+                for r in &inner.engine.state.reservations {
+                    for (i, f) in r.flows.iter().enumerate() {
+                        if f.active(now, self.lead_ns) {
+                            flows.push((
+                                r.id.clone(),
+                                r.revision,
+                                i,
+                                r.tenant.clone(),
+                                r.job_id.clone(),
+                                f.clone(),
+                            ));
+                        }
+                    }
+                }
+            }
+            let live: std::collections::HashSet<(String, u64)> =
+                flows.iter().map(|f| (f.0.clone(), f.1)).collect();
+            sent.retain(|k| live.contains(&(k.0.clone(), k.1)));
+            for (id, revision, i, tenant, job_id, f) in flows {
+                let seen = self.loads.flow(f.src_ip, f.dst_ip, f.dst_qp());
+                for (kind, observed_start, observed_bps) in telemetry::mismatches(
+                    f.start_unix_ns,
+                    f.end_unix_ns,
+                    f.rate_bps,
+                    seen,
+                    now,
+                    tol,
+                ) {
+                    if !sent.insert((id.clone(), revision, i, kind)) {
+                        continue;
+                    }
+                    tracing::info!(reservation = %id, flow = %f.flow_id, ?kind, "traffic differs from its forecast");
+                    let _ = self.events.send(Event::Mismatch {
+                        tenant: tenant.clone(),
+                        job_id: job_id.clone(),
+                        mismatch: ndsp::types::ForecastMismatch {
+                            reservation_id: id.clone(),
+                            flow_id: f.flow_id.clone(),
+                            expected_start_unix_ns: f.start_unix_ns,
+                            observed_start_unix_ns: observed_start,
+                            expected_bps: f.rate_bps,
+                            observed_bps,
+                        },
+                    });
+                }
+            }
+        }
+    }
+
+    /// Path availability between the hosts of the tenant's live
+    /// reservations (of `jobs`, when not empty), at most 256 pairs.
+    pub async fn path_availability(
+        &self,
+        tenant: &str,
+        jobs: &[String],
+    ) -> Vec<ndsp::types::PathAvailability> {
+        let now = now_unix_ns();
+        let inner = self.inner.lock().await;
+        let mut pairs = std::collections::BTreeSet::new();
+        for r in &inner.engine.state.reservations {
+            if r.tenant != tenant
+                || !(jobs.is_empty() || r.job_id.as_ref().is_some_and(|j| jobs.contains(j)))
+            {
+                continue;
+            }
+            for f in &r.flows {
+                if pairs.len() < 256 {
+                    pairs.insert((f.src_ip, f.dst_ip));
+                }
+            }
+        }
+        pairs
+            .into_iter()
+            .filter_map(|(s, d)| inner.engine.path_availability(s, d, now))
+            .collect()
+    }
+
     /// The status view.
     pub async fn status(&self) -> StatusView {
         let now = now_unix_ns();
@@ -301,6 +511,12 @@ impl Controller {
             now_unix_ns: now,
             restored_reservations: self.restored.reservations,
             restored_diverged: self.restored.diverged.clone(),
+            links_down: engine
+                .state
+                .links_down
+                .iter()
+                .map(|l| l.to_string())
+                .collect(),
             startup_reconcile_ms: *self.startup_reconcile_ms.lock().expect("lock"),
         };
         drop(inner);
@@ -379,6 +595,8 @@ struct Ready<'a> {
     ndsp: String,
     http: String,
     switches: BTreeMap<&'a str, &'a str>,
+    /// PIDs of the BMv2 processes the controller started (`--bmv2`).
+    switch_pids: BTreeMap<String, u32>,
     reconcile_ms: Option<f64>,
     restored_reservations: usize,
 }
@@ -405,10 +623,16 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             "state reloaded"
         );
         for id in &restored.diverged {
-            tracing::warn!(reservation = %id, "re-planned path differs from the installed one; keeping the installed path");
+            tracing::warn!(reservation = %id, "recorded path crosses a link that is down; re-planned");
         }
     }
-    let compiler = Compiler::new(topo, config.pipeline.info.clone(), config.policy)?;
+    let mut compiler = Compiler::new(topo, config.pipeline.info.clone(), config.policy)?;
+    if !engine.state.links_down.is_empty() {
+        compiler.set_down_edges(&engine.down_edges())?;
+        for l in &engine.state.links_down {
+            tracing::warn!(link = %l, "link is down (restored from the state file)");
+        }
+    }
 
     // Switch endpoints (starting BMv2 processes if asked).
     let mut processes = Vec::new();
@@ -473,7 +697,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let http_addr = http_listener.local_addr()?;
 
     let metrics = Arc::new(Metrics::default());
-    let loads = Arc::new(LinkLoads::new(topo));
+    let loads = Arc::new(LinkLoads::with_config(topo, config.telemetry));
     if let Some(addr) = config.int_listen {
         let socket = tokio::net::UdpSocket::bind(addr)
             .await
@@ -482,7 +706,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         tokio::spawn(telemetry::collect(socket, loads.clone(), metrics.clone()));
     }
 
-    let mut compiler = compiler;
     let initial = compiler.desired(&engine.state, now)?;
     let mut handles = BTreeMap::new();
     for (name, ep) in &endpoints {
@@ -497,7 +720,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         );
         handles.insert(name.clone(), handle);
     }
-    if reloaded && !expired.is_empty() {
+    if reloaded && (!expired.is_empty() || !restored.diverged.is_empty()) {
         if let Some(path) = &config.state_file {
             engine.state.save(path)?;
         }
@@ -524,6 +747,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     });
     tokio::spawn(http::serve(http_listener, controller.clone()));
     tokio::spawn(controller.clone().scheduler());
+    if config.int_listen.is_some() {
+        tokio::spawn(controller.clone().forecast_watch(config.mismatch));
+    }
 
     // Start-up reconciliation: every switch holds the intended state.
     {
@@ -531,6 +757,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         let ready_file = config.ready_file.clone();
         let switch_wait = config.switch_wait;
         let endpoints = endpoints.clone();
+        let switch_pids: BTreeMap<String, u32> = processes
+            .iter()
+            .map(|p: &bmv2::Bmv2Switch| (p.name().to_string(), p.pid()))
+            .collect();
         tokio::spawn(async move {
             let mut all = true;
             let deadline = Instant::now() + switch_wait;
@@ -560,6 +790,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                         .iter()
                         .map(|(k, v)| (k.as_str(), v.addr.as_str()))
                         .collect(),
+                    switch_pids,
                     reconcile_ms: all.then_some(ms),
                     restored_reservations: c.restored.reservations,
                 };

@@ -19,7 +19,7 @@ use tonic::{Request, Response, Status};
 
 use super::engine::{to_ndsp, PlanTiming};
 use super::state::Reservation;
-use super::{acknowledged, now_unix_ns, Changed, Controller};
+use super::{acknowledged, now_unix_ns, Changed, Controller, Event};
 
 /// Response metadata: microseconds from receipt to every due entry acknowledged.
 pub const INSTALL_US_METADATA: &str = "foresight-install-us";
@@ -108,10 +108,10 @@ impl Ndsp {
 
     fn broadcast(&self, records: &[Reservation]) {
         for r in records {
-            let _ = self.c.events.send(Changed {
+            let _ = self.c.events.send(Event::Reservation(Changed {
                 tenant: r.tenant.clone(),
                 reservation: r.clone(),
-            });
+            }));
         }
     }
 }
@@ -366,21 +366,50 @@ async fn watch_task(
         .telemetry_interval_ns
         .map(std::time::Duration::from_nanos);
     let mut ticker = interval.map(tokio::time::interval);
+    // Congestion episodes: those that end after the watch began.
+    let (_, mut congestion_after) = c.loads.congestion_since(0, now_unix_ns());
     if let Some(t) = ticker.as_mut() {
         t.tick().await;
     }
-    let wanted = |r: &Reservation| {
-        watch.job_ids.is_empty() || r.job_id.as_ref().is_some_and(|j| watch.job_ids.contains(j))
+    let wanted_job = |job: Option<&String>| {
+        watch.job_ids.is_empty() || job.is_some_and(|j| watch.job_ids.contains(j))
     };
+    let wanted = |r: &Reservation| wanted_job(r.job_id.as_ref());
     loop {
         let body = tokio::select! {
             _ = tx.closed() => return,
             ev = events.recv() => match ev {
-                Ok(ch) if ch.tenant == watch.ctx.tenant && wanted(&ch.reservation) => {
+                Ok(Event::Reservation(ch)) if ch.tenant == watch.ctx.tenant && wanted(&ch.reservation) => {
                     nt::WatchEventBody::Deviation(nt::NetworkDeviation {
                         observed_unix_ns: now_unix_ns(),
                         affected_reservation_ids: vec![ch.reservation.id.clone()],
                         change: nt::NetworkChange::ReservationChanged(Box::new(to_ndsp(&ch.reservation))),
+                    })
+                }
+                // Link state is fabric-wide: every watcher hears of it,
+                // with the affected reservations it may see.
+                Ok(Event::Link { down, link, observed_unix_ns, affected }) => {
+                    let mut ids: Vec<String> = affected
+                        .into_iter()
+                        .filter(|a| a.tenant == watch.ctx.tenant && wanted_job(a.job_id.as_ref()))
+                        .map(|a| a.reservation_id)
+                        .collect();
+                    ids.dedup();
+                    nt::WatchEventBody::Deviation(nt::NetworkDeviation {
+                        observed_unix_ns,
+                        affected_reservation_ids: ids,
+                        change: if down {
+                            nt::NetworkChange::LinkDown(link)
+                        } else {
+                            nt::NetworkChange::LinkUp(link)
+                        },
+                    })
+                }
+                Ok(Event::Mismatch { tenant, job_id, mismatch }) if tenant == watch.ctx.tenant && wanted_job(job_id.as_ref()) => {
+                    nt::WatchEventBody::Deviation(nt::NetworkDeviation {
+                        observed_unix_ns: now_unix_ns(),
+                        affected_reservation_ids: vec![mismatch.reservation_id.clone()],
+                        change: nt::NetworkChange::ForecastMismatch(mismatch),
                     })
                 }
                 Ok(_) => continue,
@@ -388,7 +417,9 @@ async fn watch_task(
                 Err(_) => return,
             },
             _ = async { match ticker.as_mut() { Some(t) => { t.tick().await; } None => std::future::pending().await } } => {
-                nt::WatchEventBody::Telemetry(snapshot(&c, interval.unwrap_or_default()).await)
+                nt::WatchEventBody::Telemetry(
+                    snapshot(&c, interval.unwrap_or_default(), &watch, &mut congestion_after).await,
+                )
             }
         };
         seq += 1;
@@ -403,9 +434,49 @@ async fn watch_task(
     }
 }
 
-async fn snapshot(c: &Controller, interval: std::time::Duration) -> nt::TelemetrySnapshot {
+/// Link id of a directed edge.
+fn link_id(topo: &planner::Topology, e: u32) -> nt::LinkId {
+    let l = topo.edge(e);
+    nt::LinkId {
+        from_node: topo.node_name(l.from).to_string(),
+        from_port: u32::from(l.from_port),
+        to_node: topo.node_name(l.to).to_string(),
+        to_port: u32::from(l.to_port),
+    }
+}
+
+/// One telemetry snapshot for a watcher: link loads, the congestion
+/// episodes since its previous snapshot (and those still going on, with
+/// duration 0), and path availability between the hosts of its
+/// reservations.
+async fn snapshot(
+    c: &Controller,
+    interval: std::time::Duration,
+    watch: &nt::ValidatedWatch,
+    congestion_after: &mut u64,
+) -> nt::TelemetrySnapshot {
     let status = c.status().await;
     let topo = c.topo;
+    let now = now_unix_ns();
+    let (episodes, resume) = c.loads.congestion_since(*congestion_after, now);
+    *congestion_after = resume;
+    let congestion_events = episodes
+        .iter()
+        .map(|e| nt::CongestionEvent {
+            link: link_id(topo, e.edge),
+            kind: nt::CongestionKind::QueueBuildup,
+            start_unix_ns: e.start_unix_ns,
+            duration_ns: if e.open {
+                0
+            } else {
+                (e.last_unix_ns - e.start_unix_ns).max(1)
+            },
+            peak_queue_bytes: u64::from(e.peak_queue_packets)
+                * super::telemetry::BYTES_PER_QUEUED_PACKET,
+            affected_packets: e.packets,
+        })
+        .collect();
+    let paths = c.path_availability(&watch.ctx.tenant, &watch.job_ids).await;
     let mut links = Vec::new();
     for e in 0..topo.edge_count() as u32 {
         let l = topo.edge(e);
@@ -423,14 +494,15 @@ async fn snapshot(c: &Controller, interval: std::time::Duration) -> nt::Telemetr
             capacity_bps: l.capacity_bps,
             measured_bps: view.measured_bps.unwrap_or(0),
             reserved_bps: view.reserved_bps.min(l.capacity_bps),
-            peak_queue_bytes: u64::from(view.queue_packets.unwrap_or(0)) * 1024,
+            peak_queue_bytes: u64::from(view.queue_packets.unwrap_or(0))
+                * super::telemetry::BYTES_PER_QUEUED_PACKET,
         });
     }
     nt::TelemetrySnapshot {
-        as_of_unix_ns: now_unix_ns(),
+        as_of_unix_ns: now,
         interval_ns: interval.as_nanos().max(1) as u64,
         links,
-        congestion_events: Vec::new(),
-        paths: Vec::new(),
+        congestion_events,
+        paths,
     }
 }

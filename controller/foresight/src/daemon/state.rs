@@ -4,8 +4,9 @@
 //! survive a restart: it is written to a JSON state file, atomically (temp
 //! file + rename), after every change and before the change is answered,
 //! and a restarted controller reloads it and reconciles the switches with
-//! it. (Rename without fsync: a killed controller loses nothing; a machine
-//! crash may lose the last changes.)
+//! it. The temp file is fsync'd before the rename and the directory after
+//! it, so neither a killed controller nor a machine crash loses an
+//! answered change.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -38,6 +39,10 @@ pub struct State {
     pub jobs: Vec<Job>,
     /// Live reservations (scheduled or installed), in sequence order.
     pub reservations: Vec<Reservation>,
+    /// Fabric links an operator took down (`foresight link down`), both
+    /// directions of each; absent in files written before link state.
+    #[serde(default)]
+    pub links_down: Vec<LinkRef>,
     /// Finished reservations (expired or cancelled), oldest first; kept in
     /// memory for `GetReservation`, not in the file (a restart forgets them).
     #[serde(skip)]
@@ -54,6 +59,7 @@ impl State {
             next_qp: BTreeMap::new(),
             jobs: Vec::new(),
             reservations: Vec::new(),
+            links_down: Vec::new(),
             history: Vec::new(),
         }
     }
@@ -90,13 +96,28 @@ impl State {
         Ok(Some(state))
     }
 
-    /// Write atomically: a temporary file beside `path`, then rename.
+    /// Write durably and atomically: a temporary file beside `path`,
+    /// fsync'd, renamed over `path`, then the directory fsync'd so the
+    /// rename itself survives a machine crash.
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
+        use std::io::Write;
         let text = serde_json::to_vec(self)?;
         let tmp = temp_path(path);
-        std::fs::write(&tmp, &text).with_context(|| format!("writing {}", tmp.display()))?;
+        let mut file =
+            std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+        file.write_all(&text)
+            .and_then(|_| file.sync_all())
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        drop(file);
         std::fs::rename(&tmp, path)
             .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing directory {}", dir.display()))?;
         Ok(())
     }
 
@@ -127,6 +148,26 @@ fn temp_path(path: &Path) -> PathBuf {
         .unwrap_or_default();
     name.push(".tmp");
     path.with_file_name(name)
+}
+
+/// One fabric link between two switches, named by both ends; `a` is the
+/// end whose (switch, port) sorts first, so each link has one name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LinkRef {
+    pub a: String,
+    pub a_port: u16,
+    pub b: String,
+    pub b_port: u16,
+}
+
+impl std::fmt::Display for LinkRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{} <-> {}:{}",
+            self.a, self.a_port, self.b, self.b_port
+        )
+    }
 }
 
 /// A registered job topology (the `RegisterTopologyRequest`, kept encoded
@@ -214,6 +255,7 @@ pub enum Reason {
     LabelStackTooDeep,
     UnknownEndpoint,
     WorkloadDeviation,
+    LinkDown,
 }
 
 impl From<Reason> for ReasonCode {
@@ -226,6 +268,7 @@ impl From<Reason> for ReasonCode {
             Reason::LabelStackTooDeep => ReasonCode::LabelStackTooDeep,
             Reason::UnknownEndpoint => ReasonCode::UnknownEndpoint,
             Reason::WorkloadDeviation => ReasonCode::WorkloadDeviation,
+            Reason::LinkDown => ReasonCode::LinkDown,
         }
     }
 }
@@ -412,6 +455,26 @@ mod tests {
         assert_eq!((back.epoch_unix_ns, back.next_seq), (42, 7));
         let err = State::load(&path, "other").unwrap_err().to_string();
         assert!(err.contains("belongs to fabric"), "{err}");
+    }
+
+    #[test]
+    fn a_failed_save_leaves_the_previous_file_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let mut s = State::new("f", 1);
+        s.save(&path).unwrap();
+        // The temp file cannot be created: nothing is renamed over the file.
+        std::fs::create_dir(temp_path(&path)).unwrap();
+        s.next_seq = 99;
+        let err = format!("{:#}", s.save(&path).unwrap_err());
+        assert!(err.contains("state.json.tmp"), "{err}");
+        assert_eq!(State::load(&path, "f").unwrap().unwrap().next_seq, 1);
+        // Nowhere to write at all: a clear error, not a panic.
+        let err = format!(
+            "{:#}",
+            s.save(&dir.path().join("missing/state.json")).unwrap_err()
+        );
+        assert!(err.contains("missing"), "{err}");
     }
 
     #[test]

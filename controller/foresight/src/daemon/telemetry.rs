@@ -4,14 +4,20 @@
 //! and per-link load from them: every hop stamps its egress port's
 //! transmitted bytes (Foresight domain-specific metadata) and its egress
 //! timestamp, so two reports through the same port give its rate.
+//!
+//! From the same reports: congestion episodes (a port's queue occupancy
+//! above a threshold, coalesced per port while reports keep seeing it above
+//! within a gap) and per-flow observations (when a watched flow was first
+//! seen, and the rate of its ingress port from the tx bytes its reports
+//! carry) for forecast mismatch signals.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use planner::topology::NodeRef;
+use planner::topology::{EdgeId, NodeRef};
 use planner::Topology;
 
 use super::metrics::Metrics;
@@ -51,6 +57,9 @@ pub struct Report {
     pub seq_no: u32,
     pub src: Ipv4Addr,
     pub dst: Ipv4Addr,
+    /// RoCE destination QP of the inner packet (from its BTH), when the
+    /// inner packet is RoCEv2 and the report carries the BTH.
+    pub dst_qp: Option<u32>,
     /// Hops, the sink's first (the stack is pushed on top).
     pub hops: Vec<HopMetadata>,
 }
@@ -128,7 +137,8 @@ pub fn parse_report(payload: &[u8]) -> Result<Report, ReportError> {
     }
     let src = Ipv4Addr::new(ip[11], ip[12], ip[13], ip[14]);
     let dst = Ipv4Addr::new(ip[15], ip[16], ip[17], ip[18]);
-    r.take(8, "inner UDP")?;
+    let udp = r.take(8, "inner UDP")?;
+    let roce = u16::from_be_bytes([udp[2], udp[3]]) == planner::conventions::ROCEV2_UDP_PORT;
     // INT shim + INT-MD header.
     let shim0 = r.u8("INT shim")?;
     if shim0 >> 4 != 1 {
@@ -206,11 +216,17 @@ pub fn parse_report(payload: &[u8]) -> Result<Report, ReportError> {
         }
         hops.push(h);
     }
+    // The BTH follows the INT stack in a RoCEv2 packet: dest QP in bytes 5..8.
+    let dst_qp = match r.b.get(r.at..r.at + 12) {
+        Some(bth) if roce => Some(u32::from_be_bytes([0, bth[5], bth[6], bth[7]])),
+        _ => None,
+    };
     Ok(Report {
         node_id,
         seq_no,
         src,
         dst,
+        dst_qp,
         hops,
     })
 }
@@ -232,61 +248,247 @@ struct Sample {
 /// Last sample and measured load, by (INT node id, port).
 type PortState = HashMap<(u32, u16), (Sample, Option<PortLoad>)>;
 
-/// Per-port loads from reports.
+/// Bytes a queued packet stands for when queue depths (BMv2 counts
+/// packets) are reported in bytes.
+pub const BYTES_PER_QUEUED_PACKET: u64 = 1024;
+
+/// Settings of the derived signals.
+#[derive(Debug, Clone, Copy)]
+pub struct TelemetryConfig {
+    /// A port is congested while reports see its queue above this many packets.
+    pub congestion_queue_packets: u32,
+    /// Reports above the threshold less than this apart (and no report
+    /// below it in between) belong to one episode; an episode with no
+    /// report above for this long is over.
+    pub congestion_gap_ns: u64,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig {
+            congestion_queue_packets: 20,
+            congestion_gap_ns: 10_000_000,
+        }
+    }
+}
+
+/// One congestion episode on a switch egress port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Episode {
+    /// Increasing with the moment the episode ended (watchers resume after it).
+    pub id: u64,
+    pub edge: EdgeId,
+    pub start_unix_ns: u64,
+    /// The last report that saw the queue above the threshold.
+    pub last_unix_ns: u64,
+    pub peak_queue_packets: u32,
+    /// Reports (watched packets) that saw the queue above the threshold.
+    pub packets: u64,
+    /// Still going on.
+    pub open: bool,
+}
+
+#[derive(Default)]
+struct Congestion {
+    open: HashMap<(u32, u16), Episode>,
+    /// Finished episodes, oldest first (bounded).
+    closed: VecDeque<Episode>,
+    next_id: u64,
+}
+
+/// Finished episodes kept for watchers that have not seen them yet.
+const CLOSED_EPISODES: usize = 4096;
+
+impl Congestion {
+    fn close(&mut self, key: (u32, u16)) {
+        if let Some(mut e) = self.open.remove(&key) {
+            self.next_id += 1;
+            e.id = self.next_id;
+            e.open = false;
+            self.closed.push_back(e);
+            if self.closed.len() > CLOSED_EPISODES {
+                self.closed.pop_front();
+            }
+        }
+    }
+
+    fn expire(&mut self, now: u64, gap: u64) {
+        let stale: Vec<(u32, u16)> = self
+            .open
+            .iter()
+            .filter(|(_, e)| now.saturating_sub(e.last_unix_ns) > gap)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut stale = stale;
+        stale.sort_by_key(|k| self.open[k].last_unix_ns);
+        for k in stale {
+            self.close(k);
+        }
+    }
+}
+
+/// What the reports of one watched flow showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowObservation {
+    /// The first report of the flow (controller clock).
+    pub first_seen_unix_ns: u64,
+    pub last_seen_unix_ns: u64,
+    pub reports: u64,
+    /// (egress timestamp µs, tx bytes) of the flow's ingress hop in its
+    /// first and latest report.
+    first: (u64, u32),
+    last: (u64, u32),
+}
+
+impl FlowObservation {
+    /// Rate of the flow's ingress port between its first and latest
+    /// report, from the tx bytes they carry; `None` until `min_span_us` of
+    /// switch time separates them.
+    pub fn rate_bps(&self, min_span_us: u64) -> Option<u64> {
+        let span = self.last.0.checked_sub(self.first.0)?;
+        if span < min_span_us.max(1) {
+            return None;
+        }
+        let bytes = self.last.1.wrapping_sub(self.first.1);
+        Some((u128::from(bytes) * 8 * 1_000_000 / u128::from(span)) as u64)
+    }
+}
+
+/// A watched flow: source, destination, RoCE destination QP (if known).
+type FlowKey = (Ipv4Addr, Ipv4Addr, Option<u32>);
+
+/// Flows not seen for this long are forgotten.
+const FLOW_IDLE_NS: u64 = 60_000_000_000;
+
+/// Per-port loads, congestion episodes and flow observations from reports.
 pub struct LinkLoads {
-    /// (switch name, port) by (INT node id, port).
-    ports: HashMap<(u32, u16), (String, u16)>,
+    /// (switch name, port, edge) by (INT node id, port).
+    ports: HashMap<(u32, u16), (String, u16, EdgeId)>,
+    config: TelemetryConfig,
     state: Mutex<PortState>,
+    congestion: Mutex<Congestion>,
+    flows: Mutex<HashMap<FlowKey, FlowObservation>>,
 }
 
 impl LinkLoads {
+    #[cfg(test)]
     pub fn new(topo: &Topology) -> LinkLoads {
+        LinkLoads::with_config(topo, TelemetryConfig::default())
+    }
+
+    pub fn with_config(topo: &Topology, config: TelemetryConfig) -> LinkLoads {
         let mut ports = HashMap::new();
         for e in 0..topo.edge_count() as u32 {
             let l = topo.edge(e);
             if let NodeRef::Switch(s) = l.from {
                 let sw = &topo.switches()[s as usize];
-                ports.insert((sw.id, l.from_port), (sw.name.clone(), l.from_port));
+                ports.insert((sw.id, l.from_port), (sw.name.clone(), l.from_port, e));
             }
         }
         LinkLoads {
             ports,
+            config,
             state: Mutex::new(HashMap::new()),
+            congestion: Mutex::new(Congestion::default()),
+            flows: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Account one report.
+    /// Account one report received now.
     pub fn record(&self, report: &Report) {
+        self.record_at(report, super::now_unix_ns());
+    }
+
+    /// Account one report received at `now_unix_ns`.
+    pub fn record_at(&self, report: &Report, now_unix_ns: u64) {
         let now = Instant::now();
-        let mut state = self.state.lock().expect("loads lock");
-        for h in &report.hops {
-            let (Some(node), Some(port), Some(tx), Some(ts)) =
-                (h.node_id, h.egress_port, h.tx_bytes, h.egress_ts)
-            else {
-                continue;
-            };
-            if !self.ports.contains_key(&(node, port)) {
-                continue;
+        {
+            let mut state = self.state.lock().expect("loads lock");
+            for h in &report.hops {
+                let (Some(node), Some(port), Some(tx), Some(ts)) =
+                    (h.node_id, h.egress_port, h.tx_bytes, h.egress_ts)
+                else {
+                    continue;
+                };
+                if !self.ports.contains_key(&(node, port)) {
+                    continue;
+                }
+                let sample = Sample {
+                    tx_bytes: tx,
+                    ts_us: ts,
+                };
+                let queue = h.queue_occupancy.unwrap_or(0);
+                let entry = state.entry((node, port)).or_insert((sample, None));
+                let prev = entry.0;
+                if ts > prev.ts_us {
+                    let bytes = tx.wrapping_sub(prev.tx_bytes);
+                    let rate = f64::from(bytes) * 8.0 / ((ts - prev.ts_us) as f64 / 1e6);
+                    entry.1 = Some(PortLoad {
+                        rate_bps: rate,
+                        queue_packets: queue,
+                        updated: now,
+                    });
+                    entry.0 = sample;
+                } else if ts < prev.ts_us {
+                    // Switch restarted (timestamps count from its start).
+                    entry.0 = sample;
+                }
             }
-            let sample = Sample {
-                tx_bytes: tx,
-                ts_us: ts,
-            };
-            let queue = h.queue_occupancy.unwrap_or(0);
-            let entry = state.entry((node, port)).or_insert((sample, None));
-            let prev = entry.0;
-            if ts > prev.ts_us {
-                let bytes = tx.wrapping_sub(prev.tx_bytes);
-                let rate = f64::from(bytes) * 8.0 / ((ts - prev.ts_us) as f64 / 1e6);
-                entry.1 = Some(PortLoad {
-                    rate_bps: rate,
-                    queue_packets: queue,
-                    updated: now,
+        }
+        {
+            let mut c = self.congestion.lock().expect("congestion lock");
+            c.expire(now_unix_ns, self.config.congestion_gap_ns);
+            for h in &report.hops {
+                let (Some(node), Some(port), Some(q)) =
+                    (h.node_id, h.egress_port, h.queue_occupancy)
+                else {
+                    continue;
+                };
+                let Some(&(_, _, edge)) = self.ports.get(&(node, port)) else {
+                    continue;
+                };
+                if q > self.config.congestion_queue_packets {
+                    let e = c.open.entry((node, port)).or_insert(Episode {
+                        id: 0,
+                        edge,
+                        start_unix_ns: now_unix_ns,
+                        last_unix_ns: now_unix_ns,
+                        peak_queue_packets: 0,
+                        packets: 0,
+                        open: true,
+                    });
+                    e.last_unix_ns = now_unix_ns;
+                    e.peak_queue_packets = e.peak_queue_packets.max(q);
+                    e.packets += 1;
+                } else {
+                    c.close((node, port));
+                }
+            }
+        }
+        // The flow's ingress hop is the bottom of the stack.
+        if let Some(h) = report.hops.last() {
+            if let (Some(ts), Some(tx)) = (h.egress_ts, h.tx_bytes) {
+                let mut flows = self.flows.lock().expect("flows lock");
+                let key = (report.src, report.dst, report.dst_qp);
+                let o = flows.entry(key).or_insert(FlowObservation {
+                    first_seen_unix_ns: now_unix_ns,
+                    last_seen_unix_ns: now_unix_ns,
+                    reports: 0,
+                    first: (ts, tx),
+                    last: (ts, tx),
                 });
-                entry.0 = sample;
-            } else if ts < prev.ts_us {
-                // Switch restarted (timestamps count from its start).
-                entry.0 = sample;
+                if ts < o.last.0 {
+                    // The ingress switch restarted: measure from here.
+                    o.first = (ts, tx);
+                }
+                o.last = (ts, tx);
+                o.last_seen_unix_ns = now_unix_ns;
+                o.reports += 1;
+                if flows.len() > 4096 {
+                    flows.retain(|_, o| {
+                        now_unix_ns.saturating_sub(o.last_seen_unix_ns) < FLOW_IDLE_NS
+                    });
+                }
             }
         }
     }
@@ -305,6 +507,101 @@ impl LinkLoads {
             .and_then(|(_, l)| *l)
             .filter(|l| l.updated.elapsed() <= max_age)
     }
+
+    /// Congestion episodes that ended after episode `after` (by id), then
+    /// those still going on; and the id to resume after next time.
+    pub fn congestion_since(&self, after: u64, now_unix_ns: u64) -> (Vec<Episode>, u64) {
+        let mut c = self.congestion.lock().expect("congestion lock");
+        c.expire(now_unix_ns, self.config.congestion_gap_ns);
+        let mut out: Vec<Episode> = c.closed.iter().filter(|e| e.id > after).cloned().collect();
+        let resume = out.last().map_or(after, |e| e.id);
+        let mut open: Vec<Episode> = c.open.values().cloned().collect();
+        open.sort_by_key(|e| (e.start_unix_ns, e.edge));
+        out.extend(open);
+        (out, resume)
+    }
+
+    /// What the reports of flow (src, dst, QP) showed; with `qp` `None`
+    /// (a reservation of every QP between the hosts), the earliest-seen
+    /// flow between them.
+    pub fn flow(&self, src: Ipv4Addr, dst: Ipv4Addr, qp: Option<u32>) -> Option<FlowObservation> {
+        let flows = self.flows.lock().expect("flows lock");
+        match qp {
+            Some(q) => flows.get(&(src, dst, Some(q))).copied(),
+            None => flows
+                .iter()
+                .filter(|((s, d, _), _)| *s == src && *d == dst)
+                .map(|(_, o)| *o)
+                .min_by_key(|o| o.first_seen_unix_ns),
+        }
+    }
+}
+
+/// How far observed traffic may stray from its forecast before the
+/// controller signals a forecast mismatch.
+#[derive(Debug, Clone, Copy)]
+pub struct MismatchTolerance {
+    /// The first report of a flow may come this much earlier or later than
+    /// its forecast start; a flow not seen this long after its start has
+    /// not started as forecast.
+    pub start_ns: u64,
+    /// The measured rate may differ from the forecast rate by this fraction.
+    pub rate_fraction: f64,
+    /// Switch time between two reports of a flow before its rate counts.
+    pub min_span_us: u64,
+}
+
+impl Default for MismatchTolerance {
+    fn default() -> Self {
+        MismatchTolerance {
+            start_ns: 20_000_000,
+            rate_fraction: 0.25,
+            min_span_us: 1_000,
+        }
+    }
+}
+
+/// What differs from a forecast.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MismatchKind {
+    /// Seen earlier or later than forecast, or not seen after the start.
+    Start,
+    /// Measured rate off the forecast rate.
+    Rate,
+}
+
+/// The mismatches of a reserved flow forecast to start at `start` and run
+/// at `bps` until `end`, given what its reports showed by `now`: each with
+/// the observed start (`None`: not seen) and measured rate (0: unknown).
+pub fn mismatches(
+    start: u64,
+    end: u64,
+    bps: u64,
+    seen: Option<FlowObservation>,
+    now: u64,
+    tol: MismatchTolerance,
+) -> Vec<(MismatchKind, Option<u64>, u64)> {
+    let mut out = Vec::new();
+    let rate = seen.and_then(|o| o.rate_bps(tol.min_span_us));
+    match seen {
+        Some(o) if o.first_seen_unix_ns.abs_diff(start) > tol.start_ns => {
+            out.push((
+                MismatchKind::Start,
+                Some(o.first_seen_unix_ns),
+                rate.unwrap_or(0),
+            ));
+        }
+        None if now > start.saturating_add(tol.start_ns) && now < end => {
+            out.push((MismatchKind::Start, None, 0));
+        }
+        _ => {}
+    }
+    if let Some(r) = rate {
+        if (r as f64 - bps as f64).abs() > tol.rate_fraction * bps as f64 {
+            out.push((MismatchKind::Rate, seen.map(|o| o.first_seen_unix_ns), r));
+        }
+    }
+    out
 }
 
 /// Receive reports on `socket` forever.
@@ -396,6 +693,139 @@ pub mod tests {
         bytes.truncate(bytes.len() - 20);
         let e = parse_report(&bytes).unwrap_err();
         assert!(e.to_string().contains("truncated"), "{e}");
+    }
+
+    fn topo() -> Topology {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../bmv2-lab/topologies/leaf-spine-small.yaml"
+        );
+        planner::topology::yaml::load_file(path).unwrap()
+    }
+
+    #[test]
+    fn queue_buildup_is_coalesced_into_episodes_per_port() {
+        let topo = topo();
+        let loads = LinkLoads::with_config(
+            &topo,
+            TelemetryConfig {
+                congestion_queue_packets: 10,
+                congestion_gap_ns: 5_000,
+            },
+        );
+        let r = |seq, hops: &[(u32, u16, u16, u32, u64, u32)]| {
+            parse_report(&report_bytes(2, seq, hops)).unwrap()
+        };
+        // leaf1 (1) port 3 above 10 three times in a row, spine1 (3) port 2 once.
+        loads.record_at(&r(1, &[(3, 1, 2, 30, 5, 0), (1, 1, 3, 11, 1, 0)]), 1_000);
+        loads.record_at(&r(2, &[(1, 1, 3, 40, 2, 0)]), 2_000);
+        loads.record_at(&r(3, &[(1, 1, 3, 12, 3, 0)]), 6_000);
+        let (now, after) = loads.congestion_since(0, 6_000);
+        assert_eq!(after, 0, "nothing finished yet");
+        assert_eq!(now.len(), 2);
+        assert!(now.iter().all(|e| e.open));
+        // Below the threshold: leaf1:3's episode ends; then a new one.
+        loads.record_at(&r(4, &[(1, 1, 3, 3, 4, 0)]), 7_000);
+        loads.record_at(&r(5, &[(1, 1, 3, 50, 5, 0)]), 8_000);
+        let (eps, after) = loads.congestion_since(0, 8_000);
+        let leaf1_3 = (0..topo.edge_count() as u32)
+            .find(|&e| topo.describe_edge(e).starts_with("leaf1:3"))
+            .unwrap();
+        let closed: Vec<&Episode> = eps.iter().filter(|e| !e.open).collect();
+        // spine1:2 ended by the gap (last seen 1 000, > 5 000 ago at 7 000).
+        assert_eq!(closed.len(), 2, "{eps:?}");
+        let first = closed.iter().find(|e| e.edge == leaf1_3).unwrap();
+        assert_eq!(
+            (
+                first.start_unix_ns,
+                first.last_unix_ns,
+                first.peak_queue_packets,
+                first.packets
+            ),
+            (1_000, 6_000, 40, 3)
+        );
+        let open: Vec<&Episode> = eps.iter().filter(|e| e.open).collect();
+        assert_eq!(open.len(), 1);
+        assert_eq!(
+            (
+                open[0].edge,
+                open[0].start_unix_ns,
+                open[0].peak_queue_packets
+            ),
+            (leaf1_3, 8_000, 50)
+        );
+        // Resuming after them: only the one still going on.
+        let (again, same) = loads.congestion_since(after, 8_100);
+        assert_eq!(same, after);
+        assert_eq!(again.len(), 1);
+        assert!(again[0].open);
+    }
+
+    #[test]
+    fn flows_are_observed_by_their_bth_qp_and_mismatches_found() {
+        let topo = topo();
+        let loads = LinkLoads::new(&topo);
+        let mut b = report_bytes(
+            2,
+            1,
+            &[(2, 3, 1, 0, 10_000, 0), (1, 1, 3, 0, 10_000, 1_000)],
+        );
+        let n = b.len();
+        b[n - 7..n - 4].copy_from_slice(&[0, 0x02, 0xbc]); // dest QP 700
+        let first = parse_report(&b).unwrap();
+        assert_eq!(first.dst_qp, Some(700));
+        loads.record_at(&first, 5_000_000);
+        let mut b2 = report_bytes(
+            2,
+            2,
+            &[(2, 3, 1, 0, 20_000, 0), (1, 1, 3, 0, 20_000, 1_251_000)],
+        );
+        b2[n - 7..n - 4].copy_from_slice(&[0, 0x02, 0xbc]);
+        loads.record_at(&parse_report(&b2).unwrap(), 15_000_000);
+        let (src, dst) = ("10.0.1.1".parse().unwrap(), "10.0.2.1".parse().unwrap());
+        let o = loads.flow(src, dst, Some(700)).unwrap();
+        assert_eq!((o.first_seen_unix_ns, o.reports), (5_000_000, 2));
+        // 1 250 000 bytes in 10 ms of the ingress leaf's port: 1 Gbit/s.
+        assert_eq!(o.rate_bps(1_000), Some(1_000_000_000));
+        assert!(loads.flow(src, dst, Some(701)).is_none());
+        assert_eq!(loads.flow(src, dst, None), Some(o));
+
+        let tol = MismatchTolerance {
+            start_ns: 2_000_000,
+            rate_fraction: 0.25,
+            min_span_us: 1_000,
+        };
+        // As forecast: started at 4 ms (seen at 5), 1.1 Gbit/s.
+        assert!(mismatches(
+            4_000_000,
+            100_000_000,
+            1_100_000_000,
+            Some(o),
+            20_000_000,
+            tol
+        )
+        .is_empty());
+        // Forecast 10 ms: seen 5 ms early. Forecast 2 Gbit/s: half of it.
+        assert_eq!(
+            mismatches(
+                10_000_000,
+                100_000_000,
+                2_000_000_000,
+                Some(o),
+                20_000_000,
+                tol
+            ),
+            vec![
+                (MismatchKind::Start, Some(5_000_000), 1_000_000_000),
+                (MismatchKind::Rate, Some(5_000_000), 1_000_000_000)
+            ]
+        );
+        // Not seen: only once the start tolerance has passed.
+        assert!(mismatches(10_000_000, 100_000_000, 1, None, 11_000_000, tol).is_empty());
+        assert_eq!(
+            mismatches(10_000_000, 100_000_000, 1, None, 13_000_000, tol),
+            vec![(MismatchKind::Start, None, 0)]
+        );
     }
 
     #[test]

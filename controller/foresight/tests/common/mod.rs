@@ -224,6 +224,23 @@ impl Controller {
         out.split_once("\r\n\r\n").unwrap().1.to_string()
     }
 
+    /// `POST path` on the admin endpoint: (status code, JSON body).
+    pub fn post_json(&self, path: &str) -> (u16, serde_json::Value) {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.http).unwrap();
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let (head, body) = out.split_once("\r\n\r\n").unwrap();
+        let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let json = serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"));
+        (code, json)
+    }
+
     /// `GET path` on the admin endpoint, as JSON.
     pub fn get_json(&self, path: &str) -> serde_json::Value {
         let body = self.get_text(path);

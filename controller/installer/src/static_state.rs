@@ -458,6 +458,23 @@ mod tests {
     }
 
     #[test]
+    fn hash_mode_is_the_default_action_of_routing_hash_mode() {
+        for (mode, action) in [
+            (planner::ecmp::HashMode::QpAware, names::HASH_QP_AWARE),
+            (planner::ecmp::HashMode::FiveTuple, names::HASH_FIVE_TUPLE),
+        ] {
+            match hash_mode_config(mode) {
+                Object::Default(e) => {
+                    assert_eq!(e.table, names::HASH_MODE);
+                    assert_eq!(e.action.as_deref(), Some(action));
+                    assert!(e.matches.is_empty() && e.params.is_empty());
+                }
+                other => panic!("not a default action: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn adjacency_macs_point_at_the_neighbour() {
         let topo = small();
         let leaf1 = &static_state(&topo, EcnProfile::default())["leaf1"];

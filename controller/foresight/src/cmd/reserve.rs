@@ -756,3 +756,55 @@ pub fn cancel(cmd: CancelCmd) -> anyhow::Result<()> {
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    fn request(text: &str) -> anyhow::Result<proto::SubmitDemandRequest> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("demands.yaml");
+        std::fs::write(&path, text).unwrap();
+        batch_request(&path, "lab")
+    }
+
+    #[test]
+    fn a_batch_becomes_one_request_in_file_order() {
+        let r = request(
+            "- {id: a, src: 10.0.1.1, dst: 10.0.2.1, bytes: 64KiB, qp: 256, start_in_ms: 5, rate_gbps: 50}\n\
+             - {id: b, src: 10.0.1.2, dst: 10.0.2.2, bytes: 1000, start_unix_ns: 7, duration_ms: 2, priority: background}\n",
+        )
+        .unwrap();
+        assert_eq!(r.demands.len(), 2);
+        assert_eq!(r.demands[0].size_bytes, 65536);
+        assert_eq!(r.demands[0].dest_qp, Some(256));
+        assert_eq!(
+            r.demands[1].priority,
+            proto::PriorityClass::Background as i32
+        );
+    }
+
+    #[test]
+    fn errors_name_the_entry_and_field() {
+        let e = request("- {id: a, src: 10.0.1.1, dst: 10.0.2.1, bytes: 1, rate_gbps: 1}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("demands[0] (a): give exactly one of start_unix_ns and start_in_ms"),
+            "{e}"
+        );
+        let e = request(
+            "- {id: a, src: 10.0.1.1, dst: 10.0.2.1, bytes: 1, start_in_ms: 1, rate_gbps: 1, priority: urgent}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("demands[0] (a).priority"), "{e}");
+        let e = format!(
+            "{:#}",
+            request("- {id: a, src: nowhere, dst: 10.0.2.1, bytes: 1}\n").unwrap_err()
+        );
+        assert!(e.contains("not a list of demands"), "{e}");
+        let e = request("[]").unwrap_err().to_string();
+        assert!(e.contains("no demands"), "{e}");
+    }
+}

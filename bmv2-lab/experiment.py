@@ -27,7 +27,8 @@ port's line rate exceeds a NIC's goodput, and the uplinks are non-blocking.
 
 Results: DIR/runs.csv (one row per seed and mode), DIR/links.csv (bytes per
 switch port and run, from the P4 tx counters), DIR/queue.csv (INT queue
-depth seen by reserved packets, foresight runs), DIR/raw/<run>/ (every
+depth seen by reserved packets: queue_timeline.csv, the deepest per 50 ms,
+and queue_stats.csv, per run; every hop in raw/queue.csv), DIR/raw/<run>/ (every
 host's rocegen CSVs), and plots (DIR/*.png).
 """
 
@@ -398,7 +399,13 @@ def cmd_predrain(args):
                          f"{row['completion_s']} s = {row['slowdown']}x ideal; peak INT queue {peak} packets; "
                          f"{len(q)} INT hop records")
                 write_csv(os.path.join(args.out, "runs.csv"), runs)
-                write_csv(os.path.join(args.out, "queue.csv"), queue)
+                # Every INT hop (megabytes) stays in raw/; the plots use the
+                # timeline (deepest queue per 50 ms) and per-run statistics.
+                write_csv(os.path.join(args.out, "raw", "queue.csv"), queue)
+                import plots
+                write_csv(os.path.join(args.out, "queue_timeline.csv"), plots.queue_timeline(queue))
+                write_csv(os.path.join(args.out, "queue_stats.csv"), [
+                    {"seed": k[0], "predrain": k[1], **v} for k, v in sorted(plots.queue_stats(queue).items())])
     import plots
     plots.predrain(args.out)
     summarize(runs, key="predrain")
@@ -455,7 +462,7 @@ def main():
         import plots
         if os.path.exists(os.path.join(args.out, "links.csv")):
             plots.allreduce(args.out)
-        if os.path.exists(os.path.join(args.out, "queue.csv")):
+        if os.path.exists(os.path.join(args.out, "queue_stats.csv")):
             plots.predrain(args.out)
         return 0
     if os.geteuid() != 0:

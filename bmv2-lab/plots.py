@@ -50,7 +50,7 @@ def allreduce(out):
         ax[1].scatter([i + 1] * len(imb[m]), imb[m], s=14, color=COLORS[m], zorder=3)
     ax[1].axhline(1.0, color="grey", lw=0.8, ls=":")
     ax[1].set_ylabel("busiest uplink / mean uplink (packets)")
-    ax[1].set_title("Per-link load: leaf-to-spine uplinks")
+    ax[1].set_title("Uplink load, all traffic (ring, background, ACKs)")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "allreduce.png"), dpi=110)
     plt.close(fig)
@@ -76,43 +76,65 @@ def _uplink_ports(out):
     return out_ports
 
 
+def queue_timeline(queue):
+    """Deepest queue on any reserved-path port per 50 ms, per run."""
+    bins = {}
+    for r in queue:
+        k = (str(r["seed"]), str(r["predrain"]), int(float(r["t_s"]) / 0.05))
+        bins[k] = max(bins.get(k, 0), int(r["queue_occupancy"]))
+    return [{"seed": sd, "predrain": on, "t_s": round(b * 0.05, 2), "max_queue": q}
+            for (sd, on, b), q in sorted(bins.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2]))]
+
+
 def predrain(out):
-    queue = _read(os.path.join(out, "queue.csv"))
+    timeline = _read(os.path.join(out, "queue_timeline.csv"))
+    stats = {(r["seed"], r["predrain"]): {"p99": int(r["p99"]), "peak": int(r["peak"])}
+             for r in _read(os.path.join(out, "queue_stats.csv"))}
     runs = _read(os.path.join(out, "runs.csv"))
     fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
-    seed = min((int(r["seed"]) for r in queue), default=1)
+    seed = min((int(r["seed"]) for r in timeline), default=1)
     for on, color in (("1", "#2f7ed8"), ("0", "#c0504d")):
-        pts = [(float(r["t_s"]), int(r["queue_occupancy"])) for r in queue
+        pts = [(float(r["t_s"]), int(r["max_queue"])) for r in timeline
                if r["seed"] == str(seed) and r["predrain"] == on]
-        pts.sort()
         if pts:
-            ax[0].plot([p[0] for p in pts], [p[1] for p in pts], ".", ms=2, color=color,
+            ax[0].step([p[0] for p in pts], [p[1] for p in pts], where="post", color=color, lw=1,
                        label=f"pre-drain {'on' if on == '1' else 'off'}")
     ax[0].set_xlabel("time since the runs' start (s)")
-    ax[0].set_ylabel("queue depth at enqueue (packets, INT)")
+    ax[0].set_ylabel("deepest queue per 50 ms (packets, INT)")
     ax[0].set_title(f"INT queue depth on reserved paths (seed {seed})")
-    ax[0].legend(markerscale=5)
-    peaks = {}
-    for r in queue:
-        k = (r["seed"], r["predrain"])
-        peaks[k] = max(peaks.get(k, 0), int(r["queue_occupancy"]))
-    seeds = sorted({int(s) for s, _ in peaks})
+    ax[0].legend()
+    seeds = sorted({int(k[0]) for k in stats})
     w = 0.38
-    ax[1].bar([s - w / 2 for s in seeds], [peaks.get((str(s), "1"), 0) for s in seeds], w, color="#2f7ed8",
-              label="pre-drain on")
-    ax[1].bar([s + w / 2 for s in seeds], [peaks.get((str(s), "0"), 0) for s in seeds], w, color="#c0504d",
-              label="pre-drain off")
+    for on, dx, color, label in (("1", -w / 2, "#2f7ed8", "pre-drain on"), ("0", w / 2, "#c0504d", "pre-drain off")):
+        p99 = [stats.get((str(sd), on), {}).get("p99", 0) for sd in seeds]
+        peak = [stats.get((str(sd), on), {}).get("peak", 0) for sd in seeds]
+        ax[1].bar([sd + dx for sd in seeds], p99, w, color=color, label=f"{label}: p99")
+        ax[1].scatter([sd + dx for sd in seeds], peak, marker="_", s=120, color="black", zorder=3)
+    ax[1].scatter([], [], marker="_", s=120, color="black", label="peak")
     slow = {(r["seed"], r["predrain"]): r["slowdown"] for r in runs}
-    for s in seeds:
+    for sd in seeds:
         for on, dx in (("1", -w / 2), ("0", w / 2)):
-            if slow.get((str(s), on)):
-                ax[1].text(s + dx, peaks.get((str(s), on), 0), f"{float(slow[(str(s), on)]):.2f}x",
-                           ha="center", va="bottom", fontsize=7)
+            if slow.get((str(sd), on)):
+                ax[1].text(sd + dx, 0.5, f"{float(slow[(str(sd), on)]):.2f}x", ha="center", va="bottom",
+                           fontsize=7, rotation=90, color="white")
     ax[1].set_xticks(seeds)
-    ax[1].set_xlabel("seed (labels: completion / ideal)")
-    ax[1].set_ylabel("peak INT queue depth (packets)")
-    ax[1].set_title("Peak queue on reserved paths")
+    ax[1].set_xlabel("seed (in the bars: completion / ideal)")
+    ax[1].set_ylabel("INT queue depth on reserved paths (packets)")
+    ax[1].set_title("Queue depth p99 (bars) and peak, per run")
     ax[1].legend()
     fig.tight_layout()
     fig.savefig(os.path.join(out, "predrain.png"), dpi=110)
     plt.close(fig)
+
+
+def queue_stats(queue):
+    """(seed, predrain) -> peak, p99 and share of samples at >= 10 packets."""
+    by = {}
+    for r in queue:
+        by.setdefault((r["seed"], r["predrain"]), []).append(int(r["queue_occupancy"]))
+    out = {}
+    for k, v in by.items():
+        v.sort()
+        out[k] = {"peak": v[-1], "p99": v[min(len(v) - 1, int(len(v) * 0.99))],
+                  "ge10": sum(1 for x in v if x >= 10) / len(v), "samples": len(v)}
+    return out

@@ -46,6 +46,8 @@ sys.path.insert(0, HERE)
 import lab as labmod  # noqa: E402
 
 MODES = ("ecmp5", "qp", "foresight")
+# Ingress drop reasons worth counting per run (p4src/README.md, "Drop reasons").
+DROP_REASONS = (1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13)
 
 # DCQCN at lab scale. A lab packet takes 4 ms on a 250 pps port, against
 # 80 ns for 1 KB at 100 Gbit/s, so hardware timers cannot be scaled
@@ -103,7 +105,10 @@ class Experiment:
         if self.controller_mode == key:
             return
         self.lab.stop_controller()
-        extra = ["--ecmp-hash", "five-tuple" if mode == "ecmp5" else "qp-aware",
+        # Reserved traffic in the RoCE queue (3), like everything else: BMv2
+        # rate-limits each priority queue on its own, so a queue of its own
+        # would give reserved flows a second link's worth of rate.
+        extra = ["--ecmp-hash", "five-tuple" if mode == "ecmp5" else "qp-aware", "--reserved-tc", "3",
                  "--headroom", "1.0", "--lead-time-ms", str(self.args.lead_time_ms)]
         if not predrain:
             extra += ["--predrain-probability", "0"]
@@ -217,6 +222,8 @@ class Experiment:
         if r.returncode != 0:
             raise RuntimeError(f"foresight reserve batch: {r.stderr.strip()}")
         res = json.loads(r.stdout)
+        with open(path.replace("forecast.json", "reservations.json"), "w") as fh:
+            fh.write(r.stdout)
         flows = [fl for rv in res for fl in rv["flows"]]
         reserved = sum(1 for fl in flows if fl["accepted_bps"] > 0)
         # The NDSP contract: a sender keeps to the bandwidth it was granted
@@ -235,13 +242,13 @@ class Experiment:
         for s in self.lab.fabric.switches:
             ports = sorted({p for (sw, p) in self.lab.fabric.port_gbps() if sw == s})
             cmds = [f"counter_read FsEgress.counters.tx_port {p}" for p in ports]
+            cmds += [f"counter_read FsIngress.counters.drops {r}" for r in DROP_REASONS]
             text = self.lab.switch_cli(s, cmds)
             vals = [line for line in text.splitlines() if " packets)" in line]
-            if len(vals) != len(ports):
-                raise RuntimeError(f"{s}: cannot read tx_port counters: {text.strip()[:300]}")
-            for p, line in zip(ports, vals):
-                pk = int(line.rsplit(",", 1)[1].split()[0])
-                out[(s, p)] = pk
+            if len(vals) != len(ports) + len(DROP_REASONS):
+                raise RuntimeError(f"{s}: cannot read tx_port / drops counters: {text.strip()[:300]}")
+            for key, line in zip([p for p in ports] + [f"drop-{r}" for r in DROP_REASONS], vals):
+                out[(s, key)] = int(line.rsplit(",", 1)[1].split()[0])
         return out
 
     def run_one(self, seed, mode, spec, predrain=True, tag=None):
@@ -275,7 +282,8 @@ class Experiment:
             procs[h] = self.lab.host(h).popen(
                 [self.rocegen, "run", "--spec", spec_path, "--host", h, "--out", raw,
                  "--timeout-s", f"{timeout:.0f}", "--rto-ms", str(self.args.rto_ms),
-                 "--linger-ms", str(3 * self.args.rto_ms), "--quiet"], stdout=logf, stderr=subprocess.STDOUT)
+                 "--linger-ms", str(3 * self.args.rto_ms),
+                 "--ack-every", "16", "--ack-delay-ms", str(self.args.ack_delay_ms), "--quiet"], stdout=logf, stderr=subprocess.STDOUT)
         codes = {h: p.wait() for h, p in procs.items()}
         after = self.tx_counters()
         if collector:
@@ -292,7 +300,11 @@ class Experiment:
                "reserved_flows": reserved, "forecast_flows": total,
                "failed_hosts": " ".join(f"{h}:{c}" for h, c in bad.items())}
         links = [{"seed": seed, "mode": mode, "predrain": int(predrain), "switch": s, "port": p,
-                  "packets": after[(s, p)] - before.get((s, p), 0)} for (s, p) in sorted(after)]
+                  "packets": after[(s, p)] - before.get((s, p), 0)}
+                 for (s, p) in sorted(k for k in after if isinstance(k[1], int))]
+        drops = {f"{s}:{k}": after[(s, k)] - before.get((s, k), 0) for (s, k) in after
+                 if isinstance(k, str) and after[(s, k)] != before.get((s, k), 0)}
+        row["switch_drops"] = " ".join(f"{k}={v}" for k, v in sorted(drops.items()))
         for d in demand_ids:
             # Withdraw what is still live before the next run.
             self.lab.fabric_cmd([self.foresight, "cancel", "--demand", d, "--controller", labmod.NDSP_ADDR],
@@ -416,9 +428,10 @@ def summarize(runs, key="mode"):
     for r in runs:
         if r["slowdown"] != "":
             groups.setdefault(r[key], []).append(float(r["slowdown"]))
+    import statistics
     for k, v in groups.items():
         v.sort()
-        med = v[len(v) // 2]
+        med = statistics.median(v)
         print(f"{key}={k}: {len(v)} runs, completion / ideal: median {med:.3f}, "
               f"min {v[0]:.3f}, max {v[-1]:.3f}, mean {sum(v) / len(v):.3f}")
 
@@ -447,7 +460,10 @@ def main():
         p.add_argument("--background-lead-ms", type=int, default=1500,
                        help="background starts this long before the all-reduce")
         p.add_argument("--pps-per-gbps", type=float, default=2.5)
-        p.add_argument("--nic-fraction", type=float, default=0.95,
+        p.add_argument("--ack-delay-ms", type=float, default=100.0,
+                       help="receivers ACK every 16 packets or this long after the first unacknowledged one "
+                            "(BMv2 shapes packets, not bytes: an ACK costs as much as a data packet)")
+        p.add_argument("--nic-fraction", type=float, default=0.9,
                        help="NIC sending rate as a fraction of its switch port's drain rate")
         p.add_argument("--queue-depth", type=int, default=64)
         p.add_argument("--lead-time-ms", type=float, default=500.0)

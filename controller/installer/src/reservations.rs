@@ -61,7 +61,12 @@ impl ReservedFlow {
     /// The ingress leaf's `sr.reservation` entry: push the label stack and
     /// put the flow in the reserved priority queue.
     pub fn entry(&self) -> Object {
-        let mut params = vec![("tc".to_string(), RESERVED_TC.to_string())];
+        self.entry_in_queue(RESERVED_TC)
+    }
+
+    /// The same entry with another traffic class (priority queue) `tc`.
+    pub fn entry_in_queue(&self, tc: u8) -> Object {
+        let mut params = vec![("tc".to_string(), tc.to_string())];
         for (i, label) in self.labels.iter().enumerate() {
             params.push((format!("label{i}"), label.to_string()));
         }

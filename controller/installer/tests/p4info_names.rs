@@ -6,6 +6,7 @@
 use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile, PREDRAIN_ALWAYS};
 use installer::reservations::reserved_flows;
 use installer::static_state::{collector_config, static_state, Collector};
+use installer::Object;
 use p4rt::P4Info;
 use planner::{Planner, PlannerConfig};
 
@@ -50,6 +51,16 @@ fn every_object_resolves_against_the_committed_p4info() {
         let intent = intents.get_mut(leaf).unwrap();
         intent.push(f.entry());
         intent.push(f.watch_entry());
+        // The same flow in another priority queue differs only in `tc`.
+        let (Object::Entry(a), Object::Entry(b)) = (f.entry(), f.entry_in_queue(3)) else {
+            panic!("reservation entries are table entries");
+        };
+        assert_eq!(
+            a.params["tc"],
+            installer::reservations::RESERVED_TC.to_string()
+        );
+        assert_eq!(b.params["tc"], "3");
+        assert_eq!((&a.matches, &a.action), (&b.matches, &b.action));
         intent.push(dcqcn_entry(3, EcnProfile::lowered()));
         intent.push(predrain_entry(
             3,

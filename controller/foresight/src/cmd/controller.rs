@@ -77,6 +77,13 @@ pub struct ControllerCmd {
     /// like a fabric without QP-aware hashing; the lab compares the two).
     #[arg(long, value_enum, default_value = "qp-aware")]
     ecmp_hash: EcmpHash,
+    /// BMv2 priority queue (MPLS traffic class) of reserved traffic, 0-7.
+    /// The lab uses the RoCE queue (3), because BMv2 rate-limits each
+    /// priority queue separately: a queue of its own would give reserved
+    /// traffic a second link's worth of rate.
+    #[arg(long, default_value_t = installer::reservations::RESERVED_TC,
+          value_parser = clap::value_parser!(u8).range(0..=7))]
+    reserved_tc: u8,
     /// A port is congested (CongestionEvent on WatchEvents) while INT
     /// reports see its queue above this many packets.
     #[arg(long, default_value_t = 20)]
@@ -245,6 +252,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             predrain_probability: cmd.predrain_probability,
             collector,
             ecmp_hash: cmd.ecmp_hash.into(),
+            reserved_tc: cmd.reserved_tc,
         },
         telemetry: TelemetryConfig {
             congestion_queue_packets: cmd.congestion_queue_packets,

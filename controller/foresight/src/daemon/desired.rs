@@ -52,6 +52,8 @@ pub struct Policy {
     pub collector: Option<Collector>,
     /// The switches' ECMP hash mode.
     pub ecmp_hash: HashMode,
+    /// Priority queue (MPLS traffic class) of reserved traffic.
+    pub reserved_tc: u8,
 }
 
 type Resolved1 = (Key, p4::Entity);
@@ -196,7 +198,7 @@ impl Compiler {
         let rf = self.reserved_flow(f);
         let leaf = &f.hops[0].switch;
         let entities = Arc::new(FlowEntities {
-            sr: resolve_one(leaf, rf.entry(), &self.info)?,
+            sr: resolve_one(leaf, rf.entry_in_queue(self.policy.reserved_tc), &self.info)?,
             watch: resolve_one(leaf, rf.watch_entry(), &self.info)?,
         });
         self.flows.insert(key, entities.clone());

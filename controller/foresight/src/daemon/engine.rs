@@ -1551,6 +1551,7 @@ mod tests {
             predrain_probability: 0xffff,
             collector: None,
             ecmp_hash: planner::ecmp::HashMode::QpAware,
+            reserved_tc: installer::reservations::RESERVED_TC,
         };
         Compiler::new(topo, pipeline.info, policy).unwrap()
     }

@@ -24,6 +24,7 @@ import lab as labmod  # noqa: E402
 
 TOPOLOGIES = ("leaf-spine-lab.yaml", "pod3-lab.yaml", "rail-lab.yaml")
 results = []
+scratch = []   # temporary files and directories, removed when every check passed
 
 
 def check(name, ok, detail=""):
@@ -60,6 +61,7 @@ def reachability(topology, name):
 def crash(name):
     """SIGKILL the `lab.py up` process, then `lab.py down` cleans up."""
     log = tempfile.NamedTemporaryFile(prefix="foresight-labtest-", suffix=".log", delete=False)
+    scratch.append(log.name)
     p = subprocess.Popen([sys.executable, os.path.join(HERE, "lab.py"), "up", "--name", name,
                           "--controller"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 90
@@ -85,6 +87,7 @@ def crash(name):
 
 def experiment(name):
     out = tempfile.mkdtemp(prefix="foresight-labexp-")
+    scratch.append(out)
     r = subprocess.run([sys.executable, os.path.join(HERE, "experiment.py"), "allreduce", "--seeds", "1",
                         "--name", name, "--bytes", str(8 * 2 * 16 * 1024), "--background-lead-ms", "800",
                         "--out", out], capture_output=True, text=True)
@@ -117,6 +120,13 @@ def main():
     if not args.quick:
         experiment("fte")
     failed = [n for n, ok in results if not ok]
+    if not failed:
+        # The labs' logs are kept on failure only.
+        import shutil
+        for name in [f"ft{i}" for i in range(len(topologies))] + ["ftc", "fte"]:
+            shutil.rmtree(os.path.join(labmod.STATE_DIR, name), ignore_errors=True)
+        for path in scratch:
+            shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)
     print(f"bmv2-lab: {len(results) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
 

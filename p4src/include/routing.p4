@@ -9,14 +9,20 @@
 // ECMP hash (the Rust planner emulates it to predict collisions; keep the
 // field order and widths exactly):
 //   RoCEv2 (UDP dport 4791, BTH parsed):
-//     crc32(ipv4.src_addr ++ ipv4.dst_addr ++ udp.src_port ++ bth.dst_qp[24])
+//     crc32(seed[32] ++ ipv4.src_addr ++ ipv4.dst_addr ++ udp.src_port ++ bth.dst_qp[24])
 //   anything else:
-//     crc32(ipv4.src_addr ++ ipv4.dst_addr ++ ipv4.protocol ++ l4 src ++ l4 dst)
+//     crc32(seed[32] ++ ipv4.src_addr ++ ipv4.dst_addr ++ ipv4.protocol ++ l4 src ++ l4 dst)
+// `seed` is the switch's own hash seed (table hash_seed, default 0), set by
+// the controller: real switches seed their ECMP hash per switch so that the
+// tiers of a Clos do not repeat each other's choice (hash polarisation).
+// Prepending the seed is equivalent to starting the CRC from another
+// initial value, and it works the same on TNA, whose CRC init is a
+// compile-time constant.
 // The hash mode is a switch-wide setting (table hash_mode, default action
 // QP-aware): `hash_five_tuple` makes RoCEv2 hash like everything else, on
 // the 5-tuple, which is what a fabric without QP-aware hashing does; the
 // lab compares the two on the same traffic.
-// Both inputs are 13 bytes, big-endian, no padding. crc32 is BMv2's
+// Both inputs are 17 bytes (4 of seed + 13 of key), big-endian, no padding. crc32 is BMv2's
 // HashAlgorithm.crc32: CRC-32/ISO-HDLC (poly 0x04C11DB7 reflected, init and
 // final XOR 0xFFFFFFFF), the same as zlib.crc32. The selector then uses the
 // hash unchanged (HashAlgorithm.identity over the 32-bit value) and BMv2
@@ -47,6 +53,18 @@ control Routing(inout headers_t hdr, inout fs_metadata_t meta,
     }
 
     bit<1> qp_aware = 1;
+    bit<32> ecmp_seed = 0;
+
+    /// This switch's ECMP hash seed (prepended to every hash input).
+    action set_hash_seed(bit<32> seed) { ecmp_seed = seed; }
+
+    /// Switch-wide ECMP hash seed: the default action only (no key).
+    table hash_seed {
+        key = {}
+        actions = { set_hash_seed; }
+        default_action = set_hash_seed(0);
+        size = 1;
+    }
 
     /// RoCEv2 hashes (src, dst, UDP source port, destination QP).
     action hash_qp_aware() { qp_aware = 1; }
@@ -80,16 +98,19 @@ control Routing(inout headers_t hdr, inout fs_metadata_t meta,
 
     apply {
         hash_mode.apply();
+        hash_seed.apply();
         if (meta.flow.is_roce == 1 && qp_aware == 1) {
             hash(meta.flow.ecmp_hash, HashAlgorithm.crc32, 32w0,
-                 { hdr.ipv4.src_addr,
+                 { ecmp_seed,
+                   hdr.ipv4.src_addr,
                    hdr.ipv4.dst_addr,
                    hdr.udp.src_port,
                    hdr.bth.dst_qp },
                  64w0x100000000);
         } else {
             hash(meta.flow.ecmp_hash, HashAlgorithm.crc32, 32w0,
-                 { hdr.ipv4.src_addr,
+                 { ecmp_seed,
+                   hdr.ipv4.src_addr,
                    hdr.ipv4.dst_addr,
                    hdr.ipv4.protocol,
                    meta.flow.l4_src_port,

@@ -1,40 +1,84 @@
-//! The event-driven fluid simulation: flows start (at a fixed time, or
-//! when the previous iteration's last flow finishes), get max-min fair
-//! rates over their links, and finish; rates are recomputed at every start,
-//! finish and link failure.
+//! The event-driven fluid simulation: flows start (at a fixed time, or at
+//! an offset into an iteration of a job), get max-min fair rates over their
+//! links, and finish. A job's iteration ends when its slowest flow ends;
+//! the next one starts after the job's compute gap. Rates are brought up to
+//! date at every start, finish and link failure ([`MaxMin`] re-solves only
+//! what an event can change).
+//!
+//! A flow's remaining bits are only touched when its rate changes: finish
+//! times wait in a heap, so an event costs in proportion to what it
+//! changes, not to the number of active flows.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use indicatif::ProgressBar;
 
-use crate::maxmin::{Use, WaterFill};
+use crate::maxmin::{FlowId, MaxMin, Route};
+use crate::parts::Parts;
 
-/// When a flow starts.
+/// A repeating job: iteration `n + 1` starts `gap_ns` after the last flow
+/// of iteration `n` finishes (the compute between two communication phases).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Start {
-    /// `offset_ns` after iteration `n` begins (iteration 0 begins at 0,
-    /// iteration n+1 when the last flow of iteration n finishes).
-    Iteration(u32, f64),
-    /// At an absolute time (background traffic; never gates an iteration).
-    At(f64),
+pub struct Job {
+    /// Iterations to run.
+    pub iterations: u32,
+    /// Idle time between an iteration's end and the next one's start, ns.
+    pub gap_ns: f64,
+}
+
+/// The iteration of a job a flow belongs to (and delays until it ends).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gate {
+    /// Index into the job list.
+    pub job: u32,
+    /// Iteration.
+    pub iteration: u32,
 }
 
 /// A flow to simulate.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SimFlow {
-    /// Size in bits.
+    /// Size in bits; infinite for a stream that lasts the whole run.
     pub bits: f64,
-    /// Start.
-    pub start: Start,
+    /// Start: offset into its iteration when gated, otherwise absolute, ns.
+    pub start_ns: f64,
+    /// Its iteration, or `None` for traffic that gates nothing (background).
+    pub gate: Option<Gate>,
+    /// Highest rate it may send at, Gbit/s (infinite: line rate).
+    pub max_gbps: f32,
+}
+
+impl SimFlow {
+    /// A flow of iteration `iteration` of job `job`, starting `offset_ns` in.
+    pub fn gated(bits: f64, job: u32, iteration: u32, offset_ns: f64) -> SimFlow {
+        SimFlow {
+            bits,
+            start_ns: offset_ns,
+            gate: Some(Gate { job, iteration }),
+            max_gbps: f32::INFINITY,
+        }
+    }
+
+    /// A flow starting at `at_ns`, gating nothing.
+    pub fn at(bits: f64, at_ns: f64) -> SimFlow {
+        SimFlow {
+            bits,
+            start_ns: at_ns,
+            gate: None,
+            max_gbps: f32::INFINITY,
+        }
+    }
 }
 
 /// Chooses links for flows (a load-balancing policy on a fabric).
 pub trait Router {
-    /// The links flow `i` uses when it starts (or is re-routed), given the
-    /// current per-edge load (sum of coefficients of active flows). False
-    /// if the flow cannot be routed (it then never finishes).
-    fn route(&mut self, i: usize, load: &[f64], out: &mut Vec<Use>) -> bool;
+    /// The route of flow `i` when it starts (or is re-routed), given the
+    /// current per-edge load (summed coefficients of active flows; the
+    /// sprayed flows started at the same instant are not in it yet).
+    /// Shared fractional pieces go into `parts`. False if the flow cannot
+    /// be routed (it then never finishes).
+    fn route(&mut self, i: usize, load: &[f64], parts: &mut Parts, out: &mut Route) -> bool;
     /// Takes these directed edges down.
     fn fail(&mut self, edges: &[u32]);
     /// Whether flow `i` is re-routed after a failure even if its links
@@ -54,184 +98,284 @@ pub struct Failure {
 /// What a simulation produced.
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
-    /// Per iteration: duration, ns (infinite if it never finished).
-    pub iteration_ns: Vec<f64>,
+    /// Per job, per iteration: duration, ns (infinite if it never finished).
+    pub iteration_ns: Vec<Vec<f64>>,
     /// Per flow: finish time, ns (infinite if never).
     pub finish_ns: Vec<f64>,
     /// Per edge: bits carried.
     pub edge_bits: Vec<f64>,
-    /// End of the last iteration, ns.
+    /// When the last iteration ended (or the last flow, without jobs), ns.
     pub end_ns: f64,
-    /// Rate recomputations.
+    /// Event instants (starts, finishes, failures) processed.
     pub events: usize,
-    /// Flows that never finished.
+    /// Rate changes over all events (newcomers included).
+    pub resolved: usize,
+    /// Gated flows that never finished plus flows that could not be routed.
     pub unfinished: usize,
 }
 
+/// Below this, two instants are the same (ns).
+const EPS_T: f64 = 1e-6;
+
+/// `(time, index)`, ordered so that a max-heap pops the earliest.
 #[derive(Clone, Copy, PartialEq)]
-struct At(f64, u32);
-impl Eq for At {}
-impl PartialOrd for At {
+struct Soonest(f64, u32, u32);
+impl Eq for Soonest {}
+impl PartialOrd for Soonest {
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
         Some(self.cmp(o))
     }
 }
-impl Ord for At {
+impl Ord for Soonest {
     fn cmp(&self, o: &Self) -> Ordering {
-        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+        o.0.total_cmp(&self.0)
+            .then(o.1.cmp(&self.1))
+            .then(o.2.cmp(&self.2))
     }
 }
 
-struct Active {
+/// Engine-side state of an active flow, indexed like the solver's flows.
+#[derive(Clone, Copy, Default)]
+struct Track {
     flow: u32,
-    remaining: f64,
-    rate: f64,
-    /// Route range in the arena.
-    r0: u32,
-    r1: u32,
-    /// Bits sent when the current route was taken.
-    sent_at_route: f64,
+    /// Bumped at every rate change; stale finish entries carry older ones.
+    version: u32,
+    /// Remaining bits at `t_ref`.
+    rem: f64,
+    t_ref: f64,
+}
+
+/// Flows waiting to start, by source: the ungated flows, or one released
+/// iteration. Each list is sorted by start offset; `base` is added.
+struct Source {
+    base: f64,
+    list: Vec<u32>,
+    next: usize,
+}
+
+struct Jobs {
+    /// Flows of each (job, iteration), at `first[job] + iteration`.
+    by_gate: Vec<Vec<u32>>,
+    first: Vec<usize>,
+    left: Vec<usize>,
+    begin: Vec<f64>,
+    /// Next iteration to end, per job.
+    current: Vec<u32>,
+    /// Jobs with iterations still to end.
+    running: usize,
 }
 
 /// Simulates `flows` (rates in bits/ns = Gbit/s, capacities `cap` per edge)
-/// until every flow has finished or nothing can progress.
+/// until every job has run all its iterations (then background still
+/// running stops), or, without gated flows, until every flow has finished.
 pub fn simulate(
     flows: &[SimFlow],
-    iterations: u32,
+    jobs: &[Job],
     cap: &[f64],
     router: &mut dyn Router,
     failures: &[Failure],
     progress: Option<&ProgressBar>,
 ) -> Outcome {
-    let ne = cap.len();
-    let mut cap = cap.to_vec();
-    let mut by_iter: Vec<Vec<u32>> = vec![Vec::new(); iterations as usize];
-    let mut pending = BinaryHeap::new();
+    let mut first = Vec::with_capacity(jobs.len());
+    let mut total = 0usize;
+    for j in jobs {
+        first.push(total);
+        total += j.iterations as usize;
+    }
+    let mut js = Jobs {
+        by_gate: vec![Vec::new(); total],
+        first,
+        left: vec![0; total],
+        begin: vec![f64::INFINITY; total],
+        current: vec![0; jobs.len()],
+        running: jobs.iter().filter(|j| j.iterations > 0).count(),
+    };
+    let mut ungated = Vec::new();
     for (i, f) in flows.iter().enumerate() {
-        match f.start {
-            Start::Iteration(n, _) => by_iter[n as usize].push(i as u32),
-            Start::At(t) => pending.push(At(t, i as u32)),
+        match f.gate {
+            Some(g) => {
+                assert!(
+                    (g.job as usize) < jobs.len() && g.iteration < jobs[g.job as usize].iterations,
+                    "flow {i}: gate {g:?} outside the jobs"
+                );
+                js.by_gate[js.first[g.job as usize] + g.iteration as usize].push(i as u32);
+            }
+            None => ungated.push(i as u32),
         }
     }
-    let mut left: Vec<usize> = by_iter.iter().map(Vec::len).collect();
-    let mut begin = vec![f64::INFINITY; iterations as usize];
+    let by_start = |a: &u32, b: &u32| {
+        flows[*a as usize]
+            .start_ns
+            .total_cmp(&flows[*b as usize].start_ns)
+            .then(a.cmp(b))
+    };
+    for l in &mut js.by_gate {
+        l.sort_by(by_start);
+    }
+    for (k, l) in js.by_gate.iter().enumerate() {
+        js.left[k] = l.len();
+    }
+    ungated.sort_by(by_start);
+    let gated_flows: usize = js.left.iter().sum();
+
     let mut out = Outcome {
-        iteration_ns: vec![f64::INFINITY; iterations as usize],
+        iteration_ns: jobs
+            .iter()
+            .map(|j| vec![f64::INFINITY; j.iterations as usize])
+            .collect(),
         finish_ns: vec![f64::INFINITY; flows.len()],
-        edge_bits: vec![0.0; ne],
+        edge_bits: vec![0.0; cap.len()],
         ..Default::default()
     };
-    let release = |n: usize, t: f64, begin: &mut Vec<f64>, pending: &mut BinaryHeap<At>| {
-        begin[n] = t;
-        for &i in &by_iter[n] {
-            if let Start::Iteration(_, off) = flows[i as usize].start {
-                pending.push(At(t + off, i));
-            }
+    let mut sources: Vec<Source> = vec![Source {
+        base: 0.0,
+        list: ungated,
+        next: 0,
+    }];
+    let mut waiting: BinaryHeap<Soonest> = BinaryHeap::new();
+    let push_source = |s: usize, sources: &[Source], waiting: &mut BinaryHeap<Soonest>| {
+        let src = &sources[s];
+        if let Some(&i) = src.list.get(src.next) {
+            // Simultaneous starts go in flow order (least-loaded routing sees them so).
+            waiting.push(Soonest(src.base + flows[i as usize].start_ns, i, s as u32));
         }
     };
-    // Empty iterations finish at once.
-    let mut next_iter = 0usize;
-    let advance_iters = |t: f64,
-                         left: &Vec<usize>,
-                         begin: &mut Vec<f64>,
-                         pending: &mut BinaryHeap<At>,
-                         out: &mut Outcome,
-                         next_iter: &mut usize| {
-        while *next_iter < iterations as usize {
-            let n = *next_iter;
-            if begin[n].is_infinite() {
-                release(n, t, begin, pending);
+    push_source(0, &sources, &mut waiting);
+    // Releases iteration `n` of job `j` at `t`; empty iterations end at once.
+    let release = |j: usize,
+                   t: f64,
+                   js: &mut Jobs,
+                   sources: &mut Vec<Source>,
+                   waiting: &mut BinaryHeap<Soonest>,
+                   out: &mut Outcome| {
+        let mut t = t;
+        while (js.current[j] as usize) < out.iteration_ns[j].len() {
+            let k = js.first[j] + js.current[j] as usize;
+            js.begin[k] = t;
+            if js.left[k] > 0 {
+                sources.push(Source {
+                    base: t,
+                    list: std::mem::take(&mut js.by_gate[k]),
+                    next: 0,
+                });
+                push_source(sources.len() - 1, sources, waiting);
+                return;
             }
-            if left[n] > 0 {
-                break;
-            }
-            out.iteration_ns[n] = t - begin[n];
-            out.end_ns = t;
-            *next_iter += 1;
+            out.iteration_ns[j][js.current[j] as usize] = 0.0;
+            js.current[j] += 1;
+            t += jobs[j].gap_ns;
         }
+        js.running -= 1;
     };
-    advance_iters(
-        0.0,
-        &left,
-        &mut begin,
-        &mut pending,
-        &mut out,
-        &mut next_iter,
-    );
+    for (j, job) in jobs.iter().enumerate() {
+        if job.iterations > 0 {
+            release(j, 0.0, &mut js, &mut sources, &mut waiting, &mut out);
+        }
+    }
 
-    let mut arena: Vec<Use> = Vec::new();
-    let mut active: Vec<Active> = Vec::new();
-    let mut load = vec![0.0f64; ne];
-    let mut scratch: Vec<Use> = Vec::new();
-    let mut wf = WaterFill::new(ne);
-    let mut rates: Vec<f64> = Vec::new();
+    let mut mm = MaxMin::new(cap);
+    let mut track: Vec<Track> = Vec::new();
+    let mut due: BinaryHeap<Soonest> = BinaryHeap::new();
+    let mut route = Route::default();
+    let mut changed: Vec<(FlowId, f64)> = Vec::new();
+    let mut part_bits: Vec<f64> = Vec::new();
     let mut stuck = 0usize;
     let mut fail_ix = 0usize;
+    let mut failed = vec![false; cap.len()];
     let mut t = 0.0f64;
-    let mut dirty = true;
-    const EPS_T: f64 = 1e-6; // ns
+    // Credits `bits` sent by active flow `id` to the links of its route.
+    let credit =
+        |id: FlowId, bits: f64, mm: &MaxMin, edge_bits: &mut [f64], part_bits: &mut Vec<f64>| {
+            if bits == 0.0 {
+                return;
+            }
+            let (edges, parts) = mm.route_of(id);
+            for &e in edges {
+                edge_bits[e as usize] += bits;
+            }
+            for &p in parts {
+                if part_bits.len() <= p as usize {
+                    part_bits.resize(p as usize + 1, 0.0);
+                }
+                part_bits[p as usize] += bits;
+            }
+        };
+    let start_flow = |i: u32,
+                      t: f64,
+                      router: &mut dyn Router,
+                      mm: &mut MaxMin,
+                      track: &mut Vec<Track>,
+                      route: &mut Route,
+                      rem: f64|
+     -> bool {
+        let (load, parts) = mm.load_and_parts();
+        route.clear();
+        if !router.route(i as usize, load, parts, route) {
+            return false;
+        }
+        let id = mm.add(route, flows[i as usize].max_gbps as f64) as usize;
+        if track.len() <= id {
+            track.resize(id + 1, Track::default());
+        }
+        let v = track[id].version.wrapping_add(1);
+        track[id] = Track {
+            flow: i,
+            version: v,
+            rem,
+            t_ref: t,
+        };
+        true
+    };
     loop {
+        out.events += 1;
         // Starts.
-        while let Some(&At(ts, i)) = pending.peek() {
+        while let Some(&Soonest(ts, _, s)) = waiting.peek() {
             if ts > t + EPS_T {
                 break;
             }
-            pending.pop();
-            if router.route(i as usize, &load, &mut scratch) {
-                let r0 = arena.len() as u32;
-                for &(e, a) in &scratch {
-                    load[e as usize] += a;
-                }
-                arena.extend_from_slice(&scratch);
-                active.push(Active {
-                    flow: i,
-                    remaining: flows[i as usize].bits,
-                    rate: 0.0,
-                    r0,
-                    r1: arena.len() as u32,
-                    sent_at_route: 0.0,
-                });
-                dirty = true;
-            } else {
+            waiting.pop();
+            let src = &mut sources[s as usize];
+            let i = src.list[src.next];
+            src.next += 1;
+            push_source(s as usize, &sources, &mut waiting);
+            if !start_flow(
+                i,
+                t,
+                router,
+                &mut mm,
+                &mut track,
+                &mut route,
+                flows[i as usize].bits,
+            ) && flows[i as usize].gate.is_none()
+            {
                 stuck += 1;
             }
         }
-        // Compaction of the route arena when mostly garbage.
-        if arena.len() > 1 << 16
-            && arena.len() > 4 * active.iter().map(|a| (a.r1 - a.r0) as usize).sum::<usize>()
-        {
-            let mut fresh = Vec::with_capacity(arena.len() / 2);
-            for a in &mut active {
-                let r0 = fresh.len() as u32;
-                fresh.extend_from_slice(&arena[a.r0 as usize..a.r1 as usize]);
-                a.r0 = r0;
-                a.r1 = fresh.len() as u32;
+        // Rates.
+        changed.clear();
+        mm.solve(&mut changed);
+        out.resolved += changed.len();
+        for &(id, old) in &changed {
+            let tr = &mut track[id as usize];
+            let sent = old * (t - tr.t_ref);
+            tr.rem -= sent;
+            tr.t_ref = t;
+            tr.version = tr.version.wrapping_add(1);
+            let end = t + tr.rem / mm.rate(id);
+            if end.is_finite() {
+                due.push(Soonest(end, id, tr.version));
             }
-            arena = fresh;
+            credit(id, sent, &mm, &mut out.edge_bits, &mut part_bits);
         }
-        if dirty {
-            let (ar, ac) = (&arena, &active);
-            wf.solve(
-                active.len(),
-                |k| &ar[ac[k].r0 as usize..ac[k].r1 as usize],
-                &cap,
-                &mut rates,
-            );
-            for (a, &r) in active.iter_mut().zip(&rates) {
-                a.rate = r;
+        // Next instant.
+        while let Some(&Soonest(_, id, v)) = due.peek() {
+            if track[id as usize].version == v {
+                break;
             }
-            out.events += 1;
-            dirty = false;
+            due.pop();
         }
-        // Next event.
-        let mut dt = f64::INFINITY;
-        for a in &active {
-            if a.rate > 0.0 {
-                dt = dt.min(a.remaining / a.rate);
-            }
-        }
-        let mut t_next = t + dt;
-        if let Some(&At(ts, _)) = pending.peek() {
+        let mut t_next = due.peek().map_or(f64::INFINITY, |d| d.0);
+        if let Some(&Soonest(ts, _, _)) = waiting.peek() {
             t_next = t_next.min(ts);
         }
         if let Some(f) = failures.get(fail_ix) {
@@ -240,41 +384,49 @@ pub fn simulate(
         if !t_next.is_finite() {
             break;
         }
-        let dt = t_next - t;
-        for a in &mut active {
-            a.remaining -= a.rate * dt;
-        }
-        t = t_next;
-        // Finishes.
-        let mut finished_any = false;
-        let mut k = 0;
-        while k < active.len() {
-            let a = &active[k];
-            let f = &flows[a.flow as usize];
-            if a.remaining <= 1e-9 * f.bits.max(1.0)
-                || (a.rate > 0.0 && a.remaining / a.rate <= EPS_T)
-            {
-                let a = active.swap_remove(k);
-                let sent = f.bits - a.sent_at_route;
-                for &(e, c) in &arena[a.r0 as usize..a.r1 as usize] {
-                    out.edge_bits[e as usize] += c * sent;
-                    load[e as usize] -= c;
+        t = t_next.max(t);
+        // Finishes: within EPS_T of now, or all but a 1e-9 fraction sent.
+        while let Some(&Soonest(tf, id, v)) = due.peek() {
+            let tr = track[id as usize];
+            if tr.version != v {
+                due.pop();
+                continue;
+            }
+            let f = &flows[tr.flow as usize];
+            let left_bits = mm.rate(id) * (tf - t);
+            if tf - t > EPS_T && left_bits > 1e-9 * f.bits.max(1.0) {
+                break;
+            }
+            due.pop();
+            credit(id, tr.rem, &mm, &mut out.edge_bits, &mut part_bits);
+            mm.remove(id);
+            track[id as usize].version = v.wrapping_add(1);
+            out.finish_ns[tr.flow as usize] = t;
+            if let Some(g) = f.gate {
+                let j = g.job as usize;
+                let k = js.first[j] + g.iteration as usize;
+                js.left[k] -= 1;
+                if let Some(p) = progress {
+                    p.inc(1);
                 }
-                out.finish_ns[a.flow as usize] = t;
-                if let Start::Iteration(n, _) = f.start {
-                    left[n as usize] -= 1;
-                    if let Some(p) = progress {
-                        p.inc(1);
-                    }
+                // Only the current iteration of a job has been released.
+                if js.left[k] == 0 {
+                    out.iteration_ns[j][g.iteration as usize] = t - js.begin[k];
+                    out.end_ns = out.end_ns.max(t);
+                    js.current[j] += 1;
+                    release(
+                        j,
+                        t + jobs[j].gap_ns,
+                        &mut js,
+                        &mut sources,
+                        &mut waiting,
+                        &mut out,
+                    );
                 }
-                finished_any = true;
-            } else {
-                k += 1;
             }
         }
-        if finished_any {
-            dirty = true;
-            advance_iters(t, &left, &mut begin, &mut pending, &mut out, &mut next_iter);
+        if gated_flows > 0 && js.running == 0 {
+            break;
         }
         // Failures.
         while let Some(f) = failures.get(fail_ix) {
@@ -284,90 +436,145 @@ pub fn simulate(
             fail_ix += 1;
             router.fail(&f.edges);
             for &e in &f.edges {
-                cap[e as usize] = 0.0;
-            }
-            let mut failed = vec![false; ne];
-            for &e in &f.edges {
+                mm.fail_edge(e);
                 failed[e as usize] = true;
             }
-            let mut k = 0;
-            while k < active.len() {
-                let a = &active[k];
-                let hit = arena[a.r0 as usize..a.r1 as usize]
-                    .iter()
-                    .any(|u| failed[u.0 as usize]);
-                if !hit && !router.rehash_on_failure(a.flow as usize) {
-                    k += 1;
+            // In flow order, so least-loaded re-picks are reproducible.
+            let mut live: Vec<(u32, FlowId)> = (0..track.len() as FlowId)
+                .filter(|&id| mm.is_live(id))
+                .map(|id| (track[id as usize].flow, id))
+                .collect();
+            live.sort_unstable();
+            for (i, id) in live {
+                let (edges, parts) = mm.route_of(id);
+                let hit = edges.iter().any(|&e| failed[e as usize])
+                    || parts
+                        .iter()
+                        .any(|&p| mm.parts().get(p).iter().any(|u| failed[u.0 as usize]));
+                if !hit && !router.rehash_on_failure(i as usize) {
                     continue;
                 }
-                let old: Vec<Use> = arena[a.r0 as usize..a.r1 as usize].to_vec();
-                for &(e, c) in &old {
-                    load[e as usize] -= c;
-                }
-                let ok = router.route(a.flow as usize, &load, &mut scratch);
-                let a = &mut active[k];
-                if ok && scratch == old {
-                    for &(e, c) in &old {
-                        load[e as usize] += c;
-                    }
-                    k += 1;
-                    continue;
-                }
-                let sent = flows[a.flow as usize].bits - a.remaining - a.sent_at_route;
-                for &(e, c) in &old {
-                    out.edge_bits[e as usize] += c * sent;
-                }
-                if ok {
-                    a.sent_at_route += sent;
-                    a.r0 = arena.len() as u32;
-                    for &(e, c) in &scratch {
-                        load[e as usize] += c;
-                    }
-                    arena.extend_from_slice(&scratch);
-                    a.r1 = arena.len() as u32;
-                    k += 1;
-                } else {
-                    active.swap_remove(k);
+                let tr = track[id as usize];
+                let sent = mm.rate(id) * (t - tr.t_ref);
+                credit(id, sent, &mm, &mut out.edge_bits, &mut part_bits);
+                mm.remove(id);
+                track[id as usize].version = tr.version.wrapping_add(1);
+                if !start_flow(i, t, router, &mut mm, &mut track, &mut route, tr.rem - sent)
+                    && flows[i as usize].gate.is_none()
+                {
                     stuck += 1;
                 }
             }
-            dirty = true;
         }
     }
-    out.unfinished = stuck + active.len() + pending.len();
+    // Streams and unfinished flows: what they sent up to the end.
+    for id in 0..track.len() as FlowId {
+        if mm.is_live(id) {
+            let tr = track[id as usize];
+            credit(
+                id,
+                mm.rate(id) * (t - tr.t_ref),
+                &mm,
+                &mut out.edge_bits,
+                &mut part_bits,
+            );
+        }
+    }
+    for (p, &b) in part_bits.iter().enumerate() {
+        for &(e, c) in mm.parts().get(p as u32) {
+            out.edge_bits[e as usize] += c * b;
+        }
+    }
+    if gated_flows == 0 {
+        out.end_ns = t;
+    }
+    out.unfinished = stuck + js.left.iter().sum::<usize>();
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::maxmin::Use;
+    use crate::reference;
 
-    struct Fixed(Vec<Vec<Use>>);
-    impl Router for Fixed {
-        fn route(&mut self, i: usize, _: &[f64], out: &mut Vec<Use>) -> bool {
-            out.clear();
-            out.extend_from_slice(&self.0[i]);
+    /// A candidate route: own edges and fractional pieces.
+    type Candidate = (Vec<u32>, Vec<Vec<Use>>);
+
+    /// Each flow has candidate routes (own edges, fractional pieces); it
+    /// takes the first whose links are all up, or, with `least_loaded`, the
+    /// one whose busiest own link has the least load.
+    #[derive(Clone)]
+    struct Candidates {
+        routes: Vec<Vec<Candidate>>,
+        failed: Vec<bool>,
+        least_loaded: bool,
+        rehash: bool,
+    }
+
+    impl Router for Candidates {
+        fn route(&mut self, i: usize, load: &[f64], parts: &mut Parts, out: &mut Route) -> bool {
+            let up = |c: &Candidate| {
+                c.0.iter().all(|&e| !self.failed[e as usize])
+                    && c.1.iter().flatten().all(|u| !self.failed[u.0 as usize])
+            };
+            let busiest = |c: &Candidate| c.0.iter().map(|&e| load[e as usize]).fold(0.0, f64::max);
+            let mut best: Option<&Candidate> = None;
+            for c in self.routes[i].iter().filter(|c| up(c)) {
+                match best {
+                    None => best = Some(c),
+                    Some(b) if self.least_loaded && busiest(c) < busiest(b) => best = Some(c),
+                    _ => {}
+                }
+                if !self.least_loaded {
+                    break;
+                }
+            }
+            let Some((edges, pieces)) = best else {
+                return false;
+            };
+            out.edges.extend_from_slice(edges);
+            for p in pieces {
+                out.parts.push(parts.intern(p));
+            }
             true
         }
-        fn fail(&mut self, _: &[u32]) {}
-        fn rehash_on_failure(&self, _: usize) -> bool {
-            false
+        fn fail(&mut self, edges: &[u32]) {
+            for &e in edges {
+                self.failed[e as usize] = true;
+            }
+        }
+        fn rehash_on_failure(&self, i: usize) -> bool {
+            self.rehash && i % 2 == 0
         }
     }
 
-    fn flow(bits: f64) -> SimFlow {
-        SimFlow {
-            bits,
-            start: Start::Iteration(0, 0.0),
+    fn fixed(routes: Vec<Vec<u32>>, edges: usize) -> Candidates {
+        Candidates {
+            routes: routes.into_iter().map(|r| vec![(r, vec![])]).collect(),
+            failed: vec![false; edges],
+            least_loaded: false,
+            rehash: false,
         }
+    }
+
+    fn one_job() -> Vec<Job> {
+        vec![Job {
+            iterations: 1,
+            gap_ns: 0.0,
+        }]
+    }
+
+    fn flow(bits: f64) -> SimFlow {
+        SimFlow::gated(bits, 0, 0, 0.0)
     }
 
     #[test]
     fn single_bottleneck_closed_form() {
         // 8e9 bits over a 400 Gbit/s NIC and a 100 Gbit/s link: 80 ms.
-        let mut r = Fixed(vec![vec![(0, 1.0), (1, 1.0)]]);
-        let o = simulate(&[flow(8e9)], 1, &[400.0, 100.0], &mut r, &[], None);
-        assert!((o.iteration_ns[0] - 8e7).abs() < 1.0, "{o:?}");
+        let mut r = fixed(vec![vec![0, 1]], 2);
+        let o = simulate(&[flow(8e9)], &one_job(), &[400.0, 100.0], &mut r, &[], None);
+        assert!((o.iteration_ns[0][0] - 8e7).abs() < 1.0, "{o:?}");
     }
 
     #[test]
@@ -375,8 +582,15 @@ mod tests {
         // B and 2B bits sharing capacity C: the small one at C/2 finishes at
         // 2B/C; the big one then runs alone and finishes at 3B/C.
         let (b, c) = (1e6, 10.0);
-        let mut r = Fixed(vec![vec![(0, 1.0)], vec![(0, 1.0)]]);
-        let o = simulate(&[flow(b), flow(2.0 * b)], 1, &[c], &mut r, &[], None);
+        let mut r = fixed(vec![vec![0], vec![0]], 1);
+        let o = simulate(
+            &[flow(b), flow(2.0 * b)],
+            &one_job(),
+            &[c],
+            &mut r,
+            &[],
+            None,
+        );
         assert!((o.finish_ns[0] - 2.0 * b / c).abs() < 1e-3);
         assert!((o.finish_ns[1] - 3.0 * b / c).abs() < 1e-3);
         assert!((o.edge_bits[0] - 3.0 * b).abs() < 1e-3);
@@ -384,36 +598,196 @@ mod tests {
 
     #[test]
     fn iterations_chain_and_background_does_not_gate() {
-        let mut r = Fixed(vec![vec![(0, 1.0)], vec![(0, 1.0)], vec![(1, 1.0)]]);
+        let mut r = fixed(vec![vec![0], vec![0], vec![1]], 2);
         let flows = vec![
-            SimFlow {
-                bits: 100.0,
-                start: Start::Iteration(0, 0.0),
+            SimFlow::gated(100.0, 0, 0, 0.0),
+            SimFlow::gated(100.0, 0, 1, 0.0),
+            SimFlow::at(1e9, 0.0),
+        ];
+        let jobs = [Job {
+            iterations: 2,
+            gap_ns: 0.0,
+        }];
+        let o = simulate(&flows, &jobs, &[10.0, 1.0], &mut r, &[], None);
+        assert_eq!(o.iteration_ns, vec![vec![10.0, 10.0]]);
+        assert!((o.finish_ns[1] - 20.0).abs() < 1e-9);
+        // The run ends with the last iteration; the background has sent 20 bits.
+        assert_eq!(o.end_ns, 20.0);
+        assert!(o.finish_ns[2].is_infinite());
+        assert!((o.edge_bits[1] - 20.0).abs() < 1e-9);
+        assert_eq!(o.unfinished, 0);
+    }
+
+    #[test]
+    fn jobs_keep_their_own_pace() {
+        // Job 0: 100 bits per iteration, gap 5; job 1: 300 bits, gap 0;
+        // separate links of 10: iterations of 10 and 30 ns.
+        let mut r = fixed(vec![vec![0], vec![0], vec![1], vec![1]], 2);
+        let flows = vec![
+            SimFlow::gated(100.0, 0, 0, 0.0),
+            SimFlow::gated(100.0, 0, 1, 0.0),
+            SimFlow::gated(300.0, 1, 0, 0.0),
+            SimFlow::gated(300.0, 1, 1, 0.0),
+        ];
+        let jobs = [
+            Job {
+                iterations: 2,
+                gap_ns: 5.0,
             },
-            SimFlow {
-                bits: 100.0,
-                start: Start::Iteration(1, 0.0),
-            },
-            SimFlow {
-                bits: 1e9,
-                start: Start::At(0.0),
+            Job {
+                iterations: 2,
+                gap_ns: 0.0,
             },
         ];
-        let o = simulate(&flows, 2, &[10.0, 1.0], &mut r, &[], None);
-        assert_eq!(o.iteration_ns, vec![10.0, 10.0]);
-        assert!((o.finish_ns[1] - 20.0).abs() < 1e-9);
-        assert!((o.finish_ns[2] - 1e9).abs() < 1e-3);
+        let o = simulate(&flows, &jobs, &[10.0, 10.0], &mut r, &[], None);
+        assert_eq!(o.iteration_ns, vec![vec![10.0, 10.0], vec![30.0, 30.0]]);
+        assert_eq!(o.finish_ns[1], 25.0);
+        assert_eq!(o.end_ns, 60.0);
+    }
+
+    #[test]
+    fn rate_cap_and_stream() {
+        // A stream capped at 2 shares a link of 10 with a flow of 80 bits.
+        let mut r = fixed(vec![vec![0], vec![0]], 1);
+        let mut stream = SimFlow::at(f64::INFINITY, 0.0);
+        stream.max_gbps = 2.0;
+        let o = simulate(
+            &[flow(80.0), stream],
+            &one_job(),
+            &[10.0],
+            &mut r,
+            &[],
+            None,
+        );
+        assert_eq!(o.iteration_ns, vec![vec![10.0]]);
+        assert!((o.edge_bits[0] - 100.0).abs() < 1e-9);
     }
 
     #[test]
     fn failed_link_stalls_unroutable_flow() {
-        let mut r = Fixed(vec![vec![(0, 1.0)]]);
+        let mut r = fixed(vec![vec![0]], 1);
         let f = [Failure {
             at_ns: 5.0,
             edges: vec![0],
         }];
-        let o = simulate(&[flow(100.0)], 1, &[1.0], &mut r, &f, None);
+        let o = simulate(&[flow(100.0)], &one_job(), &[1.0], &mut r, &f, None);
         assert_eq!(o.unfinished, 1);
-        assert!(o.iteration_ns[0].is_infinite());
+        assert!(o.iteration_ns[0][0].is_infinite());
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+    }
+
+    /// Random networks and traffic: the incremental engine agrees with the
+    /// from-scratch reference on every finish time, iteration and link.
+    #[test]
+    fn agrees_with_the_reference_engine() {
+        let mut rng = planner::rng::Rng::new(42);
+        let mut cases = 0;
+        for case in 0..300u64 {
+            let ne = 4 + rng.below(12) as usize;
+            let cap: Vec<f64> = (0..ne)
+                .map(|_| [10.0, 25.0, 40.0, 100.0][rng.below(4) as usize])
+                .collect();
+            let spray = case % 3 == 0;
+            let nf = 2 + rng.below(40) as usize;
+            let pick = |rng: &mut planner::rng::Rng| -> Candidate {
+                let mut own: Vec<u32> = (0..1 + rng.below(3))
+                    .map(|_| rng.below(ne as u64) as u32)
+                    .collect();
+                own.sort_unstable();
+                own.dedup();
+                let mut pieces = Vec::new();
+                if spray && rng.below(2) == 0 {
+                    let k = 2 + rng.below(3) as usize;
+                    let first = rng.below((ne - 1) as u64) as u32;
+                    let piece: Vec<Use> = (0..k as u32)
+                        .map(|j| ((first + j) % ne as u32, 1.0 / k as f64))
+                        .collect();
+                    pieces.push(piece);
+                }
+                (own, pieces)
+            };
+            let routes: Vec<Vec<Candidate>> = (0..nf)
+                .map(|_| (0..1 + rng.below(3)).map(|_| pick(&mut rng)).collect())
+                .collect();
+            let jobs = vec![
+                Job {
+                    iterations: 1 + rng.below(3) as u32,
+                    gap_ns: [0.0, 7.0][rng.below(2) as usize],
+                },
+                Job {
+                    iterations: 1 + rng.below(2) as u32,
+                    gap_ns: 3.0,
+                },
+            ];
+            let flows: Vec<SimFlow> = (0..nf)
+                .map(|_| {
+                    // Few distinct sizes, so that flows finish together too.
+                    let bits = [100.0, 250.0, 1000.0, 1234.5][rng.below(4) as usize];
+                    let mut f = match rng.below(5) {
+                        0 => SimFlow::at(bits, rng.below(40) as f64),
+                        1 | 2 => SimFlow::gated(
+                            bits,
+                            0,
+                            rng.below(jobs[0].iterations as u64) as u32,
+                            0.0,
+                        ),
+                        _ => SimFlow::gated(
+                            bits,
+                            1,
+                            rng.below(jobs[1].iterations as u64) as u32,
+                            rng.below(3) as f64,
+                        ),
+                    };
+                    if rng.below(6) == 0 {
+                        f.max_gbps = 3.0;
+                    }
+                    if f.gate.is_none() && rng.below(4) == 0 {
+                        f.bits = f64::INFINITY;
+                    }
+                    f
+                })
+                .collect();
+            let failures = if case % 4 == 1 {
+                vec![Failure {
+                    at_ns: 1.0 + rng.below(30) as f64,
+                    edges: vec![rng.below(ne as u64) as u32],
+                }]
+            } else {
+                vec![]
+            };
+            let router = Candidates {
+                routes,
+                failed: vec![false; ne],
+                least_loaded: !spray,
+                rehash: case % 8 == 1,
+            };
+            let fast = simulate(&flows, &jobs, &cap, &mut router.clone(), &failures, None);
+            let slow = reference::simulate(&flows, &jobs, &cap, &mut router.clone(), &failures);
+            let ctx = format!("case {case}: {fast:?}\nvs reference {slow:?}");
+            assert_eq!(fast.unfinished, slow.unfinished, "{ctx}");
+            for (a, b) in fast
+                .iteration_ns
+                .iter()
+                .flatten()
+                .zip(slow.iteration_ns.iter().flatten())
+            {
+                assert!(close(*a, *b), "iteration {a} vs {b}; {ctx}");
+            }
+            for (a, b) in fast.finish_ns.iter().zip(&slow.finish_ns) {
+                assert!(close(*a, *b), "finish {a} vs {b}; {ctx}");
+            }
+            for (a, b) in fast.edge_bits.iter().zip(&slow.edge_bits) {
+                assert!(
+                    (a - b).abs() <= 1e-6 * a.abs().max(1.0),
+                    "edge bits {a} vs {b}; {ctx}"
+                );
+            }
+            assert!(close(fast.end_ns, slow.end_ns), "end; {ctx}");
+            cases += usize::from(fast.resolved < fast.events * flows.len());
+        }
+        assert!(cases > 0);
     }
 }

@@ -24,21 +24,26 @@
 pub mod engine;
 pub mod maxmin;
 pub mod output;
+pub mod parts;
+#[cfg(test)]
+mod reference;
 pub mod routing;
 pub mod validate;
 pub mod workload;
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use anyhow::bail;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use planner::ecmp::{flow_hash, HashMode};
 use planner::paths::Path;
-use planner::topology::{EdgeId, HostIdx, NodeRef, Topology};
+use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 use planner::{Planner, PlannerConfig};
 
-use engine::{simulate, Failure, Router, SimFlow, Start};
-use maxmin::Use;
+use engine::{simulate, Failure, Job, Router, SimFlow};
+use maxmin::{Route as SimRoute, Use};
+use parts::{PartId, Parts};
 use routing::Fabric;
 use workload::{set_qp, Workload};
 
@@ -111,7 +116,8 @@ enum How {
     Hashed(u32),
     Adaptive(u32),
     Spray,
-    Fixed(Path, u32),
+    /// Index into the planned paths, and the hash for a fallback.
+    Fixed(u32, u32),
     Ideal,
 }
 
@@ -124,26 +130,87 @@ struct Route {
 struct PolicyRouter<'t> {
     fabric: Fabric<'t>,
     routes: Vec<Route>,
+    paths: Vec<Path>,
+    /// Sprayed fabric parts per (source leaf, destination leaf); `None`:
+    /// unreachable. Cleared when links fail.
+    spray: HashMap<(SwitchIdx, SwitchIdx), Option<Vec<PartId>>>,
+    uses: Vec<Use>,
+}
+
+impl PolicyRouter<'_> {
+    /// Fluid spraying: the NIC links, plus the leaf pair's fabric shares
+    /// as shared parts (one rising, one falling on a Clos).
+    fn sprayed(
+        &mut self,
+        src: HostIdx,
+        dst: HostIdx,
+        parts: &mut Parts,
+        out: &mut SimRoute,
+    ) -> bool {
+        let topo = self.fabric.topo;
+        let (up, down) = (topo.host_up_edge(src), topo.host_down_edge(dst));
+        if self.fabric.is_failed(up) || self.fabric.is_failed(down) {
+            return false;
+        }
+        let key = (
+            topo.hosts()[src as usize].leaf,
+            topo.hosts()[dst as usize].leaf,
+        );
+        if !self.spray.contains_key(&key) {
+            let ids = self.fabric.sprayed(src, dst, &mut self.uses).then(|| {
+                let fabric = &self.uses[1..self.uses.len() - 1];
+                let rising = |e: EdgeId| {
+                    let l = topo.edge(e);
+                    let tier = |n: NodeRef| match n {
+                        NodeRef::Switch(s) => topo.switches()[s as usize].role.tier(),
+                        NodeRef::Host(_) => 0,
+                    };
+                    tier(l.to) > tier(l.from)
+                };
+                fabric
+                    .chunk_by(|a, b| rising(a.0) == rising(b.0))
+                    .map(|run| parts.intern(run))
+                    .collect()
+            });
+            self.spray.insert(key, ids);
+        }
+        let Some(ids) = &self.spray[&key] else {
+            return false;
+        };
+        out.edges.push(up);
+        out.parts.extend_from_slice(ids);
+        out.edges.push(down);
+        true
+    }
 }
 
 impl Router for PolicyRouter<'_> {
-    fn route(&mut self, i: usize, load: &[f64], out: &mut Vec<Use>) -> bool {
+    fn route(&mut self, i: usize, load: &[f64], parts: &mut Parts, out: &mut SimRoute) -> bool {
         let r = &self.routes[i];
+        let (src, dst) = (r.src, r.dst);
         let f = &mut self.fabric;
-        match r.how {
-            How::Hashed(h) => f.hashed(r.src, r.dst, h, out),
-            How::Adaptive(h) => f.least_loaded(r.src, r.dst, h, load, out),
-            How::Spray => f.sprayed(r.src, r.dst, out),
+        let u = &mut self.uses;
+        let ok = match r.how {
+            How::Hashed(h) => f.hashed(src, dst, h, u),
+            How::Adaptive(h) => f.least_loaded(src, dst, h, load, u),
+            How::Spray => return self.sprayed(src, dst, parts, out),
             How::Fixed(p, h) => {
-                f.fixed(r.src, &p, out) || f.least_loaded(r.src, r.dst, h, load, out)
+                f.fixed(src, &self.paths[p as usize], u) || f.least_loaded(src, dst, h, load, u)
             }
-            How::Ideal => f.ideal(r.src, r.dst, out),
-        }
+            How::Ideal => f.ideal(src, dst, u),
+        };
+        debug_assert!(
+            u.iter().all(|x| x.1 == 1.0),
+            "single-path routes load whole links"
+        );
+        out.edges.extend(u.iter().map(|x| x.0));
+        ok
     }
     fn fail(&mut self, edges: &[u32]) {
         for &e in edges {
             self.fabric.fail(e);
         }
+        self.spray.clear();
     }
     fn rehash_on_failure(&self, i: usize) -> bool {
         matches!(self.routes[i].how, How::Hashed(_) | How::Spray)
@@ -277,23 +344,20 @@ pub struct PolicyResult {
 }
 
 /// Simulation inputs derived for one policy.
-fn prepare(w: &Workload, policy: Policy, paths: Option<&[Path]>) -> (Vec<SimFlow>, Vec<Route>) {
+fn prepare(w: &Workload, policy: Policy, planned: bool) -> (Vec<SimFlow>, Vec<Route>) {
     let mut flows = Vec::new();
     let mut routes = Vec::new();
     for n in 0..w.iterations {
         for (j, f) in w.connections().enumerate() {
             let five = flow_hash(f, HashMode::FiveTuple);
-            let start = Start::Iteration(n, f.start_ns as f64);
             let bits = f.bytes as f64 * 8.0;
+            let start = f.start_ns as f64;
             match policy {
                 Policy::QpHash { qps } => {
                     for q in 0..qps {
                         let mut g = f.clone();
                         set_qp(&mut g, f.dest_qp ^ (q << 14));
-                        flows.push(SimFlow {
-                            bits: bits / qps as f64,
-                            start,
-                        });
+                        flows.push(SimFlow::gated(bits / qps as f64, 0, n, start));
                         routes.push(Route {
                             src: f.src,
                             dst: f.dst,
@@ -308,10 +372,13 @@ fn prepare(w: &Workload, policy: Policy, paths: Option<&[Path]>) -> (Vec<SimFlow
                         Policy::Ecmp => How::Hashed(five),
                         Policy::Adaptive => How::Adaptive(five),
                         Policy::Spray => How::Spray,
-                        Policy::Foresight => How::Fixed(paths.expect("planned")[j], five),
+                        Policy::Foresight => {
+                            assert!(planned, "Foresight needs the planned paths");
+                            How::Fixed(j as u32, five)
+                        }
                         Policy::QpHash { .. } => unreachable!(),
                     };
-                    flows.push(SimFlow { bits, start });
+                    flows.push(SimFlow::gated(bits, 0, n, start));
                     routes.push(Route {
                         src: f.src,
                         dst: f.dst,
@@ -329,10 +396,7 @@ fn prepare(w: &Workload, policy: Policy, paths: Option<&[Path]>) -> (Vec<SimFlow
             Policy::Adaptive => How::Adaptive(flow_hash(f, HashMode::FiveTuple)),
             Policy::Spray => How::Spray,
         };
-        flows.push(SimFlow {
-            bits: f.bytes as f64 * 8.0,
-            start: Start::At(f.start_ns as f64),
-        });
+        flows.push(SimFlow::at(f.bytes as f64 * 8.0, f.start_ns as f64));
         routes.push(Route {
             src: f.src,
             dst: f.dst,
@@ -340,6 +404,50 @@ fn prepare(w: &Workload, policy: Policy, paths: Option<&[Path]>) -> (Vec<SimFlow
         });
     }
     (flows, routes)
+}
+
+/// Everything one policy's simulation needs.
+struct Setup<'t> {
+    flows: Vec<SimFlow>,
+    jobs: Vec<Job>,
+    cap: Vec<f64>,
+    router: PolicyRouter<'t>,
+    plan_s: f64,
+}
+
+fn setup<'t>(topo: &'t Topology, w: &Workload, policy: Policy) -> Setup<'t> {
+    let t0 = Instant::now();
+    let paths: Vec<Path> = if policy == Policy::Foresight {
+        let mut p = Planner::new(topo, PlannerConfig::default());
+        let plan = p.plan(&w.demands);
+        plan.demands
+            .iter()
+            .flat_map(|d| d.flows.iter().map(|f| f.path))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let plan_s = t0.elapsed().as_secs_f64();
+    let (flows, routes) = prepare(w, policy, !paths.is_empty() || w.demands.is_empty());
+    let cap: Vec<f64> = (0..topo.edge_count() as u32)
+        .map(|e| topo.edge(e).capacity_bps as f64 / 1e9)
+        .collect();
+    Setup {
+        flows,
+        jobs: vec![Job {
+            iterations: w.iterations,
+            gap_ns: 0.0,
+        }],
+        cap,
+        router: PolicyRouter {
+            fabric: Fabric::new(topo),
+            routes,
+            paths,
+            spray: HashMap::new(),
+            uses: Vec::new(),
+        },
+        plan_s,
+    }
 }
 
 /// A progress bar on stderr, hidden when stderr is not a terminal.
@@ -364,33 +472,14 @@ pub fn run_policy(
     progress: bool,
 ) -> PolicyResult {
     let t0 = Instant::now();
-    let paths: Option<Vec<Path>> = (policy == Policy::Foresight).then(|| {
-        let mut p = Planner::new(topo, PlannerConfig::default());
-        let plan = p.plan(&w.demands);
-        plan.demands
-            .iter()
-            .flat_map(|d| d.flows.iter().map(|f| f.path))
-            .collect()
-    });
-    let plan_s = t0.elapsed().as_secs_f64();
-    let (flows, routes) = prepare(w, policy, paths.as_deref());
-    let cap: Vec<f64> = (0..topo.edge_count() as u32)
-        .map(|e| topo.edge(e).capacity_bps as f64 / 1e9)
-        .collect();
-    let mut router = PolicyRouter {
-        fabric: Fabric::new(topo),
-        routes,
-    };
-    let gating = flows
-        .iter()
-        .filter(|f| matches!(f.start, Start::Iteration(..)))
-        .count();
+    let mut su = setup(topo, w, policy);
+    let gating = su.flows.iter().filter(|f| f.gate.is_some()).count();
     let pb = progress.then(|| progress_bar(gating as u64, policy.name()));
     let o = simulate(
-        &flows,
-        w.iterations,
-        &cap,
-        &mut router,
+        &su.flows,
+        &su.jobs,
+        &su.cap,
+        &mut su.router,
         failures,
         pb.as_ref(),
     );
@@ -398,9 +487,11 @@ pub fn run_policy(
         pb.finish_and_clear();
     }
     let wall_s = t0.elapsed().as_secs_f64();
+    let (cap, plan_s, flows) = (&su.cap, su.plan_s, su.flows.len());
+    let iteration_ns = o.iteration_ns[0].clone();
     let ratio: Vec<f64> = match ideal {
-        Some(id) => o.iteration_ns.iter().zip(id).map(|(a, b)| a / b).collect(),
-        None => vec![1.0; o.iteration_ns.len()],
+        Some(id) => iteration_ns.iter().zip(id).map(|(a, b)| a / b).collect(),
+        None => vec![1.0; iteration_ns.len()],
     };
     let span = o.end_ns.max(1e-9);
     let mut link_util: Vec<f64> = (0..topo.edge_count() as u32)
@@ -417,10 +508,10 @@ pub fn run_policy(
         mean_ratio: ratio.iter().sum::<f64>() / ratio.len().max(1) as f64,
         max_ratio: ratio.iter().copied().fold(0.0, f64::max),
         ratio,
-        iteration_ns: o.iteration_ns,
+        iteration_ns,
         util,
         link_util,
-        flows: flows.len(),
+        flows,
         events: o.events,
         unfinished: o.unfinished,
         wall_s,
@@ -515,6 +606,53 @@ mod tests {
             "ecmp mean {}",
             ecmp_sum / 4.0
         );
+    }
+
+    /// Every policy on a small 3-tier fabric (all-to-all plus background,
+    /// a link failing mid-run): the engine equals the from-scratch reference.
+    #[test]
+    fn policies_agree_with_the_reference_engine() {
+        let t = Topology::from_spec(preset(Preset::Clos3, 64).unwrap()).unwrap();
+        let w = build(
+            &t,
+            &WorkloadSpec {
+                kind: WorkloadKind::AllToAll,
+                bytes: 16 << 20,
+                background: 20,
+                background_bytes: 4 << 20,
+                iterations: 2,
+                seed: 3,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let failures = [Failure {
+            at_ns: 200_000.0,
+            edges: random_links(&t, 1, 5),
+        }];
+        for p in [
+            Policy::Ideal,
+            Policy::Ecmp,
+            Policy::QpHash { qps: 2 },
+            Policy::Adaptive,
+            Policy::Spray,
+            Policy::Foresight,
+        ] {
+            let mut a = setup(&t, &w, p);
+            let mut b = setup(&t, &w, p);
+            let fast = simulate(&a.flows, &a.jobs, &a.cap, &mut a.router, &failures, None);
+            let slow = reference::simulate(&b.flows, &b.jobs, &b.cap, &mut b.router, &failures);
+            let name = p.name();
+            assert_eq!(fast.unfinished, slow.unfinished, "{name}");
+            let close = |x: f64, y: f64| x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs());
+            for (x, y) in fast.iteration_ns[0].iter().zip(&slow.iteration_ns[0]) {
+                assert!(close(*x, *y), "{name}: iteration {x} vs {y}");
+            }
+            for (i, (x, y)) in fast.finish_ns.iter().zip(&slow.finish_ns).enumerate() {
+                assert!(close(*x, *y), "{name}: flow {i} finished at {x} vs {y}");
+            }
+            assert!(fast.events > 10, "{name}: {} events", fast.events);
+        }
     }
 
     #[test]

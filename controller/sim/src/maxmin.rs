@@ -1,21 +1,95 @@
-//! Max-min fair rates by progressive filling (water-filling).
+//! Max-min fair rates by progressive filling, kept up to date as flows come
+//! and go.
 //!
-//! Every active flow uses a set of links, each with a coefficient: 1 for a
-//! single-path flow, the fraction of the flow carried by that link for a
-//! sprayed (fluid) flow. Rates rise together from zero; when a link fills,
-//! the flows crossing it freeze at the current level and the others keep
-//! rising. The saturation level of link `e` is
-//! `(capacity − frozen load) / (sum of coefficients of unfrozen flows)`;
-//! freezing a flow at the current level can only raise the other links'
-//! levels, so a lazy min-heap over links is exact.
+//! Every active flow loads its own links with coefficient 1 (a private
+//! link of capacity `max_rate` stands in for a rate cap) and, when
+//! sprayed, shared [`Parts`] with fractional coefficients. Rates rise
+//! together from zero; when a link fills, the flows crossing it freeze at
+//! that level and the others keep rising. A link's saturation level is
+//! `(capacity − frozen load) / (summed coefficients of unfrozen flows)`;
+//! freezing flows can only raise the other links' levels, so a lazy
+//! min-heap over links is exact.
 //!
-//! All state is in flat arrays indexed by edge id and reused between calls.
+//! **Incremental re-solves.** Between two solves flows only leave and
+//! arrive (a failure asks for a full solve). The new filling is the same
+//! as the old one below a level `L`:
+//! * below the lowest old rate of a departed flow — all its links filled
+//!   at or above that rate, so removing it changes nothing lower down;
+//! * below the level at which an arriving flow could first fill one of its
+//!   links — at most the link's current load plus the newcomers' share,
+//!   and at most (old weight + new weight) × level.
+//!
+//! So only the flows whose rate is at least `L` (plus the newcomers) are
+//! re-solved, starting at `L`, with everything slower frozen as it was.
+//! Flows are kept in groups of equal rate, so finding them costs nothing.
+//! In a synchronised collective the flows that finish are the fastest
+//! ones: most events re-solve nothing at all.
+//!
+//! A part's links are updated once per freezing level for all its flows
+//! that froze at that level, not once per flow.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+use crate::parts::{PartId, Parts};
+
 /// One link a flow loads: edge id and the fraction of the flow's rate on it.
 pub type Use = (u32, f64);
+
+/// A flow's route as the solver stores it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Route {
+    /// Links the whole flow crosses.
+    pub edges: Vec<u32>,
+    /// Shared fractional pieces (sprayed traffic).
+    pub parts: Vec<PartId>,
+}
+
+impl Route {
+    /// Empties it.
+    pub fn clear(&mut self) {
+        self.edges.clear();
+        self.parts.clear();
+    }
+
+    /// Every (edge, coefficient) it loads, parts expanded, into `out`.
+    pub fn uses(&self, parts: &Parts, out: &mut Vec<Use>) {
+        out.clear();
+        out.extend(self.edges.iter().map(|&e| (e, 1.0)));
+        for &p in &self.parts {
+            out.extend_from_slice(parts.get(p));
+        }
+    }
+
+    /// True when it loads no link.
+    pub fn is_empty(&self) -> bool {
+        self.edges.is_empty() && self.parts.is_empty()
+    }
+}
+
+/// Flow handle inside a [`MaxMin`].
+pub type FlowId = u32;
+
+const UNSOLVED: u32 = u32::MAX;
+const FREE: u32 = u32::MAX - 1;
+
+#[derive(Clone, Copy)]
+struct Slot {
+    /// Offset in `arena`: own edges, then part ids.
+    off: u32,
+    n_edges: u16,
+    n_parts: u16,
+    rate: f64,
+    /// Rate group ([`UNSOLVED`] before its first solve, [`FREE`] when unused).
+    group: u32,
+    pos: u32,
+}
+
+/// Flows that froze at one level.
+struct Group {
+    level: f64,
+    members: Vec<FlowId>,
+}
 
 #[derive(Clone, Copy, PartialEq)]
 struct Key(f64, u32);
@@ -32,122 +106,624 @@ impl Ord for Key {
     }
 }
 
-/// Reusable water-filling solver over a fixed set of edges.
-pub struct WaterFill {
-    /// Sum of coefficients of unfrozen flows per edge.
+/// Relative slack under which two levels count as equal.
+const SAME: f64 = 1e-12;
+
+/// Max-min state of a set of active flows on a network.
+pub struct MaxMin {
+    /// Real edges; ids at and above are private rate-cap links.
+    n_real: usize,
+    cap: Vec<f64>,
+    /// Per edge: summed coefficients of active flows.
     weight: Vec<f64>,
-    /// Unfrozen flows per edge.
-    count: Vec<u32>,
-    /// Load of frozen flows per edge.
-    frozen: Vec<f64>,
-    /// CSR offset of the edge's flow list (valid for touched edges).
-    off: Vec<u32>,
-    fill: Vec<u32>,
-    touched: Vec<u32>,
-    adj: Vec<(u32, f64)>,
-    heap: BinaryHeap<Key>,
-    done: Vec<bool>,
+    /// Per edge: summed coefficient × rate of active flows.
+    load: Vec<f64>,
+    free_private: Vec<u32>,
+    parts: Parts,
+    /// Per part: flows added (+) and removed (−) and their rates, not yet
+    /// applied to the part's links.
+    part_delta: Vec<(f64, f64)>,
+    dirty_parts: Vec<PartId>,
+    slots: Vec<Slot>,
+    free_slots: Vec<FlowId>,
+    arena: Vec<u32>,
+    garbage: usize,
+    live: usize,
+    /// Sorted by level.
+    groups: Vec<Group>,
+    /// Lowest rate of a flow removed since the last solve.
+    floor: f64,
+    arrivals: Vec<FlowId>,
+    full: bool,
+    scratch: Scratch,
 }
 
-impl WaterFill {
-    /// A solver for a network of `edges` edges.
-    pub fn new(edges: usize) -> WaterFill {
-        WaterFill {
-            weight: vec![0.0; edges],
-            count: vec![0; edges],
-            frozen: vec![0.0; edges],
-            off: vec![0; edges],
-            fill: vec![0; edges],
-            touched: Vec::new(),
-            adj: Vec::new(),
-            heap: BinaryHeap::new(),
-            done: Vec::new(),
+/// Per-solve working arrays, sized to the network and reset after use.
+#[derive(Default)]
+struct Scratch {
+    weight: Vec<f64>,
+    frozen: Vec<f64>,
+    /// Unfrozen (flow, edge) incidences per edge.
+    count: Vec<u32>,
+    seen: Vec<bool>,
+    touched: Vec<u32>,
+    off: Vec<u32>,
+    fill: Vec<u32>,
+    adj: Vec<FlowId>,
+    p_count: Vec<u32>,
+    p_rates: Vec<f64>,
+    p_off: Vec<u32>,
+    p_fill: Vec<u32>,
+    p_adj: Vec<FlowId>,
+    p_touched: Vec<PartId>,
+    p_pending: Vec<u32>,
+    p_dirty: Vec<PartId>,
+    done: Vec<bool>,
+    unit: Vec<FlowId>,
+    heap: BinaryHeap<Key>,
+}
+
+impl MaxMin {
+    /// A network with these edge capacities (same unit as the rates).
+    pub fn new(cap: &[f64]) -> MaxMin {
+        let n = cap.len();
+        MaxMin {
+            n_real: n,
+            cap: cap.to_vec(),
+            weight: vec![0.0; n],
+            load: vec![0.0; n],
+            free_private: Vec::new(),
+            parts: Parts::new(),
+            part_delta: Vec::new(),
+            dirty_parts: Vec::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            arena: Vec::new(),
+            garbage: 0,
+            live: 0,
+            groups: Vec::new(),
+            floor: f64::INFINITY,
+            arrivals: Vec::new(),
+            full: false,
+            scratch: Scratch::default(),
         }
     }
 
-    /// Max-min fair rates of `flows` (each a list of [`Use`]s) on links of
-    /// capacity `cap` (same unit as the rates). A flow crossing a link of
-    /// capacity 0 gets rate 0. Writes `rates[i]` for flow `i`.
-    pub fn solve<'a, F>(&mut self, n: usize, route: F, cap: &[f64], rates: &mut Vec<f64>)
-    where
-        F: Fn(usize) -> &'a [Use],
-    {
-        rates.clear();
-        rates.resize(n, f64::INFINITY);
-        self.done.clear();
-        self.done.resize(n, false);
-        // Per-edge totals.
-        for i in 0..n {
-            for &(e, a) in route(i) {
-                let e = e as usize;
-                if self.count[e] == 0 {
-                    self.touched.push(e as u32);
-                }
-                self.count[e] += 1;
-                self.weight[e] += a;
+    /// Per real edge, the summed coefficients of the active flows (what
+    /// least-loaded routing compares), and the parts table to intern
+    /// routes into. Flows added with parts since the last solve are not
+    /// yet counted on the parts' links.
+    pub fn load_and_parts(&mut self) -> (&[f64], &mut Parts) {
+        (&self.weight[..self.n_real], &mut self.parts)
+    }
+
+    /// The parts table.
+    pub fn parts(&self) -> &Parts {
+        &self.parts
+    }
+
+    /// Current rate of flow `f` (0 until the solve after it was added).
+    pub fn rate(&self, f: FlowId) -> f64 {
+        self.slots[f as usize].rate
+    }
+
+    /// Whether `f` is an active flow.
+    pub fn is_live(&self, f: FlowId) -> bool {
+        self.slots.get(f as usize).is_some_and(|s| s.group != FREE)
+    }
+
+    /// Active flows.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// True when no flow is active.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Own edges of `f` (rate-cap links excluded) and its parts.
+    pub fn route_of(&self, f: FlowId) -> (&[u32], &[PartId]) {
+        let s = &self.slots[f as usize];
+        let o = s.off as usize;
+        let own = &self.arena[o..o + s.n_edges as usize];
+        let real = own
+            .iter()
+            .position(|&e| e as usize >= self.n_real)
+            .unwrap_or(own.len());
+        (
+            &own[..real],
+            &self.arena[o + s.n_edges as usize..o + s.n_edges as usize + s.n_parts as usize],
+        )
+    }
+
+    fn own(&self, f: FlowId) -> (usize, usize, usize) {
+        let s = &self.slots[f as usize];
+        let o = s.off as usize;
+        (
+            o,
+            o + s.n_edges as usize,
+            o + s.n_edges as usize + s.n_parts as usize,
+        )
+    }
+
+    fn private_edge(&mut self, cap: f64) -> u32 {
+        let e = match self.free_private.pop() {
+            Some(e) => e,
+            None => {
+                self.cap.push(0.0);
+                self.weight.push(0.0);
+                self.load.push(0.0);
+                (self.cap.len() - 1) as u32
+            }
+        };
+        self.cap[e as usize] = cap;
+        e
+    }
+
+    fn touch_part(&mut self, p: PartId, dn: f64, dr: f64) {
+        let p = p as usize;
+        if self.part_delta.len() <= p {
+            self.part_delta.resize(p + 1, (0.0, 0.0));
+        }
+        let d = &mut self.part_delta[p];
+        if d.0 == 0.0 && d.1 == 0.0 {
+            self.dirty_parts.push(p as PartId);
+        }
+        d.0 += dn;
+        d.1 += dr;
+    }
+
+    /// Adds a flow on `route`, at most `max_rate` (infinite: no cap).
+    /// Its rate is 0 until the next [`MaxMin::solve`].
+    pub fn add(&mut self, route: &Route, max_rate: f64) -> FlowId {
+        assert!(!route.is_empty(), "a flow must load at least one link");
+        let off = self.arena.len() as u32;
+        self.arena.extend_from_slice(&route.edges);
+        if max_rate.is_finite() {
+            let e = self.private_edge(max_rate.max(0.0));
+            self.arena.push(e);
+        }
+        let n_edges = (self.arena.len() - off as usize) as u16;
+        self.arena.extend_from_slice(&route.parts);
+        for i in off as usize..off as usize + n_edges as usize {
+            self.weight[self.arena[i] as usize] += 1.0;
+        }
+        for &p in &route.parts {
+            self.touch_part(p, 1.0, 0.0);
+        }
+        let slot = Slot {
+            off,
+            n_edges,
+            n_parts: route.parts.len() as u16,
+            rate: 0.0,
+            group: UNSOLVED,
+            pos: 0,
+        };
+        let f = match self.free_slots.pop() {
+            Some(f) => {
+                self.slots[f as usize] = slot;
+                f
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as FlowId
+            }
+        };
+        self.live += 1;
+        self.arrivals.push(f);
+        f
+    }
+
+    /// Removes flow `f`.
+    pub fn remove(&mut self, f: FlowId) {
+        let s = self.slots[f as usize];
+        assert!(s.group != FREE, "flow {f} is not active");
+        if s.group == UNSOLVED {
+            if let Some(k) = self.arrivals.iter().rposition(|&a| a == f) {
+                self.arrivals.swap_remove(k);
+            }
+        } else {
+            self.floor = self.floor.min(s.rate);
+            let g = &mut self.groups[s.group as usize].members;
+            g.swap_remove(s.pos as usize);
+            if let Some(&moved) = g.get(s.pos as usize) {
+                self.slots[moved as usize].pos = s.pos;
             }
         }
-        // CSR edge -> flows.
-        let mut total = 0u32;
-        for &e in &self.touched {
-            let e = e as usize;
-            self.off[e] = total;
-            self.fill[e] = total;
-            total += self.count[e];
-        }
-        self.adj.clear();
-        self.adj.resize(total as usize, (0, 0.0));
-        for i in 0..n {
-            for &(e, a) in route(i) {
-                let e = e as usize;
-                self.adj[self.fill[e] as usize] = (i as u32, a);
-                self.fill[e] += 1;
+        let (a, b, c) = self.own(f);
+        for i in a..b {
+            let e = self.arena[i] as usize;
+            if e >= self.n_real {
+                self.cap[e] = 0.0;
+                self.weight[e] = 0.0;
+                self.load[e] = 0.0;
+                self.free_private.push(e as u32);
+            } else {
+                self.weight[e] -= 1.0;
+                self.load[e] -= s.rate;
             }
         }
-        self.heap.clear();
-        for &e in &self.touched {
-            let eu = e as usize;
-            self.heap
-                .push(Key(cap[eu].max(0.0) / self.weight[eu].max(1e-300), e));
+        for i in b..c {
+            let p = self.arena[i];
+            self.touch_part(p, -1.0, -s.rate);
         }
-        let mut level = 0.0f64;
-        while let Some(Key(k, e)) = self.heap.pop() {
-            let eu = e as usize;
-            if self.count[eu] == 0 {
+        self.garbage += c - a;
+        self.slots[f as usize].group = FREE;
+        self.free_slots.push(f);
+        self.live -= 1;
+        if self.garbage > 1 << 16 && self.garbage > self.arena.len() / 2 {
+            self.compact();
+        }
+    }
+
+    /// Takes edge `e` out of service (capacity 0); the next solve is full.
+    pub fn fail_edge(&mut self, e: u32) {
+        self.cap[e as usize] = 0.0;
+        self.full = true;
+    }
+
+    fn compact(&mut self) {
+        let mut fresh = Vec::with_capacity(self.arena.len() - self.garbage);
+        for s in &mut self.slots {
+            if s.group == FREE {
                 continue;
             }
-            let l = ((cap[eu] - self.frozen[eu]).max(0.0) / self.weight[eu].max(1e-300)).max(level);
-            if l > k * (1.0 + 1e-12) + 1e-15 {
-                self.heap.push(Key(l, e));
+            let o = s.off as usize;
+            let n = s.n_edges as usize + s.n_parts as usize;
+            s.off = fresh.len() as u32;
+            fresh.extend_from_slice(&self.arena[o..o + n]);
+        }
+        self.arena = fresh;
+        self.garbage = 0;
+    }
+
+    /// Applies the flows added to and removed from parts to the parts' links.
+    fn flush_parts(&mut self) {
+        for &p in &self.dirty_parts {
+            let (dn, dr) = std::mem::take(&mut self.part_delta[p as usize]);
+            for &(e, c) in self.parts.get(p) {
+                self.weight[e as usize] += c * dn;
+                self.load[e as usize] += c * dr;
+            }
+        }
+        self.dirty_parts.clear();
+    }
+
+    /// The level below which the arrivals cannot change the filling.
+    fn arrival_floor(&mut self, arrivals: &[FlowId]) -> f64 {
+        let sc = &mut self.scratch;
+        sc.weight.resize(self.cap.len(), 0.0);
+        sc.seen.resize(self.cap.len(), false);
+        sc.p_count.resize(self.parts.len(), 0);
+        let add = |e: u32, c: f64, sc: &mut Scratch| {
+            let e = e as usize;
+            if !sc.seen[e] {
+                sc.seen[e] = true;
+                sc.touched.push(e as u32);
+            }
+            sc.weight[e] += c;
+        };
+        for &f in arrivals {
+            let s = self.slots[f as usize];
+            let o = s.off as usize;
+            for i in o..o + s.n_edges as usize {
+                add(self.arena[i], 1.0, sc);
+            }
+            for i in o + s.n_edges as usize..o + s.n_edges as usize + s.n_parts as usize {
+                let p = self.arena[i];
+                if sc.p_count[p as usize] == 0 {
+                    sc.p_touched.push(p);
+                }
+                sc.p_count[p as usize] += 1;
+            }
+        }
+        let mut pt = std::mem::take(&mut sc.p_touched);
+        for &p in &pt {
+            let n = sc.p_count[p as usize] as f64;
+            for &(e, c) in self.parts.get(p) {
+                add(e, c * n, sc);
+            }
+            sc.p_count[p as usize] = 0;
+        }
+        pt.clear();
+        sc.p_touched = pt;
+        let mut floor = f64::INFINITY;
+        for &e in &sc.touched {
+            let e = e as usize;
+            let (cap, delta) = (self.cap[e], sc.weight[e]);
+            let by_load = (cap - self.load[e]) / delta;
+            let by_weight = cap / self.weight[e].max(delta);
+            floor = floor.min(by_load.max(by_weight));
+            sc.weight[e] = 0.0;
+            sc.seen[e] = false;
+        }
+        sc.touched.clear();
+        floor
+    }
+
+    /// Brings every rate up to date; appends `(flow, old rate)` for each
+    /// flow whose rate changed to `changed`.
+    pub fn solve(&mut self, changed: &mut Vec<(FlowId, f64)>) {
+        self.flush_parts();
+        let mut arrivals = std::mem::take(&mut self.arrivals);
+        let mut start = 0.0;
+        if !self.full {
+            let floor = self.floor.min(self.arrival_floor(&arrivals));
+            if floor == f64::INFINITY {
+                self.arrivals = arrivals;
+                self.arrivals.clear();
+                return;
+            }
+            // Slack for rounding: re-solving from a lower level is always exact.
+            start = floor * (1.0 - 1e-9);
+        }
+        let mut unit = std::mem::take(&mut self.scratch.unit);
+        unit.clear();
+        let keep = if start > 0.0 {
+            self.groups.partition_point(|g| g.level < start)
+        } else {
+            0
+        };
+        unit.extend_from_slice(&arrivals);
+        for g in self.groups.drain(keep..) {
+            unit.extend_from_slice(&g.members);
+        }
+        let full = self.full || unit.len() == self.live;
+        if full {
+            start = 0.0;
+            unit.clear();
+            unit.extend(
+                (0..self.slots.len() as u32).filter(|&f| self.slots[f as usize].group != FREE),
+            );
+            self.groups.clear();
+        }
+        if !unit.is_empty() {
+            self.fill(&unit, start, full, changed);
+        }
+        self.scratch.unit = unit;
+        self.floor = f64::INFINITY;
+        self.full = false;
+        arrivals.clear();
+        self.arrivals = arrivals;
+    }
+
+    /// Progressive filling of the flows in `unit` from level `start`, every
+    /// other flow frozen at its rate (none when `full`).
+    fn fill(&mut self, unit: &[FlowId], start: f64, full: bool, changed: &mut Vec<(FlowId, f64)>) {
+        let ne = self.cap.len();
+        let sc = &mut self.scratch;
+        sc.weight.resize(ne, 0.0);
+        sc.frozen.resize(ne, 0.0);
+        sc.count.resize(ne, 0);
+        sc.seen.resize(ne, false);
+        sc.off.resize(ne, 0);
+        sc.fill.resize(ne, 0);
+        let np = self.parts.len();
+        sc.p_count.resize(np, 0);
+        sc.p_rates.resize(np, 0.0);
+        sc.p_off.resize(np, 0);
+        sc.p_fill.resize(np, 0);
+        sc.p_pending.resize(np, 0);
+        sc.done.resize(self.slots.len(), false);
+        let arena = &self.arena;
+        let slots = &self.slots;
+        let parts = &self.parts;
+        let touch = |e: usize, sc: &mut Scratch| {
+            if !sc.seen[e] {
+                sc.seen[e] = true;
+                sc.touched.push(e as u32);
+            }
+        };
+        // Unfrozen weight and old rates per edge and per part.
+        for &f in unit {
+            let s = &slots[f as usize];
+            let o = s.off as usize;
+            let m = o + s.n_edges as usize;
+            for &e in &arena[o..m] {
+                let e = e as usize;
+                touch(e, sc);
+                sc.count[e] += 1;
+                sc.weight[e] += 1.0;
+                sc.frozen[e] -= s.rate;
+            }
+            for &p in &arena[m..m + s.n_parts as usize] {
+                let p = p as usize;
+                if sc.p_count[p] == 0 {
+                    sc.p_touched.push(p as PartId);
+                }
+                sc.p_count[p] += 1;
+                sc.p_rates[p] += s.rate;
+            }
+        }
+        // Edge -> flows over own edges, CSR.
+        let mut total = 0u32;
+        for &e in &sc.touched {
+            let e = e as usize;
+            sc.off[e] = total;
+            sc.fill[e] = total;
+            total += sc.count[e];
+        }
+        let pt = std::mem::take(&mut sc.p_touched);
+        for &p in &pt {
+            let (n, r) = (sc.p_count[p as usize], sc.p_rates[p as usize]);
+            for &(e, c) in parts.get(p) {
+                let e = e as usize;
+                if !sc.seen[e] {
+                    touch(e, sc);
+                    sc.off[e] = 0;
+                    sc.fill[e] = 0;
+                }
+                sc.count[e] += n;
+                sc.weight[e] += c * n as f64;
+                sc.frozen[e] -= c * r;
+            }
+        }
+        sc.p_touched = pt;
+        for &e in &sc.touched {
+            let e = e as usize;
+            sc.frozen[e] = if full {
+                0.0
+            } else {
+                self.load[e] + sc.frozen[e]
+            };
+        }
+        sc.adj.resize(total as usize, 0);
+        let mut ptotal = 0u32;
+        for &p in &sc.p_touched {
+            let p = p as usize;
+            sc.p_off[p] = ptotal;
+            sc.p_fill[p] = ptotal;
+            ptotal += sc.p_count[p];
+        }
+        sc.p_adj.resize(ptotal as usize, 0);
+        for &f in unit {
+            let s = &slots[f as usize];
+            let o = s.off as usize;
+            let m = o + s.n_edges as usize;
+            for &e in &arena[o..m] {
+                let e = e as usize;
+                sc.adj[sc.fill[e] as usize] = f;
+                sc.fill[e] += 1;
+            }
+            for &p in &arena[m..m + s.n_parts as usize] {
+                let p = p as usize;
+                sc.p_adj[sc.p_fill[p] as usize] = f;
+                sc.p_fill[p] += 1;
+            }
+        }
+        if full {
+            self.weight.fill(0.0);
+            for &e in &sc.touched {
+                self.weight[e as usize] = sc.weight[e as usize];
+            }
+        }
+        sc.heap.clear();
+        for &e in &sc.touched {
+            let e = e as usize;
+            let l = (self.cap[e].max(0.0) - sc.frozen[e]) / sc.weight[e].max(1e-300);
+            debug_assert!(
+                full || l >= start * (1.0 - 1e-6) - 1e-9,
+                "edge {e}: level {l} below the re-solve floor {start}"
+            );
+            sc.heap.push(Key(l.max(start), e as u32));
+        }
+        // Filling.
+        let mut level = start;
+        let groups = &mut self.groups;
+        let slots = &mut self.slots;
+        let freeze = |f: FlowId,
+                      level: f64,
+                      sc: &mut Scratch,
+                      slots: &mut [Slot],
+                      groups: &mut Vec<Group>,
+                      changed: &mut Vec<(FlowId, f64)>| {
+            if sc.done[f as usize] {
+                return;
+            }
+            sc.done[f as usize] = true;
+            let s = &mut slots[f as usize];
+            if s.rate != level {
+                changed.push((f, s.rate));
+                s.rate = level;
+            }
+            let g = groups.len() - 1;
+            s.group = g as u32;
+            s.pos = groups[g].members.len() as u32;
+            groups[g].members.push(f);
+            let o = s.off as usize;
+            let m = o + s.n_edges as usize;
+            for &e in &arena[o..m] {
+                let e = e as usize;
+                sc.weight[e] -= 1.0;
+                sc.frozen[e] += level;
+                sc.count[e] -= 1;
+            }
+            for &p in &arena[m..m + s.n_parts as usize] {
+                let p = p as usize;
+                if sc.p_pending[p] == 0 {
+                    sc.p_dirty.push(p as PartId);
+                }
+                sc.p_pending[p] += 1;
+                sc.p_count[p] -= 1;
+            }
+        };
+        // Frozen part members reach the part's links here, all at `level`.
+        let flush = |level: f64, sc: &mut Scratch| {
+            for &p in &sc.p_dirty {
+                let n = std::mem::take(&mut sc.p_pending[p as usize]);
+                for &(e, c) in parts.get(p) {
+                    let e = e as usize;
+                    sc.weight[e] -= c * n as f64;
+                    sc.frozen[e] += c * n as f64 * level;
+                    sc.count[e] -= n;
+                }
+            }
+            sc.p_dirty.clear();
+        };
+        let cap = &self.cap;
+        let level_of =
+            |e: usize, sc: &Scratch| (cap[e].max(0.0) - sc.frozen[e]) / sc.weight[e].max(1e-300);
+        while let Some(Key(k, e)) = sc.heap.pop() {
+            let eu = e as usize;
+            if sc.count[eu] == 0 {
+                continue;
+            }
+            let mut l = level_of(eu, sc).max(level);
+            if l > level && !sc.p_dirty.is_empty() {
+                // The level is about to rise: pending part freezes happened at `level`.
+                flush(level, sc);
+                l = level_of(eu, sc).max(level);
+            }
+            if l > k * (1.0 + SAME) + 1e-15 {
+                sc.heap.push(Key(l, e));
                 continue;
             }
             level = l;
-            let (a, b) = (self.off[eu] as usize, self.fill[eu] as usize);
-            for j in a..b {
-                let (f, _) = self.adj[j];
-                let f = f as usize;
-                if self.done[f] {
+            if groups.last().is_none_or(|g| g.level != level) {
+                groups.push(Group {
+                    level,
+                    members: Vec::new(),
+                });
+            }
+            for j in sc.off[eu]..sc.fill[eu] {
+                let f = sc.adj[j as usize];
+                freeze(f, level, sc, slots, groups, changed);
+            }
+            for &p in parts.containing(e) {
+                let pu = p as usize;
+                if pu >= np || sc.p_count[pu] == 0 {
                     continue;
                 }
-                self.done[f] = true;
-                rates[f] = level;
-                for &(e2, a2) in route(f) {
-                    let e2 = e2 as usize;
-                    self.frozen[e2] += a2 * level;
-                    self.weight[e2] -= a2;
-                    self.count[e2] -= 1;
+                for j in sc.p_off[pu]..sc.p_fill[pu] {
+                    let f = sc.p_adj[j as usize];
+                    freeze(f, level, sc, slots, groups, changed);
                 }
             }
         }
-        // Reset scratch.
-        for &e in &self.touched {
-            let e = e as usize;
-            self.weight[e] = 0.0;
-            self.count[e] = 0;
-            self.frozen[e] = 0.0;
+        flush(level, sc);
+        // New totals and scratch reset.
+        if full {
+            self.load.fill(0.0);
         }
-        self.touched.clear();
-        // Flows with no links (not produced by the simulator) stay unbounded.
+        for &e in &sc.touched {
+            let e = e as usize;
+            self.load[e] = sc.frozen[e];
+            sc.weight[e] = 0.0;
+            sc.frozen[e] = 0.0;
+            sc.count[e] = 0;
+            sc.seen[e] = false;
+        }
+        sc.touched.clear();
+        for &p in &sc.p_touched {
+            sc.p_count[p as usize] = 0;
+            sc.p_rates[p as usize] = 0.0;
+        }
+        sc.p_touched.clear();
+        for &f in unit {
+            debug_assert!(sc.done[f as usize], "flow {f} never froze");
+            sc.done[f as usize] = false;
+        }
     }
 }
 
@@ -155,29 +731,38 @@ impl WaterFill {
 mod tests {
     use super::*;
 
-    fn solve(routes: &[Vec<Use>], cap: &[f64]) -> Vec<f64> {
-        let mut w = WaterFill::new(cap.len());
-        let mut r = Vec::new();
-        w.solve(routes.len(), |i| &routes[i], cap, &mut r);
-        r
+    fn route(edges: &[u32]) -> Route {
+        Route {
+            edges: edges.to_vec(),
+            parts: Vec::new(),
+        }
+    }
+
+    fn solve(routes: &[Route], cap: &[f64]) -> Vec<f64> {
+        let mut m = MaxMin::new(cap);
+        let ids: Vec<FlowId> = routes.iter().map(|r| m.add(r, f64::INFINITY)).collect();
+        m.solve(&mut Vec::new());
+        ids.iter().map(|&f| m.rate(f)).collect()
     }
 
     #[test]
     fn single_bottleneck_gets_capacity() {
-        let r = solve(&[vec![(0, 1.0), (1, 1.0)]], &[100.0, 40.0]);
+        let r = solve(&[route(&[0, 1])], &[100.0, 40.0]);
         assert!((r[0] - 40.0).abs() < 1e-9);
     }
 
     #[test]
     fn two_flows_sharing_a_link_get_half_each() {
-        let r = solve(&[vec![(0, 1.0)], vec![(0, 1.0)]], &[100.0]);
-        assert_eq!(r, vec![50.0, 50.0]);
+        assert_eq!(
+            solve(&[route(&[0]), route(&[0])], &[100.0]),
+            vec![50.0, 50.0]
+        );
     }
 
     #[test]
     fn flow_limited_elsewhere_leaves_the_rest() {
         // Flow 0 crosses links 0 (cap 10) and 1 (cap 4); flow 1 only link 0.
-        let r = solve(&[vec![(0, 1.0), (1, 1.0)], vec![(0, 1.0)]], &[10.0, 4.0]);
+        let r = solve(&[route(&[0, 1]), route(&[0])], &[10.0, 4.0]);
         assert!(
             (r[0] - 4.0).abs() < 1e-9 && (r[1] - 6.0).abs() < 1e-9,
             "{r:?}"
@@ -185,29 +770,68 @@ mod tests {
     }
 
     #[test]
-    fn fractional_use_is_fluid_spraying() {
-        // One flow split over two links of 10 each, plus a flow on link 0.
-        // Level x: link 0 carries x/2 + y; max-min: x = y -> 1.5x = 10.
-        let r = solve(&[vec![(0, 0.5), (1, 0.5)], vec![(0, 1.0)]], &[10.0, 10.0]);
-        assert!((r[0] - 20.0 / 3.0).abs() < 1e-9 && (r[1] - 20.0 / 3.0).abs() < 1e-9);
+    fn fractional_part_is_fluid_spraying() {
+        // One flow split over links 1 and 2 (part), plus a flow on link 1.
+        // Level x: link 1 carries x/2 + y; max-min: x = y -> 1.5x = 10.
+        let mut m = MaxMin::new(&[100.0, 10.0, 10.0]);
+        let p = m.load_and_parts().1.intern(&[(1, 0.5), (2, 0.5)]);
+        let a = m.add(
+            &Route {
+                edges: vec![0],
+                parts: vec![p],
+            },
+            f64::INFINITY,
+        );
+        let b = m.add(&route(&[1]), f64::INFINITY);
+        m.solve(&mut Vec::new());
+        assert!((m.rate(a) - 20.0 / 3.0).abs() < 1e-9 && (m.rate(b) - 20.0 / 3.0).abs() < 1e-9);
     }
 
     #[test]
     fn dead_link_gives_zero() {
-        let r = solve(&[vec![(0, 1.0)], vec![(1, 1.0)]], &[0.0, 5.0]);
-        assert_eq!(r, vec![0.0, 5.0]);
+        assert_eq!(
+            solve(&[route(&[0]), route(&[1])], &[0.0, 5.0]),
+            vec![0.0, 5.0]
+        );
     }
 
     #[test]
     fn parking_lot() {
-        // Classic: flow 0 crosses links 0,1,2; flows 1,2,3 one link each; all cap 1.
-        let routes = vec![
-            vec![(0, 1.0), (1, 1.0), (2, 1.0)],
-            vec![(0, 1.0)],
-            vec![(1, 1.0)],
-            vec![(2, 1.0)],
-        ];
-        let r = solve(&routes, &[1.0, 1.0, 1.0]);
+        // Flow 0 crosses links 0,1,2; flows 1,2,3 one link each; all cap 1.
+        let r = solve(
+            &[route(&[0, 1, 2]), route(&[0]), route(&[1]), route(&[2])],
+            &[1.0, 1.0, 1.0],
+        );
         assert!(r.iter().all(|&x| (x - 0.5).abs() < 1e-12), "{r:?}");
+    }
+
+    #[test]
+    fn rate_cap_is_a_private_link() {
+        let mut m = MaxMin::new(&[10.0]);
+        let a = m.add(&route(&[0]), 2.0);
+        let b = m.add(&route(&[0]), f64::INFINITY);
+        m.solve(&mut Vec::new());
+        assert_eq!((m.rate(a), m.rate(b)), (2.0, 8.0));
+    }
+
+    #[test]
+    fn departure_of_the_fastest_flow_changes_nothing_else() {
+        // Links 0 (cap 2) and 1 (cap 10): flows a, b on 0; c alone on 1.
+        let mut m = MaxMin::new(&[2.0, 10.0]);
+        let a = m.add(&route(&[0]), f64::INFINITY);
+        let b = m.add(&route(&[0, 1]), f64::INFINITY);
+        let c = m.add(&route(&[1]), f64::INFINITY);
+        let mut ch = Vec::new();
+        m.solve(&mut ch);
+        assert_eq!((m.rate(a), m.rate(b), m.rate(c)), (1.0, 1.0, 9.0));
+        ch.clear();
+        m.remove(c);
+        m.solve(&mut ch);
+        assert!(ch.is_empty(), "{ch:?}");
+        // Removing a slow flow speeds up its neighbour only.
+        m.remove(a);
+        m.solve(&mut ch);
+        assert_eq!(ch, vec![(b, 1.0)]);
+        assert_eq!(m.rate(b), 2.0);
     }
 }

@@ -42,6 +42,12 @@ pub struct Colouring {
     pos: Vec<(u32, u32)>,
     stamp: Vec<u32>,
     cur: u32,
+    /// Per list, where the current walk's scan for an unwalked edge
+    /// resumes (valid when `scan_stamp` equals `cur`): walked edges stay
+    /// walked and lists do not change during a walk, so the first unwalked
+    /// edge only moves forward and each list is scanned once per walk.
+    scan: Vec<u32>,
+    scan_stamp: Vec<u32>,
 }
 
 impl Colouring {
@@ -82,6 +88,8 @@ impl Colouring {
             count: vec![0; lists],
             slots: vec![0; lists * (cap + 1)],
             cur: 0,
+            scan: vec![0; lists],
+            scan_stamp: vec![0; lists],
         }
     }
 
@@ -186,8 +194,31 @@ impl Colouring {
         self.cur = self.cur.wrapping_add(1);
         if self.cur == 0 {
             self.stamp.iter_mut().for_each(|s| *s = 0);
+            self.scan_stamp.iter_mut().for_each(|s| *s = 0);
             self.cur = 1;
         }
+    }
+
+    /// The first edge of colour `c` at `v` not yet in the current walk.
+    fn first_unwalked(&mut self, v: u32, c: u32) -> Option<u32> {
+        if self.dense[v as usize] == u32::MAX {
+            return None;
+        }
+        let li = self.list_index(v, c);
+        if self.scan_stamp[li] != self.cur {
+            self.scan_stamp[li] = self.cur;
+            self.scan[li] = 0;
+        }
+        let base = li * (self.cap + 1);
+        let n = self.count[li];
+        while self.scan[li] < n {
+            let x = self.slots[base + self.scan[li] as usize];
+            if self.stamp[x as usize] != self.cur {
+                return Some(x);
+            }
+            self.scan[li] += 1;
+        }
+        None
     }
 
     fn other(&self, e: u32, v: u32) -> u32 {
@@ -251,11 +282,7 @@ impl Colouring {
         self.next_stamp();
         let mut walk = Vec::new();
         let (mut w, mut need) = (v, alpha);
-        while let Some(&next) = self
-            .list(w, need)
-            .iter()
-            .find(|&&x| self.stamp[x as usize] != self.cur)
-        {
+        while let Some(next) = self.first_unwalked(w, need) {
             self.stamp[next as usize] = self.cur;
             walk.push(next);
             w = self.other(next, w);

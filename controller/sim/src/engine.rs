@@ -16,6 +16,7 @@ use indicatif::ProgressBar;
 
 use crate::maxmin::{FlowId, MaxMin, Route};
 use crate::parts::Parts;
+use crate::radix::RadixHeap;
 
 /// A repeating job: iteration `n + 1` starts `gap_ns` after the last flow
 /// of iteration `n` finishes (the compute between two communication phases).
@@ -106,7 +107,7 @@ pub struct Outcome {
     pub edge_bits: Vec<f64>,
     /// When the last iteration ended (or the last flow, without jobs), ns.
     pub end_ns: f64,
-    /// Event instants (starts, finishes, failures) processed.
+    /// Instants at which flows started or finished or links failed.
     pub events: usize,
     /// Rate changes over all events (newcomers included).
     pub resolved: usize,
@@ -116,6 +117,12 @@ pub struct Outcome {
 
 /// Below this, two instants are the same (ns).
 const EPS_T: f64 = 1e-6;
+
+/// Flows due within this of `t` finish at `t`: rounding in long runs must
+/// not split one instant into several.
+pub fn tolerance(t: f64) -> f64 {
+    EPS_T.max(t * 1e-12)
+}
 
 /// `(time, index)`, ordered so that a max-heap pops the earliest.
 #[derive(Clone, Copy, PartialEq)]
@@ -134,16 +141,23 @@ impl Ord for Soonest {
     }
 }
 
-/// Engine-side state of an active flow, indexed like the solver's flows.
+/// Engine-side state of an active flow (kept in the solver's slot).
 #[derive(Clone, Copy, Default)]
 struct Track {
     flow: u32,
-    /// Bumped at every rate change; stale finish entries carry older ones.
+    /// `first[job] + iteration` of its gate, or [`NO_GATE`].
+    gate: u32,
+    /// Stamp of its current finish entry (run-wide, so a reused slot
+    /// cannot match a former occupant's stale entries).
     version: u32,
     /// Remaining bits at `t_ref`.
     rem: f64,
     t_ref: f64,
+    /// Bits sent on the current route up to `t_ref`.
+    sent: f64,
 }
+
+const NO_GATE: u32 = u32::MAX;
 
 /// Flows waiting to start, by source: the ungated flows, or one released
 /// iteration. Each list is sorted by start offset; `base` is added.
@@ -156,6 +170,7 @@ struct Source {
 struct Jobs {
     /// Flows of each (job, iteration), at `first[job] + iteration`.
     by_gate: Vec<Vec<u32>>,
+    job_of: Vec<u32>,
     first: Vec<usize>,
     left: Vec<usize>,
     begin: Vec<f64>,
@@ -163,6 +178,40 @@ struct Jobs {
     current: Vec<u32>,
     /// Jobs with iterations still to end.
     running: usize,
+}
+
+/// How to run a simulation.
+#[derive(Clone, Copy, Default)]
+pub struct Options<'a> {
+    /// Advanced once per gated flow that finishes.
+    pub progress: Option<&'a ProgressBar>,
+    /// Record every flow's finish time in [`Outcome::finish_ns`] (8 bytes
+    /// per flow; otherwise it is left empty).
+    pub finish_times: bool,
+}
+
+/// Credits `bits` carried by active flow `id` to the links of its route
+/// (parts per part, expanded at the end).
+fn credit(
+    id: FlowId,
+    bits: f64,
+    mm: &MaxMin<Track>,
+    edge_bits: &mut [f64],
+    part_bits: &mut Vec<f64>,
+) {
+    if bits == 0.0 {
+        return;
+    }
+    let (edges, parts) = mm.route_of(id);
+    for &e in edges {
+        edge_bits[e as usize] += bits;
+    }
+    for &p in parts {
+        if part_bits.len() <= p as usize {
+            part_bits.resize(p as usize + 1, 0.0);
+        }
+        part_bits[p as usize] += bits;
+    }
 }
 
 /// Simulates `flows` (rates in bits/ns = Gbit/s, capacities `cap` per edge)
@@ -174,7 +223,7 @@ pub fn simulate(
     cap: &[f64],
     router: &mut dyn Router,
     failures: &[Failure],
-    progress: Option<&ProgressBar>,
+    opts: Options<'_>,
 ) -> Outcome {
     let mut first = Vec::with_capacity(jobs.len());
     let mut total = 0usize;
@@ -184,7 +233,10 @@ pub fn simulate(
     }
     let mut js = Jobs {
         by_gate: vec![Vec::new(); total],
-        first,
+        job_of: (0..jobs.len() as u32)
+            .flat_map(|j| std::iter::repeat_n(j, jobs[j as usize].iterations as usize))
+            .collect(),
+        first: first.clone(),
         left: vec![0; total],
         begin: vec![f64::INFINITY; total],
         current: vec![0; jobs.len()],
@@ -209,13 +261,14 @@ pub fn simulate(
             .total_cmp(&flows[*b as usize].start_ns)
             .then(a.cmp(b))
     };
-    for l in &mut js.by_gate {
-        l.sort_by(by_start);
+    for l in js.by_gate.iter_mut().chain([&mut ungated]) {
+        if !l.is_sorted_by(|a, b| by_start(a, b).is_le()) {
+            l.sort_by(by_start);
+        }
     }
     for (k, l) in js.by_gate.iter().enumerate() {
         js.left[k] = l.len();
     }
-    ungated.sort_by(by_start);
     let gated_flows: usize = js.left.iter().sum();
 
     let mut out = Outcome {
@@ -223,7 +276,11 @@ pub fn simulate(
             .iter()
             .map(|j| vec![f64::INFINITY; j.iterations as usize])
             .collect(),
-        finish_ns: vec![f64::INFINITY; flows.len()],
+        finish_ns: if opts.finish_times {
+            vec![f64::INFINITY; flows.len()]
+        } else {
+            Vec::new()
+        },
         edge_bits: vec![0.0; cap.len()],
         ..Default::default()
     };
@@ -273,38 +330,20 @@ pub fn simulate(
         }
     }
 
-    let mut mm = MaxMin::new(cap);
-    let mut track: Vec<Track> = Vec::new();
-    let mut due: BinaryHeap<Soonest> = BinaryHeap::new();
+    let mut mm: MaxMin<Track> = MaxMin::new(cap);
+    let mut due: RadixHeap<(FlowId, u32)> = RadixHeap::default();
     let mut route = Route::default();
-    let mut changed: Vec<(FlowId, f64)> = Vec::new();
     let mut part_bits: Vec<f64> = Vec::new();
     let mut stuck = 0usize;
     let mut fail_ix = 0usize;
     let mut failed = vec![false; cap.len()];
     let mut t = 0.0f64;
-    // Credits `bits` sent by active flow `id` to the links of its route.
-    let credit =
-        |id: FlowId, bits: f64, mm: &MaxMin, edge_bits: &mut [f64], part_bits: &mut Vec<f64>| {
-            if bits == 0.0 {
-                return;
-            }
-            let (edges, parts) = mm.route_of(id);
-            for &e in edges {
-                edge_bits[e as usize] += bits;
-            }
-            for &p in parts {
-                if part_bits.len() <= p as usize {
-                    part_bits.resize(p as usize + 1, 0.0);
-                }
-                part_bits[p as usize] += bits;
-            }
-        };
+    let mut stamp = 0u32;
+    // Routes flow `i` and makes it active with `rem` bits to go.
     let start_flow = |i: u32,
                       t: f64,
                       router: &mut dyn Router,
-                      mm: &mut MaxMin,
-                      track: &mut Vec<Track>,
+                      mm: &mut MaxMin<Track>,
                       route: &mut Route,
                       rem: f64|
      -> bool {
@@ -313,68 +352,64 @@ pub fn simulate(
         if !router.route(i as usize, load, parts, route) {
             return false;
         }
-        let id = mm.add(route, flows[i as usize].max_gbps as f64) as usize;
-        if track.len() <= id {
-            track.resize(id + 1, Track::default());
-        }
-        let v = track[id].version.wrapping_add(1);
-        track[id] = Track {
+        let track = Track {
             flow: i,
-            version: v,
+            gate: flows[i as usize].gate.map_or(NO_GATE, |g| {
+                (first[g.job as usize] + g.iteration as usize) as u32
+            }),
+            version: 0,
             rem,
             t_ref: t,
+            sent: 0.0,
         };
+        mm.add(route, flows[i as usize].max_gbps as f64, track);
         true
     };
+    // The last instant at which something happened (the run's end).
+    let mut t_end = f64::NEG_INFINITY;
+    let happens = |t: f64, t_end: &mut f64, out: &mut Outcome| {
+        if *t_end != t {
+            out.events += 1;
+            *t_end = t;
+        }
+    };
     loop {
-        out.events += 1;
         // Starts.
         while let Some(&Soonest(ts, _, s)) = waiting.peek() {
-            if ts > t + EPS_T {
+            if ts > t + tolerance(t) {
                 break;
             }
             waiting.pop();
+            happens(t, &mut t_end, &mut out);
             let src = &mut sources[s as usize];
             let i = src.list[src.next];
             src.next += 1;
             push_source(s as usize, &sources, &mut waiting);
-            if !start_flow(
-                i,
-                t,
-                router,
-                &mut mm,
-                &mut track,
-                &mut route,
-                flows[i as usize].bits,
-            ) && flows[i as usize].gate.is_none()
+            let rem = flows[i as usize].bits;
+            if !start_flow(i, t, router, &mut mm, &mut route, rem)
+                && flows[i as usize].gate.is_none()
             {
                 stuck += 1;
             }
         }
         // Rates.
-        changed.clear();
-        mm.solve(&mut changed);
-        out.resolved += changed.len();
-        for &(id, old) in &changed {
-            let tr = &mut track[id as usize];
-            let sent = old * (t - tr.t_ref);
-            tr.rem -= sent;
+        let mut resolved = 0;
+        mm.solve(|id, tr, old, new| {
+            resolved += 1;
+            let d = old * (t - tr.t_ref);
+            tr.rem -= d;
+            tr.sent += d;
             tr.t_ref = t;
-            tr.version = tr.version.wrapping_add(1);
-            let end = t + tr.rem / mm.rate(id);
+            stamp = stamp.wrapping_add(1);
+            tr.version = stamp;
+            let end = t + tr.rem / new;
             if end.is_finite() {
-                due.push(Soonest(end, id, tr.version));
+                due.push(end, (id, tr.version));
             }
-            credit(id, sent, &mm, &mut out.edge_bits, &mut part_bits);
-        }
-        // Next instant.
-        while let Some(&Soonest(_, id, v)) = due.peek() {
-            if track[id as usize].version == v {
-                break;
-            }
-            due.pop();
-        }
-        let mut t_next = due.peek().map_or(f64::INFINITY, |d| d.0);
+        });
+        out.resolved += resolved;
+        // Next instant (a finish entry may be stale: then nothing happens then).
+        let mut t_next = due.min_time().unwrap_or(f64::INFINITY);
         if let Some(&Soonest(ts, _, _)) = waiting.peek() {
             t_next = t_next.min(ts);
         }
@@ -385,33 +420,37 @@ pub fn simulate(
             break;
         }
         t = t_next.max(t);
-        // Finishes: within EPS_T of now, or all but a 1e-9 fraction sent.
-        while let Some(&Soonest(tf, id, v)) = due.peek() {
-            let tr = track[id as usize];
-            if tr.version != v {
-                due.pop();
+        // Finishes: due within the tolerance of now.
+        let tol = tolerance(t);
+        while due.min_time().is_some_and(|tf| tf <= t + tol) {
+            let (_, (id, v)) = due.pop().expect("a minimum was seen");
+            let tr = *mm.data(id);
+            if !mm.is_live(id) || tr.version != v {
                 continue;
             }
-            let f = &flows[tr.flow as usize];
-            let left_bits = mm.rate(id) * (tf - t);
-            if tf - t > EPS_T && left_bits > 1e-9 * f.bits.max(1.0) {
-                break;
-            }
-            due.pop();
-            credit(id, tr.rem, &mm, &mut out.edge_bits, &mut part_bits);
+            happens(t, &mut t_end, &mut out);
+            // What is left is sent by now.
+            credit(
+                id,
+                tr.sent + tr.rem,
+                &mm,
+                &mut out.edge_bits,
+                &mut part_bits,
+            );
             mm.remove(id);
-            track[id as usize].version = v.wrapping_add(1);
-            out.finish_ns[tr.flow as usize] = t;
-            if let Some(g) = f.gate {
-                let j = g.job as usize;
-                let k = js.first[j] + g.iteration as usize;
+            if opts.finish_times {
+                out.finish_ns[tr.flow as usize] = t;
+            }
+            if tr.gate != NO_GATE {
+                let k = tr.gate as usize;
+                let j = js.job_of[k] as usize;
                 js.left[k] -= 1;
-                if let Some(p) = progress {
+                if let Some(p) = opts.progress {
                     p.inc(1);
                 }
                 // Only the current iteration of a job has been released.
                 if js.left[k] == 0 {
-                    out.iteration_ns[j][g.iteration as usize] = t - js.begin[k];
+                    out.iteration_ns[j][k - js.first[j]] = t - js.begin[k];
                     out.end_ns = out.end_ns.max(t);
                     js.current[j] += 1;
                     release(
@@ -430,20 +469,18 @@ pub fn simulate(
         }
         // Failures.
         while let Some(f) = failures.get(fail_ix) {
-            if f.at_ns > t + EPS_T {
+            if f.at_ns > t + tolerance(t) {
                 break;
             }
             fail_ix += 1;
+            happens(t, &mut t_end, &mut out);
             router.fail(&f.edges);
             for &e in &f.edges {
                 mm.fail_edge(e);
                 failed[e as usize] = true;
             }
             // In flow order, so least-loaded re-picks are reproducible.
-            let mut live: Vec<(u32, FlowId)> = (0..track.len() as FlowId)
-                .filter(|&id| mm.is_live(id))
-                .map(|id| (track[id as usize].flow, id))
-                .collect();
+            let mut live: Vec<(u32, FlowId)> = mm.live().map(|id| (mm.data(id).flow, id)).collect();
             live.sort_unstable();
             for (i, id) in live {
                 let (edges, parts) = mm.route_of(id);
@@ -454,12 +491,11 @@ pub fn simulate(
                 if !hit && !router.rehash_on_failure(i as usize) {
                     continue;
                 }
-                let tr = track[id as usize];
-                let sent = mm.rate(id) * (t - tr.t_ref);
-                credit(id, sent, &mm, &mut out.edge_bits, &mut part_bits);
+                let tr = *mm.data(id);
+                let d = mm.rate(id) * (t - tr.t_ref);
+                credit(id, tr.sent + d, &mm, &mut out.edge_bits, &mut part_bits);
                 mm.remove(id);
-                track[id as usize].version = tr.version.wrapping_add(1);
-                if !start_flow(i, t, router, &mut mm, &mut track, &mut route, tr.rem - sent)
+                if !start_flow(i, t, router, &mut mm, &mut route, tr.rem - d)
                     && flows[i as usize].gate.is_none()
                 {
                     stuck += 1;
@@ -468,17 +504,12 @@ pub fn simulate(
         }
     }
     // Streams and unfinished flows: what they sent up to the end.
-    for id in 0..track.len() as FlowId {
-        if mm.is_live(id) {
-            let tr = track[id as usize];
-            credit(
-                id,
-                mm.rate(id) * (t - tr.t_ref),
-                &mm,
-                &mut out.edge_bits,
-                &mut part_bits,
-            );
-        }
+    let t_end = t_end.max(0.0);
+    let live: Vec<FlowId> = mm.live().collect();
+    for id in live {
+        let tr = *mm.data(id);
+        let d = mm.rate(id) * (t_end - tr.t_ref).max(0.0);
+        credit(id, tr.sent + d, &mm, &mut out.edge_bits, &mut part_bits);
     }
     for (p, &b) in part_bits.iter().enumerate() {
         for &(e, c) in mm.parts().get(p as u32) {
@@ -486,7 +517,7 @@ pub fn simulate(
         }
     }
     if gated_flows == 0 {
-        out.end_ns = t;
+        out.end_ns = t_end;
     }
     out.unfinished = stuck + js.left.iter().sum::<usize>();
     out
@@ -549,6 +580,11 @@ mod tests {
         }
     }
 
+    const TEST: Options = Options {
+        progress: None,
+        finish_times: true,
+    };
+
     fn fixed(routes: Vec<Vec<u32>>, edges: usize) -> Candidates {
         Candidates {
             routes: routes.into_iter().map(|r| vec![(r, vec![])]).collect(),
@@ -573,7 +609,7 @@ mod tests {
     fn single_bottleneck_closed_form() {
         // 8e9 bits over a 400 Gbit/s NIC and a 100 Gbit/s link: 80 ms.
         let mut r = fixed(vec![vec![0, 1]], 2);
-        let o = simulate(&[flow(8e9)], &one_job(), &[400.0, 100.0], &mut r, &[], None);
+        let o = simulate(&[flow(8e9)], &one_job(), &[400.0, 100.0], &mut r, &[], TEST);
         assert!((o.iteration_ns[0][0] - 8e7).abs() < 1.0, "{o:?}");
     }
 
@@ -589,7 +625,7 @@ mod tests {
             &[c],
             &mut r,
             &[],
-            None,
+            TEST,
         );
         assert!((o.finish_ns[0] - 2.0 * b / c).abs() < 1e-3);
         assert!((o.finish_ns[1] - 3.0 * b / c).abs() < 1e-3);
@@ -608,7 +644,7 @@ mod tests {
             iterations: 2,
             gap_ns: 0.0,
         }];
-        let o = simulate(&flows, &jobs, &[10.0, 1.0], &mut r, &[], None);
+        let o = simulate(&flows, &jobs, &[10.0, 1.0], &mut r, &[], TEST);
         assert_eq!(o.iteration_ns, vec![vec![10.0, 10.0]]);
         assert!((o.finish_ns[1] - 20.0).abs() < 1e-9);
         // The run ends with the last iteration; the background has sent 20 bits.
@@ -639,7 +675,7 @@ mod tests {
                 gap_ns: 0.0,
             },
         ];
-        let o = simulate(&flows, &jobs, &[10.0, 10.0], &mut r, &[], None);
+        let o = simulate(&flows, &jobs, &[10.0, 10.0], &mut r, &[], TEST);
         assert_eq!(o.iteration_ns, vec![vec![10.0, 10.0], vec![30.0, 30.0]]);
         assert_eq!(o.finish_ns[1], 25.0);
         assert_eq!(o.end_ns, 60.0);
@@ -657,7 +693,7 @@ mod tests {
             &[10.0],
             &mut r,
             &[],
-            None,
+            TEST,
         );
         assert_eq!(o.iteration_ns, vec![vec![10.0]]);
         assert!((o.edge_bits[0] - 100.0).abs() < 1e-9);
@@ -670,7 +706,7 @@ mod tests {
             at_ns: 5.0,
             edges: vec![0],
         }];
-        let o = simulate(&[flow(100.0)], &one_job(), &[1.0], &mut r, &f, None);
+        let o = simulate(&[flow(100.0)], &one_job(), &[1.0], &mut r, &f, TEST);
         assert_eq!(o.unfinished, 1);
         assert!(o.iteration_ns[0][0].is_infinite());
     }
@@ -764,7 +800,7 @@ mod tests {
                 least_loaded: !spray,
                 rehash: case % 8 == 1,
             };
-            let fast = simulate(&flows, &jobs, &cap, &mut router.clone(), &failures, None);
+            let fast = simulate(&flows, &jobs, &cap, &mut router.clone(), &failures, TEST);
             let slow = reference::simulate(&flows, &jobs, &cap, &mut router.clone(), &failures);
             let ctx = format!("case {case}: {fast:?}\nvs reference {slow:?}");
             assert_eq!(fast.unfinished, slow.unfinished, "{ctx}");

@@ -25,6 +25,7 @@ pub mod engine;
 pub mod maxmin;
 pub mod output;
 pub mod parts;
+pub mod radix;
 #[cfg(test)]
 mod reference;
 pub mod routing;
@@ -41,7 +42,7 @@ use planner::paths::Path;
 use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 use planner::{Planner, PlannerConfig};
 
-use engine::{simulate, Failure, Job, Router, SimFlow};
+use engine::{simulate, Failure, Job, Options, Router, SimFlow};
 use maxmin::{Route as SimRoute, Use};
 use parts::{PartId, Parts};
 use routing::Fabric;
@@ -481,7 +482,10 @@ pub fn run_policy(
         &su.cap,
         &mut su.router,
         failures,
-        pb.as_ref(),
+        Options {
+            progress: pb.as_ref(),
+            finish_times: false,
+        },
     );
     if let Some(pb) = pb {
         pb.finish_and_clear();
@@ -640,7 +644,11 @@ mod tests {
         ] {
             let mut a = setup(&t, &w, p);
             let mut b = setup(&t, &w, p);
-            let fast = simulate(&a.flows, &a.jobs, &a.cap, &mut a.router, &failures, None);
+            let opts = Options {
+                progress: None,
+                finish_times: true,
+            };
+            let fast = simulate(&a.flows, &a.jobs, &a.cap, &mut a.router, &failures, opts);
             let slow = reference::simulate(&b.flows, &b.jobs, &b.cap, &mut b.router, &failures);
             let name = p.name();
             assert_eq!(fast.unfinished, slow.unfinished, "{name}");

@@ -74,18 +74,20 @@ const UNSOLVED: u32 = u32::MAX;
 const FREE: u32 = u32::MAX - 1;
 
 #[derive(Clone, Copy)]
-struct Slot {
+struct Slot<T> {
+    rate: f64,
     /// Offset in `arena`: own edges, then part ids.
     off: u32,
-    n_edges: u16,
-    n_parts: u16,
-    rate: f64,
     /// Rate group ([`UNSOLVED`] before its first solve, [`FREE`] when unused).
     group: u32,
-    pos: u32,
+    n_edges: u16,
+    n_parts: u16,
+    /// The caller's state for this flow, kept here so one cache line serves both.
+    data: T,
 }
 
-/// Flows that froze at one level.
+/// Flows that froze at one level. Members that left since are still
+/// listed; a member belongs only while its slot names this group.
 struct Group {
     level: f64,
     members: Vec<FlowId>,
@@ -109,8 +111,9 @@ impl Ord for Key {
 /// Relative slack under which two levels count as equal.
 const SAME: f64 = 1e-12;
 
-/// Max-min state of a set of active flows on a network.
-pub struct MaxMin {
+/// Max-min state of a set of active flows on a network; each flow carries
+/// a caller's `T`.
+pub struct MaxMin<T> {
     /// Real edges; ids at and above are private rate-cap links.
     n_real: usize,
     cap: Vec<f64>,
@@ -124,7 +127,7 @@ pub struct MaxMin {
     /// applied to the part's links.
     part_delta: Vec<(f64, f64)>,
     dirty_parts: Vec<PartId>,
-    slots: Vec<Slot>,
+    slots: Vec<Slot<T>>,
     free_slots: Vec<FlowId>,
     arena: Vec<u32>,
     garbage: usize,
@@ -138,17 +141,25 @@ pub struct MaxMin {
     scratch: Scratch,
 }
 
+/// Per-solve state of one edge (one cache line for everything a flow's
+/// freeze touches).
+#[derive(Clone, Copy, Default)]
+struct EdgeScratch {
+    weight: f64,
+    frozen: f64,
+    /// Unfrozen (flow, edge) incidences.
+    count: u32,
+    /// This edge's flows are `adj[off..fill]`.
+    off: u32,
+    fill: u32,
+    seen: bool,
+}
+
 /// Per-solve working arrays, sized to the network and reset after use.
 #[derive(Default)]
 struct Scratch {
-    weight: Vec<f64>,
-    frozen: Vec<f64>,
-    /// Unfrozen (flow, edge) incidences per edge.
-    count: Vec<u32>,
-    seen: Vec<bool>,
+    edge: Vec<EdgeScratch>,
     touched: Vec<u32>,
-    off: Vec<u32>,
-    fill: Vec<u32>,
     adj: Vec<FlowId>,
     p_count: Vec<u32>,
     p_rates: Vec<f64>,
@@ -158,14 +169,13 @@ struct Scratch {
     p_touched: Vec<PartId>,
     p_pending: Vec<u32>,
     p_dirty: Vec<PartId>,
-    done: Vec<bool>,
     unit: Vec<FlowId>,
     heap: BinaryHeap<Key>,
 }
 
-impl MaxMin {
+impl<T: Copy> MaxMin<T> {
     /// A network with these edge capacities (same unit as the rates).
-    pub fn new(cap: &[f64]) -> MaxMin {
+    pub fn new(cap: &[f64]) -> MaxMin<T> {
         let n = cap.len();
         MaxMin {
             n_real: n,
@@ -207,9 +217,24 @@ impl MaxMin {
         self.slots[f as usize].rate
     }
 
+    /// The caller's state of flow `f`.
+    pub fn data(&self, f: FlowId) -> &T {
+        &self.slots[f as usize].data
+    }
+
+    /// The caller's state of flow `f`, mutable.
+    pub fn data_mut(&mut self, f: FlowId) -> &mut T {
+        &mut self.slots[f as usize].data
+    }
+
     /// Whether `f` is an active flow.
     pub fn is_live(&self, f: FlowId) -> bool {
         self.slots.get(f as usize).is_some_and(|s| s.group != FREE)
+    }
+
+    /// The active flows.
+    pub fn live(&self) -> impl Iterator<Item = FlowId> + '_ {
+        (0..self.slots.len() as FlowId).filter(|&f| self.slots[f as usize].group != FREE)
     }
 
     /// Active flows.
@@ -274,9 +299,9 @@ impl MaxMin {
         d.1 += dr;
     }
 
-    /// Adds a flow on `route`, at most `max_rate` (infinite: no cap).
-    /// Its rate is 0 until the next [`MaxMin::solve`].
-    pub fn add(&mut self, route: &Route, max_rate: f64) -> FlowId {
+    /// Adds a flow on `route`, at most `max_rate` (infinite: no cap),
+    /// carrying `data`. Its rate is 0 until the next [`MaxMin::solve`].
+    pub fn add(&mut self, route: &Route, max_rate: f64, data: T) -> FlowId {
         assert!(!route.is_empty(), "a flow must load at least one link");
         let off = self.arena.len() as u32;
         self.arena.extend_from_slice(&route.edges);
@@ -293,12 +318,12 @@ impl MaxMin {
             self.touch_part(p, 1.0, 0.0);
         }
         let slot = Slot {
+            rate: 0.0,
             off,
+            group: UNSOLVED,
             n_edges,
             n_parts: route.parts.len() as u16,
-            rate: 0.0,
-            group: UNSOLVED,
-            pos: 0,
+            data,
         };
         let f = match self.free_slots.pop() {
             Some(f) => {
@@ -315,8 +340,8 @@ impl MaxMin {
         f
     }
 
-    /// Removes flow `f`.
-    pub fn remove(&mut self, f: FlowId) {
+    /// Removes flow `f`; returns its data.
+    pub fn remove(&mut self, f: FlowId) -> T {
         let s = self.slots[f as usize];
         assert!(s.group != FREE, "flow {f} is not active");
         if s.group == UNSOLVED {
@@ -325,11 +350,6 @@ impl MaxMin {
             }
         } else {
             self.floor = self.floor.min(s.rate);
-            let g = &mut self.groups[s.group as usize].members;
-            g.swap_remove(s.pos as usize);
-            if let Some(&moved) = g.get(s.pos as usize) {
-                self.slots[moved as usize].pos = s.pos;
-            }
         }
         let (a, b, c) = self.own(f);
         for i in a..b {
@@ -355,6 +375,7 @@ impl MaxMin {
         if self.garbage > 1 << 16 && self.garbage > self.arena.len() / 2 {
             self.compact();
         }
+        s.data
     }
 
     /// Takes edge `e` out of service (capacity 0); the next solve is full.
@@ -393,16 +414,15 @@ impl MaxMin {
     /// The level below which the arrivals cannot change the filling.
     fn arrival_floor(&mut self, arrivals: &[FlowId]) -> f64 {
         let sc = &mut self.scratch;
-        sc.weight.resize(self.cap.len(), 0.0);
-        sc.seen.resize(self.cap.len(), false);
+        sc.edge.resize(self.cap.len(), EdgeScratch::default());
         sc.p_count.resize(self.parts.len(), 0);
         let add = |e: u32, c: f64, sc: &mut Scratch| {
             let e = e as usize;
-            if !sc.seen[e] {
-                sc.seen[e] = true;
+            if !sc.edge[e].seen {
+                sc.edge[e].seen = true;
                 sc.touched.push(e as u32);
             }
-            sc.weight[e] += c;
+            sc.edge[e].weight += c;
         };
         for &f in arrivals {
             let s = self.slots[f as usize];
@@ -431,23 +451,25 @@ impl MaxMin {
         let mut floor = f64::INFINITY;
         for &e in &sc.touched {
             let e = e as usize;
-            let (cap, delta) = (self.cap[e], sc.weight[e]);
+            let (cap, delta) = (self.cap[e], sc.edge[e].weight);
             let by_load = (cap - self.load[e]) / delta;
             let by_weight = cap / self.weight[e].max(delta);
             floor = floor.min(by_load.max(by_weight));
-            sc.weight[e] = 0.0;
-            sc.seen[e] = false;
+            sc.edge[e].weight = 0.0;
+            sc.edge[e].seen = false;
         }
         sc.touched.clear();
         floor
     }
 
-    /// Brings every rate up to date; appends `(flow, old rate)` for each
-    /// flow whose rate changed to `changed`.
-    pub fn solve(&mut self, changed: &mut Vec<(FlowId, f64)>) {
+    /// Brings every rate up to date; calls `changed(flow, data, old rate,
+    /// new rate)` for each flow whose rate changed.
+    pub fn solve(&mut self, mut changed: impl FnMut(FlowId, &mut T, f64, f64)) {
         self.flush_parts();
         let mut arrivals = std::mem::take(&mut self.arrivals);
         let mut start = 0.0;
+        // Nothing but newcomers: the filling is new anyway.
+        self.full |= arrivals.len() == self.live;
         if !self.full {
             let floor = self.floor.min(self.arrival_floor(&arrivals));
             if floor == f64::INFINITY {
@@ -466,20 +488,30 @@ impl MaxMin {
             0
         };
         unit.extend_from_slice(&arrivals);
-        for g in self.groups.drain(keep..) {
-            unit.extend_from_slice(&g.members);
+        for (i, g) in self.groups.drain(keep..).enumerate() {
+            let i = (keep + i) as u32;
+            for &f in &g.members {
+                let s = &mut self.slots[f as usize];
+                if s.group == i {
+                    s.group = UNSOLVED;
+                    unit.push(f);
+                }
+            }
         }
         let full = self.full || unit.len() == self.live;
         if full {
             start = 0.0;
             unit.clear();
-            unit.extend(
-                (0..self.slots.len() as u32).filter(|&f| self.slots[f as usize].group != FREE),
-            );
+            for (f, s) in self.slots.iter_mut().enumerate() {
+                if s.group != FREE {
+                    s.group = UNSOLVED;
+                    unit.push(f as FlowId);
+                }
+            }
             self.groups.clear();
         }
         if !unit.is_empty() {
-            self.fill(&unit, start, full, changed);
+            self.fill(&unit, start, full, &mut changed);
         }
         self.scratch.unit = unit;
         self.floor = f64::INFINITY;
@@ -490,28 +522,28 @@ impl MaxMin {
 
     /// Progressive filling of the flows in `unit` from level `start`, every
     /// other flow frozen at its rate (none when `full`).
-    fn fill(&mut self, unit: &[FlowId], start: f64, full: bool, changed: &mut Vec<(FlowId, f64)>) {
+    fn fill(
+        &mut self,
+        unit: &[FlowId],
+        start: f64,
+        full: bool,
+        changed: &mut impl FnMut(FlowId, &mut T, f64, f64),
+    ) {
         let ne = self.cap.len();
         let sc = &mut self.scratch;
-        sc.weight.resize(ne, 0.0);
-        sc.frozen.resize(ne, 0.0);
-        sc.count.resize(ne, 0);
-        sc.seen.resize(ne, false);
-        sc.off.resize(ne, 0);
-        sc.fill.resize(ne, 0);
+        sc.edge.resize(ne, EdgeScratch::default());
         let np = self.parts.len();
         sc.p_count.resize(np, 0);
         sc.p_rates.resize(np, 0.0);
         sc.p_off.resize(np, 0);
         sc.p_fill.resize(np, 0);
         sc.p_pending.resize(np, 0);
-        sc.done.resize(self.slots.len(), false);
         let arena = &self.arena;
         let slots = &self.slots;
         let parts = &self.parts;
         let touch = |e: usize, sc: &mut Scratch| {
-            if !sc.seen[e] {
-                sc.seen[e] = true;
+            if !sc.edge[e].seen {
+                sc.edge[e].seen = true;
                 sc.touched.push(e as u32);
             }
         };
@@ -523,9 +555,10 @@ impl MaxMin {
             for &e in &arena[o..m] {
                 let e = e as usize;
                 touch(e, sc);
-                sc.count[e] += 1;
-                sc.weight[e] += 1.0;
-                sc.frozen[e] -= s.rate;
+                let x = &mut sc.edge[e];
+                x.count += 1;
+                x.weight += 1.0;
+                x.frozen -= s.rate;
             }
             for &p in &arena[m..m + s.n_parts as usize] {
                 let p = p as usize;
@@ -540,32 +573,32 @@ impl MaxMin {
         let mut total = 0u32;
         for &e in &sc.touched {
             let e = e as usize;
-            sc.off[e] = total;
-            sc.fill[e] = total;
-            total += sc.count[e];
+            sc.edge[e].off = total;
+            sc.edge[e].fill = total;
+            total += sc.edge[e].count;
         }
         let pt = std::mem::take(&mut sc.p_touched);
         for &p in &pt {
             let (n, r) = (sc.p_count[p as usize], sc.p_rates[p as usize]);
             for &(e, c) in parts.get(p) {
                 let e = e as usize;
-                if !sc.seen[e] {
+                if !sc.edge[e].seen {
                     touch(e, sc);
-                    sc.off[e] = 0;
-                    sc.fill[e] = 0;
+                    sc.edge[e].off = 0;
+                    sc.edge[e].fill = 0;
                 }
-                sc.count[e] += n;
-                sc.weight[e] += c * n as f64;
-                sc.frozen[e] -= c * r;
+                sc.edge[e].count += n;
+                sc.edge[e].weight += c * n as f64;
+                sc.edge[e].frozen -= c * r;
             }
         }
         sc.p_touched = pt;
         for &e in &sc.touched {
             let e = e as usize;
-            sc.frozen[e] = if full {
+            sc.edge[e].frozen = if full {
                 0.0
             } else {
-                self.load[e] + sc.frozen[e]
+                self.load[e] + sc.edge[e].frozen
             };
         }
         sc.adj.resize(total as usize, 0);
@@ -583,8 +616,8 @@ impl MaxMin {
             let m = o + s.n_edges as usize;
             for &e in &arena[o..m] {
                 let e = e as usize;
-                sc.adj[sc.fill[e] as usize] = f;
-                sc.fill[e] += 1;
+                sc.adj[sc.edge[e].fill as usize] = f;
+                sc.edge[e].fill += 1;
             }
             for &p in &arena[m..m + s.n_parts as usize] {
                 let p = p as usize;
@@ -595,13 +628,13 @@ impl MaxMin {
         if full {
             self.weight.fill(0.0);
             for &e in &sc.touched {
-                self.weight[e as usize] = sc.weight[e as usize];
+                self.weight[e as usize] = sc.edge[e as usize].weight;
             }
         }
         sc.heap.clear();
         for &e in &sc.touched {
             let e = e as usize;
-            let l = (self.cap[e].max(0.0) - sc.frozen[e]) / sc.weight[e].max(1e-300);
+            let l = (self.cap[e].max(0.0) - sc.edge[e].frozen) / sc.edge[e].weight.max(1e-300);
             debug_assert!(
                 full || l >= start * (1.0 - 1e-6) - 1e-9,
                 "edge {e}: level {l} below the re-solve floor {start}"
@@ -612,32 +645,32 @@ impl MaxMin {
         let mut level = start;
         let groups = &mut self.groups;
         let slots = &mut self.slots;
-        let freeze = |f: FlowId,
-                      level: f64,
-                      sc: &mut Scratch,
-                      slots: &mut [Slot],
-                      groups: &mut Vec<Group>,
-                      changed: &mut Vec<(FlowId, f64)>| {
-            if sc.done[f as usize] {
+        let mut freeze = |f: FlowId,
+                          level: f64,
+                          sc: &mut Scratch,
+                          slots: &mut [Slot<T>],
+                          groups: &mut Vec<Group>| {
+            let s = &mut slots[f as usize];
+            // Unit flows are UNSOLVED until they freeze.
+            if s.group != UNSOLVED {
                 return;
             }
-            sc.done[f as usize] = true;
-            let s = &mut slots[f as usize];
             if s.rate != level {
-                changed.push((f, s.rate));
+                let old = s.rate;
                 s.rate = level;
+                changed(f, &mut s.data, old, level);
             }
             let g = groups.len() - 1;
             s.group = g as u32;
-            s.pos = groups[g].members.len() as u32;
             groups[g].members.push(f);
             let o = s.off as usize;
             let m = o + s.n_edges as usize;
             for &e in &arena[o..m] {
                 let e = e as usize;
-                sc.weight[e] -= 1.0;
-                sc.frozen[e] += level;
-                sc.count[e] -= 1;
+                let x = &mut sc.edge[e];
+                x.weight -= 1.0;
+                x.frozen += level;
+                x.count -= 1;
             }
             for &p in &arena[m..m + s.n_parts as usize] {
                 let p = p as usize;
@@ -654,19 +687,20 @@ impl MaxMin {
                 let n = std::mem::take(&mut sc.p_pending[p as usize]);
                 for &(e, c) in parts.get(p) {
                     let e = e as usize;
-                    sc.weight[e] -= c * n as f64;
-                    sc.frozen[e] += c * n as f64 * level;
-                    sc.count[e] -= n;
+                    sc.edge[e].weight -= c * n as f64;
+                    sc.edge[e].frozen += c * n as f64 * level;
+                    sc.edge[e].count -= n;
                 }
             }
             sc.p_dirty.clear();
         };
         let cap = &self.cap;
-        let level_of =
-            |e: usize, sc: &Scratch| (cap[e].max(0.0) - sc.frozen[e]) / sc.weight[e].max(1e-300);
+        let level_of = |e: usize, sc: &Scratch| {
+            (cap[e].max(0.0) - sc.edge[e].frozen) / sc.edge[e].weight.max(1e-300)
+        };
         while let Some(Key(k, e)) = sc.heap.pop() {
             let eu = e as usize;
-            if sc.count[eu] == 0 {
+            if sc.edge[eu].count == 0 {
                 continue;
             }
             let mut l = level_of(eu, sc).max(level);
@@ -686,9 +720,9 @@ impl MaxMin {
                     members: Vec::new(),
                 });
             }
-            for j in sc.off[eu]..sc.fill[eu] {
+            for j in sc.edge[eu].off..sc.edge[eu].fill {
                 let f = sc.adj[j as usize];
-                freeze(f, level, sc, slots, groups, changed);
+                freeze(f, level, sc, slots, groups);
             }
             for &p in parts.containing(e) {
                 let pu = p as usize;
@@ -697,7 +731,7 @@ impl MaxMin {
                 }
                 for j in sc.p_off[pu]..sc.p_fill[pu] {
                     let f = sc.p_adj[j as usize];
-                    freeze(f, level, sc, slots, groups, changed);
+                    freeze(f, level, sc, slots, groups);
                 }
             }
         }
@@ -708,11 +742,11 @@ impl MaxMin {
         }
         for &e in &sc.touched {
             let e = e as usize;
-            self.load[e] = sc.frozen[e];
-            sc.weight[e] = 0.0;
-            sc.frozen[e] = 0.0;
-            sc.count[e] = 0;
-            sc.seen[e] = false;
+            self.load[e] = sc.edge[e].frozen;
+            sc.edge[e].weight = 0.0;
+            sc.edge[e].frozen = 0.0;
+            sc.edge[e].count = 0;
+            sc.edge[e].seen = false;
         }
         sc.touched.clear();
         for &p in &sc.p_touched {
@@ -721,8 +755,10 @@ impl MaxMin {
         }
         sc.p_touched.clear();
         for &f in unit {
-            debug_assert!(sc.done[f as usize], "flow {f} never froze");
-            sc.done[f as usize] = false;
+            debug_assert!(
+                self.slots[f as usize].group != UNSOLVED,
+                "flow {f} never froze"
+            );
         }
     }
 }
@@ -739,9 +775,9 @@ mod tests {
     }
 
     fn solve(routes: &[Route], cap: &[f64]) -> Vec<f64> {
-        let mut m = MaxMin::new(cap);
-        let ids: Vec<FlowId> = routes.iter().map(|r| m.add(r, f64::INFINITY)).collect();
-        m.solve(&mut Vec::new());
+        let mut m: MaxMin<()> = MaxMin::new(cap);
+        let ids: Vec<FlowId> = routes.iter().map(|r| m.add(r, f64::INFINITY, ())).collect();
+        m.solve(|_, _, _, _| {});
         ids.iter().map(|&f| m.rate(f)).collect()
     }
 
@@ -781,9 +817,10 @@ mod tests {
                 parts: vec![p],
             },
             f64::INFINITY,
+            (),
         );
-        let b = m.add(&route(&[1]), f64::INFINITY);
-        m.solve(&mut Vec::new());
+        let b = m.add(&route(&[1]), f64::INFINITY, ());
+        m.solve(|_, _, _, _| {});
         assert!((m.rate(a) - 20.0 / 3.0).abs() < 1e-9 && (m.rate(b) - 20.0 / 3.0).abs() < 1e-9);
     }
 
@@ -808,9 +845,9 @@ mod tests {
     #[test]
     fn rate_cap_is_a_private_link() {
         let mut m = MaxMin::new(&[10.0]);
-        let a = m.add(&route(&[0]), 2.0);
-        let b = m.add(&route(&[0]), f64::INFINITY);
-        m.solve(&mut Vec::new());
+        let a = m.add(&route(&[0]), 2.0, ());
+        let b = m.add(&route(&[0]), f64::INFINITY, ());
+        m.solve(|_, _, _, _| {});
         assert_eq!((m.rate(a), m.rate(b)), (2.0, 8.0));
     }
 
@@ -818,20 +855,21 @@ mod tests {
     fn departure_of_the_fastest_flow_changes_nothing_else() {
         // Links 0 (cap 2) and 1 (cap 10): flows a, b on 0; c alone on 1.
         let mut m = MaxMin::new(&[2.0, 10.0]);
-        let a = m.add(&route(&[0]), f64::INFINITY);
-        let b = m.add(&route(&[0, 1]), f64::INFINITY);
-        let c = m.add(&route(&[1]), f64::INFINITY);
+        let a = m.add(&route(&[0]), f64::INFINITY, 'a');
+        let b = m.add(&route(&[0, 1]), f64::INFINITY, 'b');
+        let c = m.add(&route(&[1]), f64::INFINITY, 'c');
         let mut ch = Vec::new();
-        m.solve(&mut ch);
+        m.solve(|f, d, old, new| ch.push((f, *d, old, new)));
+        assert_eq!(ch.len(), 3);
         assert_eq!((m.rate(a), m.rate(b), m.rate(c)), (1.0, 1.0, 9.0));
         ch.clear();
-        m.remove(c);
-        m.solve(&mut ch);
+        assert_eq!(m.remove(c), 'c');
+        m.solve(|f, d, old, new| ch.push((f, *d, old, new)));
         assert!(ch.is_empty(), "{ch:?}");
         // Removing a slow flow speeds up its neighbour only.
         m.remove(a);
-        m.solve(&mut ch);
-        assert_eq!(ch, vec![(b, 1.0)]);
+        m.solve(|f, d, old, new| ch.push((f, *d, old, new)));
+        assert_eq!(ch, vec![(b, 'b', 1.0, 2.0)]);
         assert_eq!(m.rate(b), 2.0);
     }
 }

@@ -5,7 +5,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::engine::{Failure, Job, Outcome, Router, SimFlow};
+use crate::engine::{tolerance, Failure, Job, Outcome, Router, SimFlow};
 use crate::maxmin::{Route, Use};
 use crate::parts::Parts;
 
@@ -89,7 +89,6 @@ pub fn simulate(
     router: &mut dyn Router,
     failures: &[Failure],
 ) -> Outcome {
-    const EPS_T: f64 = 1e-6;
     let mut cap = cap.to_vec();
     let ne = cap.len();
     let mut out = Outcome {
@@ -187,7 +186,7 @@ pub fn simulate(
         out.events += 1;
         pending.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
         while let Some(&(ts, i)) = pending.last() {
-            if ts > t + EPS_T {
+            if ts > t + tolerance(t) {
                 break;
             }
             pending.pop();
@@ -239,10 +238,7 @@ pub fn simulate(
         while k < active.len() {
             let a = &active[k];
             let f = &flows[a.flow];
-            if f.bits.is_finite()
-                && (a.remaining <= 1e-9 * f.bits.max(1.0)
-                    || (a.rate > 0.0 && a.remaining / a.rate <= EPS_T))
-            {
+            if f.bits.is_finite() && a.rate > 0.0 && a.remaining / a.rate <= tolerance(t) {
                 let a = active.swap_remove(k);
                 for &(e, c) in &a.uses {
                     if (e as usize) < ne {
@@ -277,7 +273,7 @@ pub fn simulate(
             break;
         }
         while let Some(f) = failures.get(fail_ix) {
-            if f.at_ns > t + EPS_T {
+            if f.at_ns > t + tolerance(t) {
                 break;
             }
             fail_ix += 1;

@@ -22,17 +22,55 @@ pub struct Fabric<'t> {
     any_failed: bool,
     reach: HashMap<(SwitchIdx, SwitchIdx), bool>,
     group: Vec<EdgeId>,
+    /// Per switch, its switch-to-switch links with the switch each leads
+    /// to, in egress-port order (`out[out_off[s]..out_off[s + 1]]`): one
+    /// contiguous read per hop instead of a graph lookup per link.
+    out: Vec<(EdgeId, SwitchIdx)>,
+    out_off: Vec<u32>,
+    /// Group of (switch, destination leaf) at `switch * leaves + leaf
+    /// position`, as 1 + its offset in `cached` (`[len, members…]`); 0: not
+    /// yet computed. Only when the table is small; cleared on failure.
+    group_at: Vec<u32>,
+    cached: Vec<EdgeId>,
+    leaf_pos: Vec<u32>,
 }
+
+/// Largest (switch × leaf) group table kept, entries (64 MiB).
+const MAX_GROUP_TABLE: usize = 1 << 24;
 
 impl<'t> Fabric<'t> {
     /// All links up.
     pub fn new(topo: &'t Topology) -> Fabric<'t> {
+        let mut out = Vec::new();
+        let mut out_off = vec![0u32];
+        for s in 0..topo.switches().len() as SwitchIdx {
+            for &e in topo.switch_out_edges(s) {
+                if let NodeRef::Switch(t) = topo.edge(e).to {
+                    out.push((e, t));
+                }
+            }
+            out_off.push(out.len() as u32);
+        }
+        let mut leaf_pos = vec![u32::MAX; topo.switches().len()];
+        for (i, &l) in topo.leaves().iter().enumerate() {
+            leaf_pos[l as usize] = i as u32;
+        }
+        let cells = topo.switches().len() * topo.leaves().len();
         Fabric {
             topo,
             failed: vec![false; topo.edge_count()],
             any_failed: false,
             reach: HashMap::new(),
             group: Vec::with_capacity(64),
+            out,
+            out_off,
+            group_at: if cells <= MAX_GROUP_TABLE {
+                vec![0; cells]
+            } else {
+                Vec::new()
+            },
+            cached: Vec::new(),
+            leaf_pos,
         }
     }
 
@@ -41,6 +79,8 @@ impl<'t> Fabric<'t> {
         self.failed[e as usize] = true;
         self.any_failed = true;
         self.reach.clear();
+        self.group_at.fill(0);
+        self.cached.clear();
     }
 
     /// Is the edge down?
@@ -85,9 +125,38 @@ impl<'t> Fabric<'t> {
     /// Usable next hops of `s` toward `dst_leaf`, in egress-port order, into `self.group`.
     fn load_group(&mut self, s: SwitchIdx, dst_leaf: SwitchIdx) {
         self.group.clear();
+        let cell =
+            s as usize * self.topo.leaves().len() + self.leaf_pos[dst_leaf as usize] as usize;
+        match self.group_at.get(cell) {
+            Some(&0) => {
+                self.find_group(s, dst_leaf);
+                self.group_at[cell] = self.cached.len() as u32 + 1;
+                self.cached.push(self.group.len() as EdgeId);
+                self.cached.extend_from_slice(&self.group);
+            }
+            Some(&at) => {
+                let n = self.cached[at as usize - 1] as usize;
+                self.group
+                    .extend_from_slice(&self.cached[at as usize..at as usize + n]);
+            }
+            None => self.find_group(s, dst_leaf),
+        }
+    }
+
+    /// [`Fabric::load_group`], computed.
+    fn find_group(&mut self, s: SwitchIdx, dst_leaf: SwitchIdx) {
         let topo = self.topo;
         if !self.any_failed {
-            self.group.extend(topo.next_hops(s, dst_leaf));
+            // Exactly `topo.next_hops`: the links one hop closer to the leaf.
+            let Some(d) = topo.dist_to_leaf(s, dst_leaf).filter(|&d| d > 0) else {
+                return;
+            };
+            let (a, b) = (self.out_off[s as usize], self.out_off[s as usize + 1]);
+            for &(e, t) in &self.out[a as usize..b as usize] {
+                if topo.dist_to_leaf(t, dst_leaf) == Some(d - 1) {
+                    self.group.push(e);
+                }
+            }
             return;
         }
         for e in topo.next_hops(s, dst_leaf) {

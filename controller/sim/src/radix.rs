@@ -1,0 +1,142 @@
+//! A monotone priority queue (radix heap) for event times.
+//!
+//! The simulation only ever asks for the earliest pending time, and never
+//! schedules anything before the last time it took. A radix heap uses that:
+//! entries sit in buckets by the highest bit in which their key differs
+//! from the last key taken, so taking the minimum scans one bucket and
+//! moves its entries to lower buckets, sequentially. With millions of
+//! pending finishes this is several times faster than a binary heap's
+//! random-access sift-downs. Looking at the minimum is free (each bucket
+//! keeps its own), so the simulation can compare it with the next start
+//! without committing to it.
+
+/// Earliest-first queue of `(time, value)`; times are non-negative. Taking
+/// an entry promises that nothing earlier will be pushed afterwards (a
+/// time pushed below it counts as it); looking does not.
+pub struct RadixHeap<T> {
+    /// Bits of the last key taken (non-negative `f64` bits order like the values).
+    last: u64,
+    /// `buckets[i]`: keys whose highest bit differing from `last` is `i - 1`
+    /// (`buckets[0]`: equal to `last`); every key in a bucket is below
+    /// every key in a higher one.
+    buckets: Vec<Vec<(u64, T)>>,
+    /// Smallest key per bucket (`u64::MAX` when empty).
+    mins: Vec<u64>,
+    len: usize,
+}
+
+impl<T: Copy> Default for RadixHeap<T> {
+    fn default() -> Self {
+        RadixHeap {
+            last: 0,
+            buckets: (0..65).map(|_| Vec::new()).collect(),
+            mins: vec![u64::MAX; 65],
+            len: 0,
+        }
+    }
+}
+
+impl<T: Copy> RadixHeap<T> {
+    fn put(&mut self, k: u64, v: T) {
+        let b = (64 - (k ^ self.last).leading_zeros()) as usize;
+        self.buckets[b].push((k, v));
+        self.mins[b] = self.mins[b].min(k);
+    }
+
+    fn first(&self) -> Option<usize> {
+        (0..65).find(|&i| !self.buckets[i].is_empty())
+    }
+
+    /// Schedules `v` at time `t` (≥ 0; clamped up to the last time taken).
+    pub fn push(&mut self, t: f64, v: T) {
+        debug_assert!(t >= 0.0, "negative time {t}");
+        self.put(t.to_bits().max(self.last), v);
+        self.len += 1;
+    }
+
+    /// The earliest time queued, without taking it.
+    pub fn min_time(&self) -> Option<f64> {
+        self.first().map(|b| f64::from_bits(self.mins[b]))
+    }
+
+    /// Removes and returns the earliest entry.
+    pub fn pop(&mut self) -> Option<(f64, T)> {
+        let i = self.first()?;
+        if i > 0 {
+            // Re-bucket around the new minimum: all move to lower buckets.
+            let mut moved = std::mem::take(&mut self.buckets[i]);
+            self.last = self.mins[i];
+            self.mins[i] = u64::MAX;
+            for &(k, v) in &moved {
+                self.put(k, v);
+            }
+            moved.clear();
+            self.buckets[i] = moved;
+        }
+        let (k, v) = self.buckets[0].pop().expect("bucket 0 holds the minimum");
+        if self.buckets[0].is_empty() {
+            self.mins[0] = u64::MAX;
+        }
+        self.len -= 1;
+        Some((f64::from_bits(k), v))
+    }
+
+    /// Entries queued.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pops_in_time_order_with_interleaved_pushes() {
+        let mut rng = planner::rng::Rng::new(9);
+        let mut h = RadixHeap::default();
+        let mut all = Vec::new();
+        for i in 0..2000u32 {
+            let t = rng.unit() * 1e6;
+            h.push(t, i);
+            all.push(t);
+        }
+        let mut last = 0.0;
+        let mut n = 0;
+        while let Some((t, _)) = h.pop() {
+            assert!(t >= last, "{t} after {last}");
+            last = t;
+            n += 1;
+            // Later events are scheduled after now.
+            if n % 3 == 0 && n < 3000 {
+                let later = t + rng.unit() * 1e5;
+                h.push(later, 0);
+                all.push(later);
+            }
+        }
+        assert_eq!(n, all.len());
+        all.sort_by(f64::total_cmp);
+        assert_eq!(last, *all.last().unwrap());
+        assert!(h.is_empty());
+    }
+
+    #[test]
+    fn looking_does_not_move_time_taking_does() {
+        let mut h = RadixHeap::default();
+        h.push(5.0, 'a');
+        h.push(9.0, 'b');
+        assert_eq!(h.min_time(), Some(5.0));
+        h.push(2.0, 'c');
+        assert_eq!(h.pop(), Some((2.0, 'c')));
+        assert_eq!(h.pop(), Some((5.0, 'a')));
+        h.push(4.0, 'd');
+        assert_eq!(h.min_time(), Some(5.0));
+        assert_eq!(h.pop(), Some((5.0, 'd')));
+        assert_eq!(h.len(), 1);
+    }
+}

@@ -32,10 +32,10 @@ fn main() -> anyhow::Result<()> {
         w.connections().count(),
         t0.elapsed().as_secs_f64()
     );
-    let ideal = run_policy(&topo, &w, Policy::Ideal, &[], None, false);
+    let ideal = run_policy(&topo, &w, Policy::Ideal, &[], None, None);
     println!("  {:<10} sim {:>6.3} s", "ideal", ideal.wall_s);
     for p in Policy::all(4) {
-        let r = run_policy(&topo, &w, p, &[], Some(&ideal.iteration_ns), false);
+        let r = run_policy(&topo, &w, p, &[], Some(&ideal.iteration_ns), None);
         println!(
             "  {:<10} sim {:>6.3} s (of which planning {:.3} s), iteration/ideal {:.3}, {} events",
             r.policy,
@@ -56,7 +56,14 @@ fn main() -> anyhow::Result<()> {
         let topo =
             Topology::from_spec(preset(Preset::Clos3, g).map_err(|e| anyhow::anyhow!("{e}"))?)?;
         let w = build(&topo, &WorkloadSpec::default())?;
-        let r = sim::run_all(&topo, &w, &Policy::all(4), &FailSpec::default(), progress);
+        let r = sim::run_all(
+            &topo,
+            &w,
+            &Policy::all(4),
+            &FailSpec::default(),
+            progress,
+            0,
+        );
         let cells: Vec<String> = r
             .iter()
             .skip(1)

@@ -74,12 +74,25 @@ impl SimFlow {
 
 /// Chooses links for flows (a load-balancing policy on a fabric).
 pub trait Router {
-    /// The route of flow `i` when it starts (or is re-routed), given the
-    /// current per-edge load (summed coefficients of active flows; the
-    /// sprayed flows started at the same instant are not in it yet).
-    /// Shared fractional pieces go into `parts`. False if the flow cannot
-    /// be routed (it then never finishes).
-    fn route(&mut self, i: usize, load: &[f64], parts: &mut Parts, out: &mut Route) -> bool;
+    /// Over how many equal sub-flows flow `i` is spread, each routed on its
+    /// own (a connection's QPs).
+    fn subflows(&self, i: usize) -> u32 {
+        let _ = i;
+        1
+    }
+    /// The route of sub-flow `sub` of flow `i` when it starts (or is
+    /// re-routed), given the current per-edge load (summed coefficients of
+    /// active flows; the sprayed flows started at the same instant are not
+    /// in it yet). Shared fractional pieces go into `parts`. False if it
+    /// cannot be routed (it then never finishes).
+    fn route(
+        &mut self,
+        i: usize,
+        sub: u32,
+        load: &[f64],
+        parts: &mut Parts,
+        out: &mut Route,
+    ) -> bool;
     /// Takes these directed edges down.
     fn fail(&mut self, edges: &[u32]);
     /// Whether flow `i` is re-routed after a failure even if its links
@@ -101,7 +114,8 @@ pub struct Failure {
 pub struct Outcome {
     /// Per job, per iteration: duration, ns (infinite if it never finished).
     pub iteration_ns: Vec<Vec<f64>>,
-    /// Per flow: finish time, ns (infinite if never).
+    /// Per flow: when its last sub-flow finished, ns (infinite if never);
+    /// empty unless [`Options::finish_times`].
     pub finish_ns: Vec<f64>,
     /// Per edge: bits carried.
     pub edge_bits: Vec<f64>,
@@ -145,6 +159,7 @@ impl Ord for Soonest {
 #[derive(Clone, Copy, Default)]
 struct Track {
     flow: u32,
+    sub: u32,
     /// `first[job] + iteration` of its gate, or [`NO_GATE`].
     gate: u32,
     /// Stamp of its current finish entry (run-wide, so a reused slot
@@ -267,7 +282,10 @@ pub fn simulate(
         }
     }
     for (k, l) in js.by_gate.iter().enumerate() {
-        js.left[k] = l.len();
+        js.left[k] = l
+            .iter()
+            .map(|&i| router.subflows(i as usize) as usize)
+            .sum();
     }
     let gated_flows: usize = js.left.iter().sum();
 
@@ -339,8 +357,15 @@ pub fn simulate(
     let mut failed = vec![false; cap.len()];
     let mut t = 0.0f64;
     let mut stamp = 0u32;
-    // Routes flow `i` and makes it active with `rem` bits to go.
+    // Sub-flows still running per flow, when finish times are recorded.
+    let mut subs_left: Vec<u32> = if opts.finish_times {
+        (0..flows.len()).map(|i| router.subflows(i)).collect()
+    } else {
+        Vec::new()
+    };
+    // Routes sub-flow `sub` of flow `i` and makes it active with `rem` bits to go.
     let start_flow = |i: u32,
+                      sub: u32,
                       t: f64,
                       router: &mut dyn Router,
                       mm: &mut MaxMin<Track>,
@@ -349,11 +374,12 @@ pub fn simulate(
      -> bool {
         let (load, parts) = mm.load_and_parts();
         route.clear();
-        if !router.route(i as usize, load, parts, route) {
+        if !router.route(i as usize, sub, load, parts, route) {
             return false;
         }
         let track = Track {
             flow: i,
+            sub,
             gate: flows[i as usize].gate.map_or(NO_GATE, |g| {
                 (first[g.job as usize] + g.iteration as usize) as u32
             }),
@@ -385,11 +411,14 @@ pub fn simulate(
             let i = src.list[src.next];
             src.next += 1;
             push_source(s as usize, &sources, &mut waiting);
-            let rem = flows[i as usize].bits;
-            if !start_flow(i, t, router, &mut mm, &mut route, rem)
-                && flows[i as usize].gate.is_none()
-            {
-                stuck += 1;
+            let k = router.subflows(i as usize);
+            let rem = flows[i as usize].bits / k as f64;
+            for sub in 0..k {
+                if !start_flow(i, sub, t, router, &mut mm, &mut route, rem)
+                    && flows[i as usize].gate.is_none()
+                {
+                    stuck += 1;
+                }
             }
         }
         // Rates.
@@ -439,7 +468,11 @@ pub fn simulate(
             );
             mm.remove(id);
             if opts.finish_times {
-                out.finish_ns[tr.flow as usize] = t;
+                let n = &mut subs_left[tr.flow as usize];
+                *n -= 1;
+                if *n == 0 {
+                    out.finish_ns[tr.flow as usize] = t;
+                }
             }
             if tr.gate != NO_GATE {
                 let k = tr.gate as usize;
@@ -480,9 +513,12 @@ pub fn simulate(
                 failed[e as usize] = true;
             }
             // In flow order, so least-loaded re-picks are reproducible.
-            let mut live: Vec<(u32, FlowId)> = mm.live().map(|id| (mm.data(id).flow, id)).collect();
+            let mut live: Vec<(u32, u32, FlowId)> = mm
+                .live()
+                .map(|id| (mm.data(id).flow, mm.data(id).sub, id))
+                .collect();
             live.sort_unstable();
-            for (i, id) in live {
+            for (i, sub, id) in live {
                 let (edges, parts) = mm.route_of(id);
                 let hit = edges.iter().any(|&e| failed[e as usize])
                     || parts
@@ -495,7 +531,7 @@ pub fn simulate(
                 let d = mm.rate(id) * (t - tr.t_ref);
                 credit(id, tr.sent + d, &mm, &mut out.edge_bits, &mut part_bits);
                 mm.remove(id);
-                if !start_flow(i, t, router, &mut mm, &mut route, tr.rem - d)
+                if !start_flow(i, sub, t, router, &mut mm, &mut route, tr.rem - d)
                     && flows[i as usize].gate.is_none()
                 {
                     stuck += 1;
@@ -532,26 +568,40 @@ mod tests {
     /// A candidate route: own edges and fractional pieces.
     type Candidate = (Vec<u32>, Vec<Vec<Use>>);
 
-    /// Each flow has candidate routes (own edges, fractional pieces); it
-    /// takes the first whose links are all up, or, with `least_loaded`, the
-    /// one whose busiest own link has the least load.
+    /// Each flow has candidate routes (own edges, fractional pieces); its
+    /// sub-flow `q` takes, from the `q`-th candidate on, the first whose
+    /// links are all up, or, with `least_loaded`, the one whose busiest own
+    /// link has the least load.
     #[derive(Clone)]
     struct Candidates {
         routes: Vec<Vec<Candidate>>,
+        subflows: Vec<u32>,
         failed: Vec<bool>,
         least_loaded: bool,
         rehash: bool,
     }
 
     impl Router for Candidates {
-        fn route(&mut self, i: usize, load: &[f64], parts: &mut Parts, out: &mut Route) -> bool {
+        fn subflows(&self, i: usize) -> u32 {
+            self.subflows[i]
+        }
+        fn route(
+            &mut self,
+            i: usize,
+            sub: u32,
+            load: &[f64],
+            parts: &mut Parts,
+            out: &mut Route,
+        ) -> bool {
             let up = |c: &Candidate| {
                 c.0.iter().all(|&e| !self.failed[e as usize])
                     && c.1.iter().flatten().all(|u| !self.failed[u.0 as usize])
             };
             let busiest = |c: &Candidate| c.0.iter().map(|&e| load[e as usize]).fold(0.0, f64::max);
             let mut best: Option<&Candidate> = None;
-            for c in self.routes[i].iter().filter(|c| up(c)) {
+            let cands = &self.routes[i];
+            let from = sub as usize % cands.len();
+            for c in cands[from..].iter().chain(&cands[..from]).filter(|c| up(c)) {
                 match best {
                     None => best = Some(c),
                     Some(b) if self.least_loaded && busiest(c) < busiest(b) => best = Some(c),
@@ -587,6 +637,7 @@ mod tests {
 
     fn fixed(routes: Vec<Vec<u32>>, edges: usize) -> Candidates {
         Candidates {
+            subflows: vec![1; routes.len()],
             routes: routes.into_iter().map(|r| vec![(r, vec![])]).collect(),
             failed: vec![false; edges],
             least_loaded: false,
@@ -795,6 +846,9 @@ mod tests {
                 vec![]
             };
             let router = Candidates {
+                subflows: (0..nf)
+                    .map(|_| [1, 1, 2, 3][rng.below(4) as usize])
+                    .collect(),
                 routes,
                 failed: vec![false; ne],
                 least_loaded: !spray,

@@ -33,10 +33,12 @@ pub mod validate;
 pub mod workload;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::bail;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use planner::ecmp::{flow_hash, HashMode};
 use planner::paths::Path;
 use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
@@ -115,6 +117,8 @@ impl Policy {
 #[derive(Clone, Copy, Debug)]
 enum How {
     Hashed(u32),
+    /// One hash per QP, `qp_hashes[k * qps..(k + 1) * qps]`.
+    QpHashed(u32),
     Adaptive(u32),
     Spray,
     /// Index into the planned paths, and the hash for a fallback.
@@ -131,6 +135,9 @@ struct Route {
 struct PolicyRouter<'t> {
     fabric: Fabric<'t>,
     routes: Vec<Route>,
+    /// QPs per connection (qp-hash) and their hashes.
+    qps: u32,
+    qp_hashes: Vec<u32>,
     paths: Vec<Path>,
     /// Sprayed fabric parts per (source leaf, destination leaf); `None`:
     /// unreachable. Cleared when links fail.
@@ -186,13 +193,29 @@ impl PolicyRouter<'_> {
 }
 
 impl Router for PolicyRouter<'_> {
-    fn route(&mut self, i: usize, load: &[f64], parts: &mut Parts, out: &mut SimRoute) -> bool {
+    fn subflows(&self, i: usize) -> u32 {
+        match self.routes[i].how {
+            How::QpHashed(_) => self.qps,
+            _ => 1,
+        }
+    }
+    fn route(
+        &mut self,
+        i: usize,
+        sub: u32,
+        load: &[f64],
+        parts: &mut Parts,
+        out: &mut SimRoute,
+    ) -> bool {
         let r = &self.routes[i];
         let (src, dst) = (r.src, r.dst);
         let f = &mut self.fabric;
         let u = &mut self.uses;
         let ok = match r.how {
             How::Hashed(h) => f.hashed(src, dst, h, u),
+            How::QpHashed(k) => {
+                f.hashed(src, dst, self.qp_hashes[(k * self.qps + sub) as usize], u)
+            }
             How::Adaptive(h) => f.least_loaded(src, dst, h, load, u),
             How::Spray => return self.sprayed(src, dst, parts, out),
             How::Fixed(p, h) => {
@@ -214,7 +237,10 @@ impl Router for PolicyRouter<'_> {
         self.spray.clear();
     }
     fn rehash_on_failure(&self, i: usize) -> bool {
-        matches!(self.routes[i].how, How::Hashed(_) | How::Spray)
+        matches!(
+            self.routes[i].how,
+            How::Hashed(_) | How::QpHashed(_) | How::Spray
+        )
     }
 }
 
@@ -332,7 +358,7 @@ pub struct PolicyResult {
     /// Per used fabric link: time-averaged utilisation (sorted).
     #[serde(skip)]
     pub link_util: Vec<f64>,
-    /// Flows simulated.
+    /// Flows simulated (each QP of a connection counts).
     pub flows: usize,
     /// Rate recomputations.
     pub events: usize,
@@ -344,10 +370,12 @@ pub struct PolicyResult {
     pub plan_s: f64,
 }
 
-/// Simulation inputs derived for one policy.
-fn prepare(w: &Workload, policy: Policy, planned: bool) -> (Vec<SimFlow>, Vec<Route>) {
+/// Simulation inputs derived for one policy: flows, their routing, and the
+/// QP hashes (qp-hash: `qps` per connection).
+fn prepare(w: &Workload, policy: Policy, planned: bool) -> (Vec<SimFlow>, Vec<Route>, Vec<u32>) {
     let mut flows = Vec::new();
     let mut routes = Vec::new();
+    let mut qp_hashes = Vec::new();
     for n in 0..w.iterations {
         for (j, f) in w.connections().enumerate() {
             let five = flow_hash(f, HashMode::FiveTuple);
@@ -355,16 +383,19 @@ fn prepare(w: &Workload, policy: Policy, planned: bool) -> (Vec<SimFlow>, Vec<Ro
             let start = f.start_ns as f64;
             match policy {
                 Policy::QpHash { qps } => {
+                    // The connection's QPs share its bytes equally.
+                    let k = (qp_hashes.len() as u32) / qps;
                     for q in 0..qps {
                         let mut g = f.clone();
                         set_qp(&mut g, f.dest_qp ^ (q << 14));
-                        flows.push(SimFlow::gated(bits / qps as f64, 0, n, start));
-                        routes.push(Route {
-                            src: f.src,
-                            dst: f.dst,
-                            how: How::Hashed(flow_hash(&g, HashMode::QpAware)),
-                        });
+                        qp_hashes.push(flow_hash(&g, HashMode::QpAware));
                     }
+                    flows.push(SimFlow::gated(bits, 0, n, start));
+                    routes.push(Route {
+                        src: f.src,
+                        dst: f.dst,
+                        how: How::QpHashed(k),
+                    });
                     continue;
                 }
                 _ => {
@@ -404,7 +435,7 @@ fn prepare(w: &Workload, policy: Policy, planned: bool) -> (Vec<SimFlow>, Vec<Ro
             how,
         });
     }
-    (flows, routes)
+    (flows, routes, qp_hashes)
 }
 
 /// Everything one policy's simulation needs.
@@ -429,7 +460,7 @@ fn setup<'t>(topo: &'t Topology, w: &Workload, policy: Policy) -> Setup<'t> {
         Vec::new()
     };
     let plan_s = t0.elapsed().as_secs_f64();
-    let (flows, routes) = prepare(w, policy, !paths.is_empty() || w.demands.is_empty());
+    let (flows, routes, qp_hashes) = prepare(w, policy, !paths.is_empty() || w.demands.is_empty());
     let cap: Vec<f64> = (0..topo.edge_count() as u32)
         .map(|e| topo.edge(e).capacity_bps as f64 / 1e9)
         .collect();
@@ -443,6 +474,11 @@ fn setup<'t>(topo: &'t Topology, w: &Workload, policy: Policy) -> Setup<'t> {
         router: PolicyRouter {
             fabric: Fabric::new(topo),
             routes,
+            qps: match policy {
+                Policy::QpHash { qps } => qps,
+                _ => 1,
+            },
+            qp_hashes,
             paths,
             spray: HashMap::new(),
             uses: Vec::new(),
@@ -470,12 +506,15 @@ pub fn run_policy(
     policy: Policy,
     failures: &[Failure],
     ideal: Option<&[f64]>,
-    progress: bool,
+    progress: Option<&MultiProgress>,
 ) -> PolicyResult {
     let t0 = Instant::now();
     let mut su = setup(topo, w, policy);
-    let gating = su.flows.iter().filter(|f| f.gate.is_some()).count();
-    let pb = progress.then(|| progress_bar(gating as u64, policy.name()));
+    let gating: u64 = (0..su.flows.len())
+        .filter(|&i| su.flows[i].gate.is_some())
+        .map(|i| su.router.subflows(i) as u64)
+        .sum();
+    let pb = progress.map(|m| m.add(progress_bar(gating, policy.name())));
     let o = simulate(
         &su.flows,
         &su.jobs,
@@ -491,7 +530,10 @@ pub fn run_policy(
         pb.finish_and_clear();
     }
     let wall_s = t0.elapsed().as_secs_f64();
-    let (cap, plan_s, flows) = (&su.cap, su.plan_s, su.flows.len());
+    let flows = (0..su.flows.len())
+        .map(|i| su.router.subflows(i) as usize)
+        .sum();
+    let (cap, plan_s) = (&su.cap, su.plan_s);
     let iteration_ns = o.iteration_ns[0].clone();
     let ratio: Vec<f64> = match ideal {
         Some(id) => iteration_ns.iter().zip(id).map(|(a, b)| a / b).collect(),
@@ -523,15 +565,31 @@ pub fn run_policy(
     }
 }
 
-/// The ideal first, then every policy; failures resolved against the ideal.
+/// Relative cost, to start the longest simulations first.
+fn cost_rank(p: Policy) -> u32 {
+    match p {
+        Policy::QpHash { qps } => 10 + qps,
+        Policy::Foresight => 9,
+        Policy::Adaptive => 8,
+        Policy::Ecmp => 5,
+        Policy::Spray => 4,
+        Policy::Ideal => 0,
+    }
+}
+
+/// The ideal first, then every policy, `threads` at a time (0: one per
+/// core; each holds its own simulation in memory), longest first; results
+/// in `policies` order. Failures are timed against the ideal.
 pub fn run_all(
     topo: &Topology,
     w: &Workload,
     policies: &[Policy],
     fail: &FailSpec,
     progress: bool,
+    threads: usize,
 ) -> Vec<PolicyResult> {
-    let ideal = run_policy(topo, w, Policy::Ideal, &[], None, progress);
+    let mp = progress.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
+    let ideal = run_policy(topo, w, Policy::Ideal, &[], None, mp.as_ref());
     let failures: Vec<Failure> = if fail.edges.is_empty() {
         Vec::new()
     } else {
@@ -540,14 +598,38 @@ pub fn run_all(
             edges: fail.edges.clone(),
         }]
     };
-    let mut out = vec![];
-    let id = ideal.iteration_ns.clone();
-    out.push(ideal);
-    for &p in policies {
-        if p != Policy::Ideal {
-            out.push(run_policy(topo, w, p, &failures, Some(&id), progress));
-        }
+    let todo: Vec<Policy> = policies
+        .iter()
+        .copied()
+        .filter(|&p| p != Policy::Ideal)
+        .collect();
+    let mut order: Vec<usize> = (0..todo.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(cost_rank(todo[k])));
+    let threads = match threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
     }
+    .clamp(1, todo.len().max(1));
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<Option<PolicyResult>>> = Mutex::new(vec![None; todo.len()]);
+    let id = &ideal.iteration_ns;
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while let Some(&k) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let r = run_policy(topo, w, todo[k], &failures, Some(id), mp.as_ref());
+                    done.lock().expect("no thread panicked holding it")[k] = Some(r);
+                }
+            });
+        }
+    });
+    let mut out = vec![ideal];
+    out.extend(
+        done.into_inner()
+            .expect("no thread panicked holding it")
+            .into_iter()
+            .map(|r| r.expect("every policy ran")),
+    );
     out
 }
 
@@ -594,6 +676,7 @@ mod tests {
                 &[Policy::Ecmp, Policy::Spray, Policy::Foresight],
                 &FailSpec::default(),
                 false,
+                1,
             );
             let get = |n: &str| r.iter().find(|x| x.policy == n).unwrap().mean_ratio;
             assert!((get("spray") - 1.0).abs() < 1e-6, "spray {}", get("spray"));
@@ -680,7 +763,7 @@ mod tests {
             at_ns: None,
         };
         assert_eq!(fail.edges.len(), 8);
-        let r = run_all(&t, &w, &Policy::all(4), &fail, false);
+        let r = run_all(&t, &w, &Policy::all(4), &fail, false, 2);
         for p in &r {
             assert_eq!(p.unfinished, 0, "{}", p.policy);
             assert!(p.mean_ratio >= 1.0 - 1e-9, "{} {}", p.policy, p.mean_ratio);
@@ -703,7 +786,7 @@ mod tests {
             },
         )
         .unwrap();
-        let r = run_all(&t, &w, &Policy::all(4), &FailSpec::default(), false);
+        let r = run_all(&t, &w, &Policy::all(4), &FailSpec::default(), false, 0);
         assert_eq!(r.len(), 6);
         for p in &r {
             assert_eq!(p.unfinished, 0);

@@ -74,6 +74,7 @@ pub fn water_fill(routes: &[Vec<Use>], cap: &[f64]) -> Vec<f64> {
 
 struct Active {
     flow: usize,
+    sub: u32,
     remaining: f64,
     rate: f64,
     uses: Vec<Use>,
@@ -109,14 +110,18 @@ pub fn simulate(
         .collect();
     let mut current = vec![0u32; jobs.len()];
     let mut begin = vec![0.0f64; jobs.len()];
+    let subflows: Vec<u32> = (0..flows.len()).map(|i| router.subflows(i)).collect();
+    let mut subs_left = subflows.clone();
     let left_of = |j: usize, n: u32| {
         flows
             .iter()
-            .filter(|f| {
+            .zip(&subflows)
+            .filter(|(f, _)| {
                 f.gate
                     .is_some_and(|g| g.job as usize == j && g.iteration == n)
             })
-            .count()
+            .map(|(_, &k)| k as usize)
+            .sum::<usize>()
     };
     let mut left: Vec<usize> = vec![0; jobs.len()];
     let release = |j: usize,
@@ -165,20 +170,24 @@ pub fn simulate(
     let mut fail_ix = 0usize;
     let mut failed = vec![false; ne];
     let mut t = 0.0f64;
-    let mut routed =
-        |i: usize, load: &[f64], router: &mut dyn Router, cap: &mut Vec<f64>| -> Option<Vec<Use>> {
-            route.clear();
-            if !router.route(i, &load[..ne], &mut parts, &mut route) {
-                return None;
-            }
-            let mut uses = Vec::new();
-            route.uses(&parts, &mut uses);
-            if flows[i].max_gbps.is_finite() {
-                cap.push(flows[i].max_gbps as f64);
-                uses.push(((cap.len() - 1) as u32, 1.0));
-            }
-            Some(uses)
-        };
+    let mut routed = |i: usize,
+                      sub: u32,
+                      load: &[f64],
+                      router: &mut dyn Router,
+                      cap: &mut Vec<f64>|
+     -> Option<Vec<Use>> {
+        route.clear();
+        if !router.route(i, sub, &load[..ne], &mut parts, &mut route) {
+            return None;
+        }
+        let mut uses = Vec::new();
+        route.uses(&parts, &mut uses);
+        if flows[i].max_gbps.is_finite() {
+            cap.push(flows[i].max_gbps as f64);
+            uses.push(((cap.len() - 1) as u32, 1.0));
+        }
+        Some(uses)
+    };
     loop {
         if gated && done(&current) {
             break;
@@ -190,22 +199,25 @@ pub fn simulate(
                 break;
             }
             pending.pop();
-            load.resize(cap.len(), 0.0);
-            match routed(i, &load, router, &mut cap) {
-                Some(uses) => {
-                    load.resize(cap.len(), 0.0);
-                    for &(e, a) in &uses {
-                        load[e as usize] += a;
+            for sub in 0..subflows[i] {
+                load.resize(cap.len(), 0.0);
+                match routed(i, sub, &load, router, &mut cap) {
+                    Some(uses) => {
+                        load.resize(cap.len(), 0.0);
+                        for &(e, a) in &uses {
+                            load[e as usize] += a;
+                        }
+                        active.push(Active {
+                            flow: i,
+                            sub,
+                            remaining: flows[i].bits / subflows[i] as f64,
+                            rate: 0.0,
+                            uses,
+                            sent: 0.0,
+                        });
                     }
-                    active.push(Active {
-                        flow: i,
-                        remaining: flows[i].bits,
-                        rate: 0.0,
-                        uses,
-                        sent: 0.0,
-                    });
+                    None => stuck += usize::from(flows[i].gate.is_none()),
                 }
-                None => stuck += usize::from(flows[i].gate.is_none()),
             }
         }
         let routes: Vec<Vec<Use>> = active.iter().map(|a| a.uses.clone()).collect();
@@ -246,7 +258,10 @@ pub fn simulate(
                     }
                     load[e as usize] -= c;
                 }
-                out.finish_ns[a.flow] = t;
+                subs_left[a.flow] -= 1;
+                if subs_left[a.flow] == 0 {
+                    out.finish_ns[a.flow] = t;
+                }
                 if let Some(g) = f.gate {
                     let j = g.job as usize;
                     left[j] -= 1;
@@ -284,7 +299,7 @@ pub fn simulate(
             for &e in &f.edges {
                 failed[e as usize] = true;
             }
-            active.sort_by_key(|a| a.flow);
+            active.sort_by_key(|a| (a.flow, a.sub));
             let mut k = 0;
             while k < active.len() {
                 let a = &active[k];
@@ -303,7 +318,7 @@ pub fn simulate(
                     }
                     load[e as usize] -= c;
                 }
-                match routed(a.flow, &load, router, &mut cap) {
+                match routed(a.flow, a.sub, &load, router, &mut cap) {
                     Some(uses) => {
                         load.resize(cap.len(), 0.0);
                         for &(e, c) in &uses {
@@ -313,6 +328,7 @@ pub fn simulate(
                             k,
                             Active {
                                 flow: a.flow,
+                                sub: a.sub,
                                 remaining: a.remaining,
                                 rate: 0.0,
                                 uses,

@@ -79,6 +79,10 @@ struct Common {
     /// Results directory.
     #[arg(long, default_value = "target/sim")]
     out: PathBuf,
+    /// Policies simulated at once (0: one per core; each holds its own
+    /// simulation in memory).
+    #[arg(long, default_value_t = 0)]
+    jobs: usize,
 }
 
 #[derive(Args)]
@@ -199,7 +203,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<()> {
         .extend(sim::random_links(&topo, a.fail_random, a.common.seed));
     fail.edges.sort_unstable();
     fail.edges.dedup();
-    let results = sim::run_all(&topo, &w, &policies, &fail, progress());
+    let results = sim::run_all(&topo, &w, &policies, &fail, progress(), a.common.jobs);
     println!(
         "{}: {} NICs, {} switches; workload {} ({} connections/iteration, {} background), {} iteration(s){}",
         topo.name(),
@@ -235,7 +239,14 @@ fn table(a: TableArgs) -> anyhow::Result<()> {
         let t0 = Instant::now();
         let topo = fabric(a.common.fabric, g)?;
         let w = build(&topo, &ws)?;
-        let r = sim::run_all(&topo, &w, &policies, &FailSpec::default(), progress());
+        let r = sim::run_all(
+            &topo,
+            &w,
+            &policies,
+            &FailSpec::default(),
+            progress(),
+            a.common.jobs,
+        );
         eprintln!("{g} GPUs: {:.1} s", t0.elapsed().as_secs_f64());
         rows.push((g, r));
     }

@@ -35,7 +35,7 @@ fn main() -> anyhow::Result<()> {
     let ideal = run_policy(&topo, &w, Policy::Ideal, &[], None, None);
     println!("  {:<10} sim {:>6.3} s", "ideal", ideal.wall_s);
     for p in Policy::all(4) {
-        let r = run_policy(&topo, &w, p, &[], Some(&ideal.iteration_ns), None);
+        let r = run_policy(&topo, &w, p, &[], Some(&ideal.jobs), None);
         println!(
             "  {:<10} sim {:>6.3} s (of which planning {:.3} s), iteration/ideal {:.3}, {} events",
             r.policy,

@@ -8,7 +8,9 @@ use plotters::prelude::*;
 
 use crate::PolicyResult;
 
-/// The per-policy table (iteration time ÷ ideal, utilisation distribution).
+/// The per-policy table (iteration time ÷ ideal of the job that suffers
+/// most, utilisation distribution), then, with several jobs, each job's
+/// mean ratio.
 pub fn table(results: &[PolicyResult]) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -27,7 +29,12 @@ pub fn table(results: &[PolicyResult]) -> String {
         "sim s"
     );
     for r in results {
-        let mean_ms = r.iteration_ns.iter().sum::<f64>() / r.iteration_ns.len().max(1) as f64 / 1e6;
+        let worst = r
+            .jobs
+            .iter()
+            .max_by(|a, b| a.mean_ratio.total_cmp(&b.mean_ratio))
+            .map_or(&[][..], |j| &j.iteration_ns[..]);
+        let mean_ms = worst.iter().sum::<f64>() / worst.len().max(1) as f64 / 1e6;
         let _ = writeln!(
             s,
             "{:<12} {:>10.3} {:>10.3} {:>12.3} {:>7} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>9} {:>8.3}{}",
@@ -49,6 +56,90 @@ pub fn table(results: &[PolicyResult]) -> String {
             }
         );
     }
+    if results.first().is_some_and(|r| r.jobs.len() > 1) {
+        let _ = write!(s, "\nmean iteration / ideal per job\n{:<12}", "policy");
+        for j in &results[0].jobs {
+            let _ = write!(s, " {:>10}", j.name);
+        }
+        s.push('\n');
+        for r in results {
+            let _ = write!(s, "{:<12}", r.policy);
+            for j in &r.jobs {
+                let _ = write!(s, " {:>10.3}", j.mean_ratio);
+            }
+            s.push('\n');
+        }
+    }
+    s
+}
+
+/// The results of one workload at one size, a row of the policy ×
+/// workload × size table.
+pub struct SuiteRow {
+    /// Workload (scenario) name.
+    pub workload: String,
+    /// GPUs.
+    pub gpus: u32,
+    /// The ideal first, then the policies.
+    pub results: Vec<PolicyResult>,
+}
+
+/// The policy × workload × size table in Markdown: mean iteration time ÷
+/// ideal of the job that suffers most.
+pub fn suite_markdown(rows: &[SuiteRow]) -> String {
+    let Some(first) = rows.first() else {
+        return String::new();
+    };
+    let mut s = String::from("| workload | GPUs |");
+    for r in first.results.iter().skip(1) {
+        let _ = write!(s, " {} |", r.policy);
+    }
+    s.push_str("\n|---|---:|");
+    for _ in first.results.iter().skip(1) {
+        s.push_str("---:|");
+    }
+    s.push('\n');
+    for row in rows {
+        let _ = write!(s, "| {} | {} |", row.workload, row.gpus);
+        for r in row.results.iter().skip(1) {
+            if r.unfinished > 0 {
+                let _ = write!(s, " stuck ({}) |", r.unfinished);
+            } else {
+                let _ = write!(s, " {:.2} |", r.mean_ratio);
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// The table as CSV, one line per workload, size, policy and job.
+pub fn suite_csv(rows: &[SuiteRow]) -> String {
+    let mut s = String::from(
+        "workload,gpus,policy,job,mean_ratio,max_ratio,ideal_mean_iteration_ns,iterations,unfinished,wall_s\n",
+    );
+    for row in rows {
+        let ideal = &row.results[0];
+        for r in row.results.iter().skip(1) {
+            for (k, j) in r.jobs.iter().enumerate() {
+                let id = &ideal.jobs[k].iteration_ns;
+                let _ = writeln!(
+                    s,
+                    "{},{},{},{},{:.6},{:.6},{:.1},{},{},{:.3}",
+                    row.workload,
+                    row.gpus,
+                    r.policy,
+                    j.name,
+                    j.mean_ratio,
+                    j.ratio.iter().copied().fold(0.0, f64::max),
+                    id.iter().sum::<f64>() / id.len().max(1) as f64,
+                    j.iteration_ns.len(),
+                    r.unfinished,
+                    r.wall_s
+                );
+            }
+        }
+    }
     s
 }
 
@@ -61,11 +152,13 @@ pub fn write_all(dir: &Path, results: &[PolicyResult]) -> anyhow::Result<()> {
         std::fs::write(&p, body).with_context(|| format!("writing {}", p.display()))
     };
     let ideal = results.iter().find(|r| r.policy == "ideal");
-    let mut it = String::from("policy,iteration,iteration_ns,ideal_ns,ratio\n");
+    let mut it = String::from("policy,job,iteration,iteration_ns,ideal_ns,ratio\n");
     for r in results {
-        for (i, (&t, &q)) in r.iteration_ns.iter().zip(&r.ratio).enumerate() {
-            let id = ideal.map_or(f64::NAN, |x| x.iteration_ns[i]);
-            let _ = writeln!(it, "{},{i},{t:.1},{id:.1},{q:.6}", r.policy);
+        for (k, j) in r.jobs.iter().enumerate() {
+            for (i, (&t, &q)) in j.iteration_ns.iter().zip(&j.ratio).enumerate() {
+                let id = ideal.map_or(f64::NAN, |x| x.jobs[k].iteration_ns[i]);
+                let _ = writeln!(it, "{},{},{i},{t:.1},{id:.1},{q:.6}", r.policy, j.name);
+            }
         }
     }
     w("iterations.csv", it)?;

@@ -81,6 +81,15 @@ impl<T: Copy> RadixHeap<T> {
         Some((f64::from_bits(k), v))
     }
 
+    /// Drops the entries `keep` refuses (the floor stays where it is).
+    pub fn retain(&mut self, mut keep: impl FnMut(f64, &T) -> bool) {
+        for (b, m) in self.buckets.iter_mut().zip(&mut self.mins) {
+            b.retain(|(k, v)| keep(f64::from_bits(*k), v));
+            *m = b.iter().map(|x| x.0).min().unwrap_or(u64::MAX);
+        }
+        self.len = self.buckets.iter().map(Vec::len).sum();
+    }
+
     /// Entries queued.
     pub fn len(&self) -> usize {
         self.len
@@ -138,5 +147,22 @@ mod tests {
         assert_eq!(h.min_time(), Some(5.0));
         assert_eq!(h.pop(), Some((5.0, 'd')));
         assert_eq!(h.len(), 1);
+    }
+
+    #[test]
+    fn retain_drops_entries_and_keeps_order() {
+        let mut h = RadixHeap::default();
+        for i in 0..100u32 {
+            h.push(i as f64, i);
+        }
+        h.pop();
+        h.retain(|_, &v| v % 3 == 0);
+        assert_eq!(h.len(), 33);
+        assert_eq!(h.min_time(), Some(3.0));
+        let mut last = 0;
+        while let Some((_, v)) = h.pop() {
+            assert!(v % 3 == 0 && v > last);
+            last = v;
+        }
     }
 }

@@ -89,6 +89,7 @@ pub fn simulate(
     cap: &[f64],
     router: &mut dyn Router,
     failures: &[Failure],
+    coalesce_ns: f64,
 ) -> Outcome {
     let mut cap = cap.to_vec();
     let ne = cap.len();
@@ -193,6 +194,60 @@ pub fn simulate(
             break;
         }
         out.events += 1;
+        while let Some(f) = failures.get(fail_ix) {
+            if f.at_ns > t + tolerance(t) {
+                break;
+            }
+            fail_ix += 1;
+            router.fail(&f.edges);
+            for &e in &f.edges {
+                cap[e as usize] = 0.0;
+            }
+            for &e in &f.edges {
+                failed[e as usize] = true;
+            }
+            active.sort_by_key(|a| (a.flow, a.sub));
+            let mut k = 0;
+            while k < active.len() {
+                let a = &active[k];
+                let hit = a
+                    .uses
+                    .iter()
+                    .any(|u| failed.get(u.0 as usize) == Some(&true));
+                if !hit && !router.rehash_on_failure(a.flow) {
+                    k += 1;
+                    continue;
+                }
+                let a = active.remove(k);
+                for &(e, c) in &a.uses {
+                    if (e as usize) < ne {
+                        out.edge_bits[e as usize] += c * a.sent;
+                    }
+                    load[e as usize] -= c;
+                }
+                match routed(a.flow, a.sub, &load, router, &mut cap) {
+                    Some(uses) => {
+                        load.resize(cap.len(), 0.0);
+                        for &(e, c) in &uses {
+                            load[e as usize] += c;
+                        }
+                        active.insert(
+                            k,
+                            Active {
+                                flow: a.flow,
+                                sub: a.sub,
+                                remaining: a.remaining,
+                                rate: 0.0,
+                                uses,
+                                sent: 0.0,
+                            },
+                        );
+                        k += 1;
+                    }
+                    None => stuck += usize::from(flows[a.flow].gate.is_none()),
+                }
+            }
+        }
         pending.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
         while let Some(&(ts, i)) = pending.last() {
             if ts > t + tolerance(t) {
@@ -250,7 +305,10 @@ pub fn simulate(
         while k < active.len() {
             let a = &active[k];
             let f = &flows[a.flow];
-            if f.bits.is_finite() && a.rate > 0.0 && a.remaining / a.rate <= tolerance(t) {
+            if f.bits.is_finite()
+                && a.rate > 0.0
+                && a.remaining / a.rate <= tolerance(t).max(coalesce_ns)
+            {
                 let a = active.swap_remove(k);
                 for &(e, c) in &a.uses {
                     if (e as usize) < ne {
@@ -286,60 +344,6 @@ pub fn simulate(
         }
         if gated && done(&current) {
             break;
-        }
-        while let Some(f) = failures.get(fail_ix) {
-            if f.at_ns > t + tolerance(t) {
-                break;
-            }
-            fail_ix += 1;
-            router.fail(&f.edges);
-            for &e in &f.edges {
-                cap[e as usize] = 0.0;
-            }
-            for &e in &f.edges {
-                failed[e as usize] = true;
-            }
-            active.sort_by_key(|a| (a.flow, a.sub));
-            let mut k = 0;
-            while k < active.len() {
-                let a = &active[k];
-                let hit = a
-                    .uses
-                    .iter()
-                    .any(|u| failed.get(u.0 as usize) == Some(&true));
-                if !hit && !router.rehash_on_failure(a.flow) {
-                    k += 1;
-                    continue;
-                }
-                let a = active.remove(k);
-                for &(e, c) in &a.uses {
-                    if (e as usize) < ne {
-                        out.edge_bits[e as usize] += c * a.sent;
-                    }
-                    load[e as usize] -= c;
-                }
-                match routed(a.flow, a.sub, &load, router, &mut cap) {
-                    Some(uses) => {
-                        load.resize(cap.len(), 0.0);
-                        for &(e, c) in &uses {
-                            load[e as usize] += c;
-                        }
-                        active.insert(
-                            k,
-                            Active {
-                                flow: a.flow,
-                                sub: a.sub,
-                                remaining: a.remaining,
-                                rate: 0.0,
-                                uses,
-                                sent: 0.0,
-                            },
-                        );
-                        k += 1;
-                    }
-                    None => stuck += usize::from(flows[a.flow].gate.is_none()),
-                }
-            }
         }
     }
     for a in &active {

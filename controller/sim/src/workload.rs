@@ -1,27 +1,45 @@
-//! Workloads: the planner's collectives expanded to flows (one flow per QP
-//! connection), plus background traffic.
+//! Workloads: jobs that repeat collectives every iteration (the planner's
+//! collectives expanded to flows, one per QP connection), plus traffic
+//! nobody announces.
+//!
+//! * `ring`, `all-to-all`, `mix` (ring on half the servers, prefill→decode
+//!   KV transfers on the other half): one job.
+//! * `moe`: expert-parallel all-to-alls with uneven token counts: every
+//!   group of `ep_gpus` GPUs on consecutive servers (as frameworks place
+//!   expert-parallel ranks) exchanges tokens at once (see [`moe_weights`]).
+//! * `multi-job`: two training jobs with different iteration periods and
+//!   inference KV transfers, sharing the fabric (see [`build`]).
+//! * Background: `background` random NIC-pair flows spread over the run,
+//!   and/or a stated load: every NIC streams to a random NIC of another
+//!   server at up to `background_load` of its line rate for the whole run.
+
+use std::ops::Range;
 
 use anyhow::{bail, Context};
 use planner::collectives::{expand, select_servers, Collective, CollectiveKind};
 use planner::conventions::{udp_src_port_for_qp, FIRST_QP, QP_MASK};
 use planner::demand::{Demand, DemandKind, Flow, QpAllocator};
 use planner::rng::Rng;
-use planner::topology::Topology;
+use planner::topology::{HostIdx, Topology};
 
 /// Largest all-to-all simulated (connections per iteration): 8,192 GPUs
 /// at 8 channels is 8.4 million, about 2 GB with 4 QPs per connection.
 pub const MAX_ALL_TO_ALL_FLOWS: u64 = 10_000_000;
 
-/// What runs every iteration.
+/// What runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WorkloadKind {
     /// Ring all-reduce over all the GPUs.
     Ring,
     /// All-to-all over all the GPUs.
     AllToAll,
+    /// Expert-parallel all-to-all over all the GPUs, uneven token counts.
+    Moe,
     /// Ring all-reduce on the first half of the servers and prefill→decode
     /// KV-cache transfers on the other half.
     Mix,
+    /// Two training jobs and inference KV transfers.
+    MultiJob,
 }
 
 impl WorkloadKind {
@@ -30,7 +48,9 @@ impl WorkloadKind {
         match self {
             WorkloadKind::Ring => "ring-allreduce",
             WorkloadKind::AllToAll => "all-to-all",
+            WorkloadKind::Moe => "moe",
             WorkloadKind::Mix => "mix",
+            WorkloadKind::MultiJob => "multi-job",
         }
     }
 }
@@ -44,17 +64,26 @@ pub struct WorkloadSpec {
     pub gpus: Option<u32>,
     /// Collective buffer size, bytes.
     pub bytes: u64,
-    /// Channels (QP connections per neighbour pair); `None` = GPUs per server.
+    /// Channels (QP connections per neighbour pair); `None` = GPUs per
+    /// server (all-to-all and MoE: 8).
     pub channels: Option<u32>,
-    /// KV-cache bytes per prefill server (mix).
+    /// KV-cache bytes per prefill server (mix, multi-job).
     pub kv_bytes: u64,
     /// Background flows (random NIC pairs, random start over the run).
     pub background: u32,
     /// Bytes per background flow.
     pub background_bytes: u64,
-    /// Iterations.
+    /// Background streams: every NIC sends up to this fraction of its line
+    /// rate to a random NIC of another server, all run long (0: none).
+    pub background_load: f64,
+    /// MoE: standard deviation of the log of expert popularity.
+    pub moe_skew: f64,
+    /// MoE: GPUs per expert-parallel group (all GPUs when at least that many).
+    pub ep_gpus: u32,
+    /// Iterations (multi-job: of the first training job, at least 3).
     pub iterations: u32,
-    /// 0: QPs as the planner's allocator hands them out; otherwise random QPs from this seed.
+    /// Random draws (MoE weights, background); unless 0, also random QPs
+    /// instead of the planner's allocator order.
     pub seed: u64,
 }
 
@@ -68,28 +97,51 @@ impl Default for WorkloadSpec {
             kv_bytes: 1 << 30,
             background: 0,
             background_bytes: 64 << 20,
+            background_load: 0.0,
+            moe_skew: 0.3,
+            ep_gpus: 64,
             iterations: 1,
             seed: 0,
         }
     }
 }
 
+/// A job: the demands it runs every iteration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobSpec {
+    /// Name in outputs.
+    pub name: String,
+    /// Its demands, indices into [`Workload::demands`].
+    pub demands: Range<usize>,
+    /// Iterations.
+    pub iterations: u32,
+    /// Compute between the end of one iteration and the next, ns.
+    pub gap_ns: f64,
+}
+
 /// A built workload.
 #[derive(Clone, Debug)]
 pub struct Workload {
-    /// Announced demands (one per collective) of one iteration; their flows
-    /// are the connections, started relative to the iteration.
+    /// Announced demands of one iteration of every job; their flows are the
+    /// connections, started relative to their iteration.
     pub demands: Vec<Demand>,
+    /// The jobs, by demand range.
+    pub jobs: Vec<JobSpec>,
     /// Background flows (absolute start; never announced).
     pub background: Vec<Flow>,
-    /// Iterations.
-    pub iterations: u32,
+    /// Background streams (never announced; run the whole simulation at up
+    /// to `rate_bps`).
+    pub streams: Vec<Flow>,
     /// Name.
     pub name: String,
+    /// Finishes closer than this are simulated as one, ns (0: exact).
+    /// MoE: 0.1 % of its nominal phase, since uneven sizes make every finish
+    /// its own event and exact max-min then re-rates most flows each time.
+    pub coalesce_ns: f64,
 }
 
 impl Workload {
-    /// Announced connections of one iteration, in demand order.
+    /// Announced connections of one iteration of every job, in demand order.
     pub fn connections(&self) -> impl Iterator<Item = &Flow> {
         self.demands.iter().flat_map(|d| d.flows.iter())
     }
@@ -123,34 +175,147 @@ pub fn set_qp(f: &mut Flow, qp: u32) {
     f.udp_src_port = udp_src_port_for_qp(f.dest_qp);
 }
 
+/// A standard normal draw (Box–Muller).
+fn normal(rng: &mut Rng) -> f64 {
+    let u = 1.0 - rng.unit();
+    (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * rng.unit()).cos()
+}
+
+/// A log-normal draw with mean 1: `exp(σz − σ²/2)`.
+fn lognormal(rng: &mut Rng, sigma: f64) -> f64 {
+    (sigma * normal(rng) - sigma * sigma / 2.0).exp()
+}
+
+/// MoE token imbalance: the factor on the all-to-all share for each
+/// (source server, destination NIC). Each GPU hosts one expert; expert
+/// popularity per destination NIC is log-normal with mean 1 and log
+/// standard deviation `skew` (a few experts draw several times the mean);
+/// each source server's routing varies around it, log-normal with `skew / 2`.
+pub fn moe_weights(topo: &Topology, servers: &[u32], skew: f64, seed: u64) -> Vec<Vec<f64>> {
+    let mut rng = Rng::new(seed ^ 0x0e5e_a5e5);
+    let popularity: Vec<f64> = (0..topo.hosts().len())
+        .map(|_| lognormal(&mut rng, skew))
+        .collect();
+    servers
+        .iter()
+        .map(|_| {
+            popularity
+                .iter()
+                .map(|&p| p * lognormal(&mut rng, skew / 2.0))
+                .collect()
+        })
+        .collect()
+}
+
+/// Reweights an all-to-all's flows by [`moe_weights`] and announces each
+/// flow at the rate that ends every flow together at the pace of the
+/// busiest NIC (so the demand never asks more of a NIC than it has).
+/// Returns that nominal duration, ns.
+fn make_moe(topo: &Topology, d: &mut Demand, servers: &[u32], skew: f64, seed: u64) -> f64 {
+    let w = moe_weights(topo, servers, skew, seed);
+    let mut pos = vec![usize::MAX; topo.servers().len()];
+    for (i, &s) in servers.iter().enumerate() {
+        pos[s as usize] = i;
+    }
+    let hosts = topo.hosts();
+    let mut through = vec![0u128; hosts.len() * 2];
+    for f in &mut d.flows {
+        let a = pos[hosts[f.src as usize].server as usize];
+        f.bytes = ((f.bytes as f64 * w[a][f.dst as usize]).round() as u64).max(1);
+        through[f.src as usize * 2] += f.bytes as u128;
+        through[f.dst as usize * 2 + 1] += f.bytes as u128;
+    }
+    // Busiest NIC at 90 % of its line rate sets the duration.
+    let dur_ns = through
+        .iter()
+        .enumerate()
+        .map(|(k, &b)| b as f64 * 8e9 / (0.9 * hosts[k / 2].capacity_bps as f64))
+        .fold(1.0, f64::max);
+    for f in &mut d.flows {
+        f.duration_ns = dur_ns.ceil() as u64;
+        f.rate_bps = ((f.bytes as f64 * 8e9 / dur_ns).ceil() as u64).max(1);
+    }
+    dur_ns
+}
+
+/// All-to-all among `servers` within [`MAX_ALL_TO_ALL_FLOWS`].
+fn a2a_fits(servers: &[u32], spec: &WorkloadSpec) -> anyhow::Result<()> {
+    let s = servers.len() as u64;
+    let ch = spec.channels.unwrap_or(8) as u64;
+    if s * s.saturating_sub(1) * ch > MAX_ALL_TO_ALL_FLOWS {
+        bail!(
+            "{} on {s} servers is {} flows; the simulator takes at most {MAX_ALL_TO_ALL_FLOWS} (about 1,100 servers at 8 channels; use fewer --gpus)",
+            spec.kind.name(),
+            s * (s - 1) * ch
+        );
+    }
+    Ok(())
+}
+
+/// Nominal communication time of a demand (at its announced rates), ns.
+fn nominal_ns(d: &Demand) -> f64 {
+    (d.end_ns() - d.start_ns()).max(1) as f64
+}
+
 /// Builds the workload on a fabric.
+///
+/// `multi-job` deals the servers out in turn, `a b a b a b i i` per eight
+/// (as a scheduler filling a fragmented cluster would: the jobs share
+/// leaves and uplinks), 3/8, 3/8 and 1/4 of them:
+/// * `train-a`: ring all-reduce of `bytes`, computing between iterations as
+///   long as its nominal communication takes, `max(iterations, 3)` times;
+/// * `train-b`: ring all-reduce of `bytes / 2`, computing 0.6 × its
+///   communication time, so the two jobs' communication phases drift
+///   against each other;
+/// * `infer`: prefill→decode KV transfers of `kv_bytes` per prefill server
+///   (half the inference servers), a round every quarter of `train-a`'s
+///   communication time.
+///
+/// The second and third run as many iterations as span `train-a`'s run.
 pub fn build(topo: &Topology, spec: &WorkloadSpec) -> anyhow::Result<Workload> {
     if spec.iterations == 0 {
         bail!("--iterations must be at least 1");
+    }
+    if !(0.0..=1.0).contains(&spec.background_load) {
+        bail!(
+            "--background-load {}: a fraction of the NIC line rate, in [0, 1]",
+            spec.background_load
+        );
+    }
+    if !(spec.moe_skew >= 0.0 && spec.moe_skew.is_finite()) {
+        bail!(
+            "--moe-skew {}: must be finite and at least 0",
+            spec.moe_skew
+        );
     }
     let total: u32 = topo.servers().iter().map(|s| s.gpus).sum();
     let gpus = spec.gpus.unwrap_or(total);
     let servers = select_servers(topo, gpus).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut qps = QpAllocator::new(topo);
     let mut demands = Vec::new();
-    match spec.kind {
-        WorkloadKind::Ring => demands.push(collective(
-            topo,
-            CollectiveKind::RingAllreduce,
-            servers,
-            spec.bytes,
-            spec.channels,
-            &mut qps,
-        )?),
+    let mut coalesce_ns = 0.0;
+    let one_job = |name: &str, n: usize| {
+        vec![JobSpec {
+            name: name.into(),
+            demands: 0..n,
+            iterations: spec.iterations,
+            gap_ns: 0.0,
+        }]
+    };
+    let jobs = match spec.kind {
+        WorkloadKind::Ring => {
+            demands.push(collective(
+                topo,
+                CollectiveKind::RingAllreduce,
+                servers,
+                spec.bytes,
+                spec.channels,
+                &mut qps,
+            )?);
+            one_job(spec.kind.name(), 1)
+        }
         WorkloadKind::AllToAll => {
-            let s = servers.len() as u64;
-            let ch = spec.channels.unwrap_or(8) as u64;
-            if s * (s - 1) * ch > MAX_ALL_TO_ALL_FLOWS {
-                bail!(
-                    "all-to-all on {s} servers is {} flows; the simulator takes at most {MAX_ALL_TO_ALL_FLOWS} (about 1,100 servers at 8 channels; use fewer --gpus)",
-                    s * (s - 1) * ch
-                );
-            }
+            a2a_fits(&servers, spec)?;
             demands.push(collective(
                 topo,
                 CollectiveKind::AllToAll,
@@ -158,7 +323,44 @@ pub fn build(topo: &Topology, spec: &WorkloadSpec) -> anyhow::Result<Workload> {
                 spec.bytes,
                 spec.channels,
                 &mut qps,
-            )?)
+            )?);
+            one_job(spec.kind.name(), 1)
+        }
+        WorkloadKind::Moe => {
+            let per_server = topo.servers()[servers[0] as usize].gpus.max(1);
+            let group = (spec.ep_gpus / per_server).max(1) as usize;
+            if spec.ep_gpus % per_server != 0
+                || (servers.len() > group && servers.len() % group != 0)
+            {
+                bail!(
+                    "--ep-gpus {}: expert-parallel groups must be whole servers ({per_server} GPUs) dividing the {} servers",
+                    spec.ep_gpus,
+                    servers.len()
+                );
+            }
+            let mut longest: f64 = 0.0;
+            for (g, members) in servers.chunks(group).enumerate() {
+                a2a_fits(members, spec)?;
+                let mut d = collective(
+                    topo,
+                    CollectiveKind::AllToAll,
+                    members.to_vec(),
+                    spec.bytes,
+                    spec.channels,
+                    &mut qps,
+                )?;
+                longest = longest.max(make_moe(
+                    topo,
+                    &mut d,
+                    members,
+                    spec.moe_skew,
+                    spec.seed ^ (g as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                ));
+                d.id = format!("moe-ep{g}");
+                demands.push(d);
+            }
+            coalesce_ns = 1e-3 * longest;
+            one_job(spec.kind.name(), demands.len())
         }
         WorkloadKind::Mix => {
             if servers.len() < 4 {
@@ -181,8 +383,43 @@ pub fn build(topo: &Topology, spec: &WorkloadSpec) -> anyhow::Result<Workload> {
                 spec.channels,
                 &mut qps,
             )?);
+            one_job(spec.kind.name(), 2)
         }
-    }
+        WorkloadKind::MultiJob => {
+            let s = servers.len();
+            if s < 8 {
+                bail!("multi-job needs at least 8 servers (3 + 3 training, 2 inference), the fabric gives {s}");
+            }
+            const DEAL: [usize; 8] = [0, 1, 0, 1, 0, 1, 2, 2];
+            let mut members: [Vec<u32>; 3] = Default::default();
+            for (i, &sv) in servers.iter().enumerate() {
+                members[DEAL[i % 8]].push(sv);
+            }
+            let parts = [
+                (CollectiveKind::RingAllreduce, spec.bytes),
+                (CollectiveKind::RingAllreduce, (spec.bytes / 2).max(1)),
+                (CollectiveKind::KvTransfer, spec.kv_bytes),
+            ];
+            for ((kind, bytes), m) in parts.into_iter().zip(members) {
+                demands.push(collective(topo, kind, m, bytes, spec.channels, &mut qps)?);
+            }
+            let comm: Vec<f64> = demands.iter().map(nominal_ns).collect();
+            let gaps = [comm[0], 0.6 * comm[1], (0.25 * comm[0] - comm[2]).max(0.0)];
+            let n_a = spec.iterations.max(3);
+            let span = n_a as f64 * (comm[0] + gaps[0]);
+            let runs = |k: usize| (span / (comm[k] + gaps[k])).ceil().max(1.0) as u32;
+            ["train-a", "train-b", "infer"]
+                .iter()
+                .enumerate()
+                .map(|(k, name)| JobSpec {
+                    name: (*name).into(),
+                    demands: k..k + 1,
+                    iterations: if k == 0 { n_a } else { runs(k) },
+                    gap_ns: gaps[k],
+                })
+                .collect()
+        }
+    };
     let mut rng = Rng::new(spec.seed ^ 0x5eed_f00d);
     if spec.seed != 0 {
         for d in &mut demands {
@@ -191,27 +428,32 @@ pub fn build(topo: &Topology, spec: &WorkloadSpec) -> anyhow::Result<Workload> {
             }
         }
     }
-    // Background: spread over the run at the ideal pace of the workload.
+    let n = topo.hosts().len() as u64;
+    if (spec.background > 0 || spec.background_load > 0.0) && topo.servers().len() < 2 {
+        bail!("background traffic needs at least 2 servers");
+    }
+    // A random NIC of another server than `a`'s.
+    let peer = |a: HostIdx, rng: &mut Rng| loop {
+        let b = rng.below(n) as HostIdx;
+        if topo.hosts()[b as usize].server != topo.hosts()[a as usize].server {
+            return b;
+        }
+    };
+    // Background: spread over the run at the ideal pace of the first job.
     let mut background = Vec::new();
     if spec.background > 0 {
-        let est_ns = demands
+        let j = &jobs[0];
+        let est_ns = demands[j.demands.clone()]
             .iter()
             .flat_map(|d| d.flows.iter())
             .map(|f| {
                 f.bytes as f64 * 8.0 / (topo.hosts()[f.src as usize].capacity_bps as f64 / 1e9)
             })
             .fold(1.0, f64::max);
-        let span = est_ns * spec.iterations as f64;
-        let n = topo.hosts().len() as u64;
-        if n < 2 {
-            bail!("background traffic needs at least 2 NICs");
-        }
+        let span = est_ns * j.iterations as f64;
         for _ in 0..spec.background {
-            let a = rng.below(n) as u32;
-            let mut b = rng.below(n - 1) as u32;
-            if b >= a {
-                b += 1;
-            }
+            let a = rng.below(n) as HostIdx;
+            let b = peer(a, &mut rng);
             let qp = qps.alloc(b);
             let rate = topo.hosts()[a as usize].capacity_bps;
             let start = (rng.unit() * span) as u64;
@@ -226,10 +468,169 @@ pub fn build(topo: &Topology, spec: &WorkloadSpec) -> anyhow::Result<Workload> {
             ));
         }
     }
+    let mut streams = Vec::new();
+    if spec.background_load > 0.0 {
+        let mut rng = Rng::new(spec.seed ^ 0xb6_10ad);
+        for a in 0..n as HostIdx {
+            let b = peer(a, &mut rng);
+            let qp = qps.alloc(b);
+            let cap = topo.hosts()[a as usize].capacity_bps as f64;
+            let rate = ((spec.background_load * cap) as u64).max(1);
+            streams.push(Flow::new(topo, a, b, qp, 0, 1, rate));
+        }
+    }
     Ok(Workload {
         demands,
+        jobs,
         background,
-        iterations: spec.iterations,
+        streams,
         name: spec.kind.name().into(),
+        coalesce_ns,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use planner::topology::generate::{preset, Preset};
+
+    fn clos(gpus: u32) -> Topology {
+        Topology::from_spec(preset(Preset::Clos3, gpus).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn moe_is_uneven_with_mean_one_and_fits_the_nics() {
+        let t = clos(256);
+        let spec = WorkloadSpec {
+            kind: WorkloadKind::Moe,
+            ep_gpus: 256,
+            ..Default::default()
+        };
+        let w = build(&t, &spec).unwrap();
+        let a2a = build(
+            &t,
+            &WorkloadSpec {
+                kind: WorkloadKind::AllToAll,
+                ..spec.clone()
+            },
+        )
+        .unwrap();
+        let sum = |w: &Workload| w.connections().map(|f| f.bytes as f64).sum::<f64>();
+        // Mean 1 over 7,936 flows: within a few percent of the uniform total.
+        let r = sum(&w) / sum(&a2a);
+        assert!((r - 1.0).abs() < 0.05, "total ratio {r}");
+        let (lo, hi) = w.connections().fold((u64::MAX, 0), |(lo, hi), f| {
+            (lo.min(f.bytes), hi.max(f.bytes))
+        });
+        assert!(hi > 4 * lo, "flows {lo}..{hi} bytes are not uneven");
+        // Announced rates fill the busiest NIC to 90 % and no more.
+        let mut up = vec![0u64; t.hosts().len()];
+        for f in w.connections() {
+            up[f.src as usize] += f.rate_bps;
+        }
+        let busiest = *up.iter().max().unwrap() as f64 / t.hosts()[0].capacity_bps as f64;
+        assert!(busiest <= 0.9 + 1e-6, "busiest NIC at {busiest}");
+        // Seeded: the same draws again.
+        let again = build(&t, &spec).unwrap();
+        assert!(again.connections().eq(w.connections()));
+    }
+
+    #[test]
+    fn moe_groups_are_consecutive_servers() {
+        let t = clos(256);
+        let w = build(
+            &t,
+            &WorkloadSpec {
+                kind: WorkloadKind::Moe,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(w.demands.len(), 4);
+        assert!(w.coalesce_ns > 0.0);
+        for (g, d) in w.demands.iter().enumerate() {
+            assert_eq!(d.flows.len(), 8 * 7 * 8);
+            for f in &d.flows {
+                let s = t.hosts()[f.src as usize].server as usize;
+                assert_eq!(s / 8, g, "group {g} flow from server {s}");
+            }
+        }
+        let bad = build(
+            &t,
+            &WorkloadSpec {
+                kind: WorkloadKind::Moe,
+                ep_gpus: 12,
+                ..Default::default()
+            },
+        );
+        assert!(bad.unwrap_err().to_string().contains("--ep-gpus 12"));
+    }
+
+    #[test]
+    fn multi_job_has_three_jobs_on_disjoint_servers_sharing_leaves() {
+        let t = clos(256);
+        let w = build(
+            &t,
+            &WorkloadSpec {
+                kind: WorkloadKind::MultiJob,
+                bytes: 64 << 20,
+                kv_bytes: 16 << 20,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(w.jobs.len(), 3);
+        assert_eq!(w.jobs[0].iterations, 3);
+        assert!(w.jobs[1].iterations > 3, "{:?}", w.jobs[1]);
+        let servers = |k: usize| -> std::collections::BTreeSet<u32> {
+            w.demands[k]
+                .flows
+                .iter()
+                .flat_map(|f| [f.src, f.dst])
+                .map(|h| t.hosts()[h as usize].server)
+                .collect()
+        };
+        assert!(servers(0).is_disjoint(&servers(1)));
+        assert!(servers(1).is_disjoint(&servers(2)));
+        assert!(servers(0).is_disjoint(&servers(2)));
+        assert_eq!(
+            (servers(0).len(), servers(1).len(), servers(2).len()),
+            (12, 12, 8)
+        );
+        // The first leaf (4 servers) holds both training jobs.
+        assert!(servers(0).contains(&0) && servers(1).contains(&1));
+    }
+
+    #[test]
+    fn background_load_is_one_capped_stream_per_nic_off_server() {
+        let t = clos(64);
+        let w = build(
+            &t,
+            &WorkloadSpec {
+                background_load: 0.25,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(w.streams.len(), t.hosts().len());
+        for (a, f) in w.streams.iter().enumerate() {
+            assert_eq!(f.src as usize, a);
+            assert_ne!(
+                t.hosts()[f.src as usize].server,
+                t.hosts()[f.dst as usize].server
+            );
+            assert_eq!(f.rate_bps, t.hosts()[a].capacity_bps / 4);
+        }
+        let bad = build(
+            &t,
+            &WorkloadSpec {
+                background_load: 1.5,
+                ..Default::default()
+            },
+        );
+        assert!(bad
+            .unwrap_err()
+            .to_string()
+            .contains("--background-load 1.5"));
+    }
 }

@@ -1,7 +1,6 @@
 //! `foresight sim`: the flow-level (max-min fair) simulator — policies ×
 //! workloads on a topology file or a generated fabric; table, CSV, SVG.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -38,7 +37,33 @@ enum What {
 enum Workload {
     Ring,
     AllToAll,
+    /// Expert-parallel all-to-all with uneven token counts (--moe-skew).
+    Moe,
     Mix,
+    /// Two training jobs (different iteration periods) and inference KV transfers.
+    MultiJob,
+}
+
+/// What is compared and how it runs (run and table).
+#[derive(Args, Clone)]
+struct PolicyArgs {
+    /// Policies, comma-separated: ecmp, qp-hash[-K], adaptive, spray, foresight.
+    #[arg(long, default_value = "ecmp,qp-hash,adaptive,spray,foresight")]
+    policies: String,
+    /// QPs per connection for qp-hash.
+    #[arg(long, default_value_t = 4)]
+    qps: u32,
+    /// Random draws (MoE weights, background); unless 0, also random QPs
+    /// instead of the planner's allocator order.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Policies simulated at once (0: one per core; each holds its own
+    /// simulation in memory).
+    #[arg(long, default_value_t = 0)]
+    jobs: usize,
+    /// Results directory.
+    #[arg(long, default_value = "target/sim")]
+    out: PathBuf,
 }
 
 #[derive(Args, Clone)]
@@ -46,6 +71,9 @@ struct Common {
     /// Fabric to generate when no --topology is given.
     #[arg(long, value_enum, default_value = "clos3")]
     fabric: FabricPreset,
+    /// Leaf oversubscription of the generated clos3 fabric (2: half the spines).
+    #[arg(long, default_value_t = 1)]
+    oversubscription: u32,
     /// Workload.
     #[arg(long, value_enum, default_value = "ring")]
     workload: Workload,
@@ -55,34 +83,31 @@ struct Common {
     /// Channels (QP connections per neighbour pair); default = GPUs per server.
     #[arg(long)]
     channels: Option<u32>,
-    /// Policies, comma-separated: ecmp, qp-hash[-K], adaptive, spray, foresight.
-    #[arg(long, default_value = "ecmp,qp-hash,adaptive,spray,foresight")]
-    policies: String,
-    /// QPs per connection for qp-hash.
-    #[arg(long, default_value_t = 4)]
-    qps: u32,
-    /// Iterations (each starts when the previous one's slowest flow ends).
+    /// Iterations (each starts when the previous one's slowest flow ends;
+    /// multi-job: of the first training job, at least 3).
     #[arg(long, default_value_t = 1)]
     iterations: u32,
-    /// Mix: KV-cache bytes per prefill server.
+    /// Mix and multi-job: KV-cache bytes per prefill server.
     #[arg(long, default_value = "256MiB")]
     kv_bytes: String,
+    /// MoE: standard deviation of the log of expert popularity.
+    #[arg(long, default_value_t = 0.3)]
+    moe_skew: f64,
+    /// MoE: GPUs per expert-parallel group (consecutive servers).
+    #[arg(long, default_value_t = 64)]
+    ep_gpus: u32,
     /// Background flows (random NIC pairs, spread over the run).
     #[arg(long, default_value_t = 0)]
     background: u32,
     /// Bytes per background flow.
     #[arg(long, default_value = "64MiB")]
     background_bytes: String,
-    /// 0: QPs as the planner allocates them; otherwise random QPs from this seed.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Results directory.
-    #[arg(long, default_value = "target/sim")]
-    out: PathBuf,
-    /// Policies simulated at once (0: one per core; each holds its own
-    /// simulation in memory).
-    #[arg(long, default_value_t = 0)]
-    jobs: usize,
+    /// Background streams: every NIC sends up to this fraction of its line
+    /// rate to a random NIC of another server, all run long.
+    #[arg(long, default_value_t = 0.0)]
+    background_load: f64,
+    #[command(flatten)]
+    policy: PolicyArgs,
 }
 
 #[derive(Args)]
@@ -99,7 +124,8 @@ struct RunArgs {
     /// Take down this many random switch-to-switch links mid-run.
     #[arg(long, default_value_t = 0)]
     fail_random: u32,
-    /// When links fail, µs (default: half the ideal first iteration).
+    /// When links fail, µs (default: half the ideal first iteration; 0:
+    /// down from the start, and Foresight plans around them).
     #[arg(long)]
     fail_at_us: Option<f64>,
     #[command(flatten)]
@@ -108,11 +134,16 @@ struct RunArgs {
 
 #[derive(Args)]
 struct TableArgs {
-    /// Fabric sizes, GPUs (100k is run as 102400: whole 16-leaf pods).
-    #[arg(long, value_delimiter = ',', default_value = "1024,8192,32768,102400")]
+    /// Workloads (rows), comma-separated; default all: ring, all-to-all,
+    /// moe, multi-job, ring+background, "all-to-all, link down",
+    /// "ring, 2:1", "all-to-all, 2:1".
+    #[arg(long, value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// GPU counts instead of each workload's own (1k, 8k, 32k where it allows).
+    #[arg(long, value_delimiter = ',')]
     sizes: Vec<u32>,
     #[command(flatten)]
-    common: Common,
+    policy: PolicyArgs,
 }
 
 pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
@@ -143,34 +174,44 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
     }
 }
 
-fn spec(c: &Common) -> anyhow::Result<(WorkloadSpec, Vec<Policy>)> {
-    let policies = c
-        .policies
+fn policies(p: &PolicyArgs) -> anyhow::Result<Vec<Policy>> {
+    p.policies
         .split(',')
-        .map(|s| Policy::parse(s.trim(), c.qps))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let bytes = |s: &str, f: &str| parse_bytes(s).map_err(|e| anyhow::anyhow!("--{f} {s}: {e}"));
-    Ok((
-        WorkloadSpec {
-            kind: match c.workload {
-                Workload::Ring => WorkloadKind::Ring,
-                Workload::AllToAll => WorkloadKind::AllToAll,
-                Workload::Mix => WorkloadKind::Mix,
-            },
-            gpus: None,
-            bytes: bytes(&c.bytes, "bytes")?,
-            channels: c.channels,
-            kv_bytes: bytes(&c.kv_bytes, "kv-bytes")?,
-            background: c.background,
-            background_bytes: bytes(&c.background_bytes, "background-bytes")?,
-            iterations: c.iterations,
-            seed: c.seed,
-        },
-        policies,
-    ))
+        .map(|s| Policy::parse(s.trim(), p.qps))
+        .collect()
 }
 
-fn fabric(preset: FabricPreset, gpus: u32) -> anyhow::Result<Topology> {
+fn spec(c: &Common) -> anyhow::Result<WorkloadSpec> {
+    let bytes = |s: &str, f: &str| parse_bytes(s).map_err(|e| anyhow::anyhow!("--{f} {s}: {e}"));
+    Ok(WorkloadSpec {
+        kind: match c.workload {
+            Workload::Ring => WorkloadKind::Ring,
+            Workload::AllToAll => WorkloadKind::AllToAll,
+            Workload::Moe => WorkloadKind::Moe,
+            Workload::Mix => WorkloadKind::Mix,
+            Workload::MultiJob => WorkloadKind::MultiJob,
+        },
+        gpus: None,
+        bytes: bytes(&c.bytes, "bytes")?,
+        channels: c.channels,
+        kv_bytes: bytes(&c.kv_bytes, "kv-bytes")?,
+        background: c.background,
+        background_bytes: bytes(&c.background_bytes, "background-bytes")?,
+        background_load: c.background_load,
+        moe_skew: c.moe_skew,
+        ep_gpus: c.ep_gpus,
+        iterations: c.iterations,
+        seed: c.policy.seed,
+    })
+}
+
+fn fabric(preset: FabricPreset, gpus: u32, oversubscription: u32) -> anyhow::Result<Topology> {
+    if matches!(preset, FabricPreset::Clos3) {
+        return sim::fabrics::clos3(gpus, oversubscription);
+    }
+    if oversubscription != 1 {
+        bail!("--oversubscription {oversubscription}: only the clos3 fabric is generated oversubscribed");
+    }
     let spec = generate::preset(preset.preset(), gpus).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(Topology::from_spec(spec)?)
 }
@@ -179,12 +220,22 @@ fn progress() -> bool {
     std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
 
+fn peak_rss() -> String {
+    sim::peak_rss_kib().map_or("?".into(), |k| format!("{:.0}", k as f64 / 1024.0))
+}
+
 fn run_one(a: RunArgs) -> anyhow::Result<()> {
-    let (ws, policies) = spec(&a.common)?;
+    let ws = spec(&a.common)?;
+    let policies = policies(&a.common.policy)?;
     let t0 = Instant::now();
     let topo = match &a.topology {
-        Some(p) => yaml::load_file(p).with_context(|| format!("loading {}", p.display()))?,
-        None => fabric(a.common.fabric, a.gpus)?,
+        Some(p) => {
+            if a.common.oversubscription != 1 {
+                bail!("--oversubscription applies to generated fabrics, not --topology");
+            }
+            yaml::load_file(p).with_context(|| format!("loading {}", p.display()))?
+        }
+        None => fabric(a.common.fabric, a.gpus, a.common.oversubscription)?,
     };
     let build_s = t0.elapsed().as_secs_f64();
     let w = build(&topo, &ws)?;
@@ -199,88 +250,108 @@ fn run_one(a: RunArgs) -> anyhow::Result<()> {
         fail.edges
             .extend(sim::link_edges(&topo, x.trim(), y.trim())?);
     }
-    fail.edges
-        .extend(sim::random_links(&topo, a.fail_random, a.common.seed));
+    fail.edges.extend(sim::random_links(
+        &topo,
+        a.fail_random,
+        a.common.policy.seed,
+    ));
     fail.edges.sort_unstable();
     fail.edges.dedup();
-    let results = sim::run_all(&topo, &w, &policies, &fail, progress(), a.common.jobs);
+    let results = sim::run_all(
+        &topo,
+        &w,
+        &policies,
+        &fail,
+        progress(),
+        a.common.policy.jobs,
+    );
+    let jobs: Vec<String> = w
+        .jobs
+        .iter()
+        .map(|j| format!("{} × {}", j.name, j.iterations))
+        .collect();
     println!(
-        "{}: {} NICs, {} switches; workload {} ({} connections/iteration, {} background), {} iteration(s){}",
+        "{}: {} NICs, {} switches; workload {} ({} connections per round of every job, {} background flows, {} streams); jobs {}{}",
         topo.name(),
         topo.hosts().len(),
         topo.switches().len(),
         w.name,
         w.connections().count(),
         w.background.len(),
-        w.iterations,
+        w.streams.len(),
+        jobs.join(", "),
         if fail.edges.is_empty() {
             String::new()
         } else {
-            format!("; {} directed links fail mid-run", fail.edges.len())
+            format!(
+                "; {} directed links fail {}",
+                fail.edges.len(),
+                if fail.at_ns == Some(0.0) { "from the start" } else { "mid-run" }
+            )
         }
     );
     print!("{}", sim::output::table(&results));
-    println!(
-        "fabric build {build_s:.2} s; peak RSS {} MiB",
-        sim::peak_rss_kib().map_or("?".into(), |k| format!("{:.0}", k as f64 / 1024.0))
-    );
-    sim::output::write_all(&a.common.out, &results)?;
+    println!("fabric build {build_s:.2} s; peak RSS {} MiB", peak_rss());
+    sim::output::write_all(&a.common.policy.out, &results)?;
     println!(
         "wrote {}/{{iterations,summary,link_util}}.csv, ratio.svg, util_cdf.svg",
-        a.common.out.display()
+        a.common.policy.out.display()
     );
     Ok(())
 }
 
 fn table(a: TableArgs) -> anyhow::Result<()> {
-    let (ws, policies) = spec(&a.common)?;
-    let mut rows: Vec<(u32, Vec<sim::PolicyResult>)> = Vec::new();
-    for &g in &a.sizes {
-        let t0 = Instant::now();
-        let topo = fabric(a.common.fabric, g)?;
-        let w = build(&topo, &ws)?;
-        let r = sim::run_all(
-            &topo,
-            &w,
-            &policies,
-            &FailSpec::default(),
-            progress(),
-            a.common.jobs,
-        );
-        eprintln!("{g} GPUs: {:.1} s", t0.elapsed().as_secs_f64());
-        rows.push((g, r));
-    }
-    let names: Vec<String> = rows[0].1.iter().skip(1).map(|r| r.policy.clone()).collect();
-    let mut s = String::from("| GPUs |");
-    for n in &names {
-        let _ = write!(s, " {n} |");
-    }
-    s.push_str("\n|---:|");
-    for _ in &names {
-        s.push_str("---:|");
-    }
-    s.push('\n');
-    let mut csv = String::from("gpus,policy,mean_ratio,max_ratio,ideal_ns\n");
-    for (g, r) in &rows {
-        let _ = write!(s, "| {g} |");
-        for p in r.iter().skip(1) {
-            let _ = write!(s, " {:.2} |", p.mean_ratio);
-            let _ = writeln!(
-                csv,
-                "{g},{},{:.6},{:.6},{:.1}",
-                p.policy, p.mean_ratio, p.max_ratio, r[0].iteration_ns[0]
+    let policies = policies(&a.policy)?;
+    let all = sim::suite::scenarios();
+    let chosen: Vec<&sim::suite::Scenario> = if a.workloads.is_empty() {
+        all.iter().collect()
+    } else {
+        a.workloads
+            .iter()
+            .map(|n| {
+                let n = n.trim();
+                all.iter().find(|s| s.name == n).ok_or_else(|| {
+                    let names: Vec<&str> = all.iter().map(|s| s.name).collect();
+                    anyhow::anyhow!("--workloads {n}: expected one of {}", names.join("; "))
+                })
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
+    let mut rows: Vec<sim::output::SuiteRow> = Vec::new();
+    for sc in chosen {
+        let sizes = if a.sizes.is_empty() {
+            sc.sizes
+        } else {
+            &a.sizes[..]
+        };
+        for &g in sizes {
+            let t0 = Instant::now();
+            let results =
+                sim::suite::run(sc, g, &policies, a.policy.seed, progress(), a.policy.jobs)
+                    .with_context(|| format!("{} at {g} GPUs", sc.name))?;
+            eprintln!(
+                "{} at {g} GPUs: {:.1} s, peak RSS so far {} MiB",
+                sc.name,
+                t0.elapsed().as_secs_f64(),
+                peak_rss()
             );
+            rows.push(sim::output::SuiteRow {
+                workload: sc.name.into(),
+                gpus: g,
+                results,
+            });
         }
-        s.push('\n');
     }
-    print!("{s}");
-    std::fs::create_dir_all(&a.common.out)?;
-    std::fs::write(a.common.out.join("table.md"), &s)?;
-    std::fs::write(a.common.out.join("table.csv"), csv)?;
+    let md = sim::output::suite_markdown(&rows);
+    print!("{md}");
+    let out = &a.policy.out;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    std::fs::write(out.join("table.md"), &md)?;
+    std::fs::write(out.join("table.csv"), sim::output::suite_csv(&rows))?;
     println!(
         "peak RSS {} MiB; wrote {}/table.md, table.csv",
-        sim::peak_rss_kib().map_or("?".into(), |k| format!("{:.0}", k as f64 / 1024.0)),
-        a.common.out.display()
+        peak_rss(),
+        out.display()
     );
     Ok(())
 }

@@ -1,0 +1,74 @@
+//! Fabrics the simulator generates beyond the planner's presets: the
+//! `clos3` shape with oversubscribed leaves.
+
+use anyhow::bail;
+use planner::topology::generate::{multi_pod, preset, MultiPod, Preset};
+use planner::topology::Topology;
+
+/// The `clos3` preset for `gpus` GPUs (8 per server, 400G NICs, 32 NICs
+/// per leaf, pods of 16 leaves), with `oversubscription`:1 at the leaves:
+/// each pod has `32 / oversubscription` spines, so a leaf's uplinks carry
+/// that fraction of its hosts' capacity; the spine tier stays 1:1.
+pub fn clos3(gpus: u32, oversubscription: u32) -> anyhow::Result<Topology> {
+    if oversubscription <= 1 {
+        let spec = preset(Preset::Clos3, gpus).map_err(|e| anyhow::anyhow!("{e}"))?;
+        return Ok(Topology::from_spec(spec)?);
+    }
+    const NIC_GBPS: f64 = 400.0;
+    if gpus == 0 || gpus % 32 != 0 {
+        bail!("--gpus {gpus}: clos3 needs a positive multiple of 32 GPUs");
+    }
+    let hosts_per_leaf = 32u32;
+    if hosts_per_leaf % oversubscription != 0 {
+        bail!(
+            "--oversubscription {oversubscription}: must divide the {hosts_per_leaf} NICs of a leaf"
+        );
+    }
+    let leaves = gpus / hosts_per_leaf;
+    // As the preset: pods of 16 leaves from 32 leaves on, else two pods.
+    let leaves_per_pod = if leaves >= 32 {
+        16
+    } else {
+        leaves.div_ceil(2).max(1)
+    };
+    if leaves % leaves_per_pod != 0 {
+        bail!("--gpus {gpus}: clos3 needs whole pods of {leaves_per_pod} leaves");
+    }
+    let spec = multi_pod(&MultiPod {
+        name: format!("clos3-{gpus}gpu-{oversubscription}to1"),
+        pods: leaves / leaves_per_pod,
+        leaves_per_pod,
+        spines_per_pod: hosts_per_leaf / oversubscription,
+        superspines_per_plane: leaves_per_pod,
+        hosts_per_leaf,
+        host_gbps: NIC_GBPS,
+        leaf_uplink_gbps: NIC_GBPS,
+        spine_uplink_gbps: NIC_GBPS,
+        gpus_per_host: 1,
+        nics_per_server: 8,
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Topology::from_spec(spec)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_to_one_halves_the_leaf_uplinks_and_keeps_the_hosts() {
+        let full = clos3(1024, 1).unwrap();
+        let half = clos3(1024, 2).unwrap();
+        assert_eq!(full.hosts().len(), half.hosts().len());
+        for (leaf, ratio) in half.leaf_oversubscription() {
+            assert_eq!(ratio, Some(2.0), "leaf {leaf}");
+        }
+        for (leaf, ratio) in full.leaf_oversubscription() {
+            assert_eq!(ratio, Some(1.0), "leaf {leaf}");
+        }
+        assert!(clos3(1024, 3)
+            .unwrap_err()
+            .to_string()
+            .contains("must divide"));
+    }
+}

@@ -1,0 +1,171 @@
+//! The policy × workload × size table (`foresight sim table`): which
+//! workloads on which fabrics, at which sizes.
+
+use planner::topology::{NodeRef, Topology};
+
+use crate::workload::{build, WorkloadKind, WorkloadSpec};
+use crate::{fabrics, run_all, FailSpec, Policy, PolicyResult};
+
+/// One row family of the table.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Name on the command line and in the table.
+    pub name: &'static str,
+    /// The workload (built on every fabric size).
+    pub spec: WorkloadSpec,
+    /// Leaf oversubscription of the `clos3` fabric (1: non-blocking).
+    pub oversubscription: u32,
+    /// The first leaf's first uplink is down from the start (and known to
+    /// the planner).
+    pub link_down: bool,
+    /// GPU counts it runs at (all-to-all kinds stop at 8k: 32k would be 134
+    /// million connections).
+    pub sizes: &'static [u32],
+}
+
+const ALL_SIZES: &[u32] = &[1024, 8192, 32768];
+const A2A_SIZES: &[u32] = &[1024, 8192];
+
+/// Background load of the background row: a quarter of every NIC.
+pub const BACKGROUND_LOAD: f64 = 0.25;
+
+/// The table's rows, in order.
+pub fn scenarios() -> Vec<Scenario> {
+    let spec = |kind| WorkloadSpec {
+        kind,
+        kv_bytes: 256 << 20,
+        ..Default::default()
+    };
+    let row = |name, spec, oversubscription, link_down, sizes| Scenario {
+        name,
+        spec,
+        oversubscription,
+        link_down,
+        sizes,
+    };
+    vec![
+        row("ring", spec(WorkloadKind::Ring), 1, false, ALL_SIZES),
+        row(
+            "all-to-all",
+            spec(WorkloadKind::AllToAll),
+            1,
+            false,
+            A2A_SIZES,
+        ),
+        row("moe", spec(WorkloadKind::Moe), 1, false, A2A_SIZES),
+        row(
+            "multi-job",
+            spec(WorkloadKind::MultiJob),
+            1,
+            false,
+            ALL_SIZES,
+        ),
+        row(
+            "ring+background",
+            WorkloadSpec {
+                background_load: BACKGROUND_LOAD,
+                ..spec(WorkloadKind::Ring)
+            },
+            1,
+            false,
+            ALL_SIZES,
+        ),
+        row(
+            "all-to-all, link down",
+            spec(WorkloadKind::AllToAll),
+            1,
+            true,
+            A2A_SIZES,
+        ),
+        row("ring, 2:1", spec(WorkloadKind::Ring), 2, false, ALL_SIZES),
+        row(
+            "all-to-all, 2:1",
+            spec(WorkloadKind::AllToAll),
+            2,
+            false,
+            A2A_SIZES,
+        ),
+    ]
+}
+
+/// Runs one scenario at `gpus` GPUs: the ideal, then `policies`
+/// (`threads` at a time, see [`run_all`]); `seed` as in [`WorkloadSpec`].
+pub fn run(
+    sc: &Scenario,
+    gpus: u32,
+    policies: &[Policy],
+    seed: u64,
+    progress: bool,
+    threads: usize,
+) -> anyhow::Result<Vec<PolicyResult>> {
+    let topo = fabrics::clos3(gpus, sc.oversubscription)?;
+    let w = build(
+        &topo,
+        &WorkloadSpec {
+            seed,
+            ..sc.spec.clone()
+        },
+    )?;
+    let fail = if sc.link_down {
+        first_uplink_down(&topo)
+    } else {
+        FailSpec::default()
+    };
+    Ok(run_all(&topo, &w, policies, &fail, progress, threads))
+}
+
+/// Both directions of the first leaf's first uplink, down from time 0.
+pub fn first_uplink_down(topo: &Topology) -> FailSpec {
+    let leaf = topo.leaves()[0];
+    let up = topo
+        .switch_out_edges(leaf)
+        .iter()
+        .copied()
+        .find(|&e| matches!(topo.edge(e).to, NodeRef::Switch(_)))
+        .expect("a leaf of a multi-tier fabric has an uplink");
+    let NodeRef::Switch(spine) = topo.edge(up).to else {
+        unreachable!("found above")
+    };
+    let names = |s: u32| topo.switches()[s as usize].name.clone();
+    FailSpec {
+        edges: crate::link_edges(topo, &names(leaf), &names(spine))
+            .expect("the link exists: its edge was just found"),
+        at_ns: Some(0.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_have_unique_names_and_a2a_kinds_stop_at_8k() {
+        let s = scenarios();
+        let mut names: Vec<_> = s.iter().map(|r| r.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), s.len());
+        for r in &s {
+            if matches!(r.spec.kind, WorkloadKind::AllToAll | WorkloadKind::Moe) {
+                assert!(r.sizes.iter().all(|&g| g <= 8192), "{}", r.name);
+            }
+        }
+    }
+
+    #[test]
+    fn the_link_down_is_a_leaf_uplink_in_both_directions_from_the_start() {
+        let t = crate::fabrics::clos3(1024, 1).unwrap();
+        let f = first_uplink_down(&t);
+        assert_eq!(f.edges.len(), 2);
+        assert_eq!(f.at_ns, Some(0.0));
+        let ends: Vec<_> = f
+            .edges
+            .iter()
+            .map(|&e| (t.edge(e).from, t.edge(e).to))
+            .collect();
+        assert_eq!(ends[0].0, ends[1].1);
+        assert!(ends
+            .iter()
+            .any(|&(a, _)| a == NodeRef::Switch(t.leaves()[0])));
+    }
+}

@@ -135,8 +135,8 @@ struct RunArgs {
 #[derive(Args)]
 struct TableArgs {
     /// Workloads (rows), comma-separated; default all: ring, all-to-all,
-    /// moe, multi-job, ring+background, "all-to-all, link down",
-    /// "ring, 2:1", "all-to-all, 2:1".
+    /// moe, multi-job, ring+background, "all-to-all link-down", "ring 2:1",
+    /// "all-to-all 2:1".
     #[arg(long, value_delimiter = ',')]
     workloads: Vec<String>,
     /// GPU counts instead of each workload's own (1k, 8k, 32k where it allows).
@@ -312,7 +312,7 @@ fn table(a: TableArgs) -> anyhow::Result<()> {
                 let n = n.trim();
                 all.iter().find(|s| s.name == n).ok_or_else(|| {
                     let names: Vec<&str> = all.iter().map(|s| s.name).collect();
-                    anyhow::anyhow!("--workloads {n}: expected one of {}", names.join("; "))
+                    anyhow::anyhow!("--workloads {n}: expected one of {}", names.join(", "))
                 })
             })
             .collect::<anyhow::Result<_>>()?

@@ -37,6 +37,7 @@
 #define FS_ROUTING_P4
 
 #include "headers.p4"
+#include "ecmp_hash.p4"
 
 control Routing(inout headers_t hdr, inout fs_metadata_t meta,
                 inout standard_metadata_t sm) {
@@ -101,20 +102,11 @@ control Routing(inout headers_t hdr, inout fs_metadata_t meta,
         hash_seed.apply();
         if (meta.flow.is_roce == 1 && qp_aware == 1) {
             hash(meta.flow.ecmp_hash, HashAlgorithm.crc32, 32w0,
-                 { ecmp_seed,
-                   hdr.ipv4.src_addr,
-                   hdr.ipv4.dst_addr,
-                   hdr.udp.src_port,
-                   hdr.bth.dst_qp },
+                 FS_ECMP_QP_AWARE_FIELDS(ecmp_seed, hdr, meta.flow),
                  64w0x100000000);
         } else {
             hash(meta.flow.ecmp_hash, HashAlgorithm.crc32, 32w0,
-                 { ecmp_seed,
-                   hdr.ipv4.src_addr,
-                   hdr.ipv4.dst_addr,
-                   hdr.ipv4.protocol,
-                   meta.flow.l4_src_port,
-                   meta.flow.l4_dst_port },
+                 FS_ECMP_FIVE_TUPLE_FIELDS(ecmp_seed, hdr, meta.flow),
                  64w0x100000000);
         }
         if (!ipv4_lpm.apply().hit) {

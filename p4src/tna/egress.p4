@@ -330,27 +330,33 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
             meta.hop.ingress_port = (bit<16>)hdr.report_mirror.ingress_port;
             meta.hop.egress_port = (bit<16>)hdr.report_mirror.sink_egress_port;
             meta.hop.ingress_ts = (bit<64>)hdr.report_mirror.ingress_ts;
-            meta.hop.hop_latency = (bit<32>)(eg_prsr_md.global_tstamp - hdr.report_mirror.ingress_ts);
+            meta.hop.hop_latency = eg_prsr_md.global_tstamp[31:0] -
+                                   hdr.report_mirror.ingress_ts[31:0];
             meta.hop.queue_id = (bit<8>)hdr.report_mirror.sink_queue;
-            meta.hop.queue_occupancy =
-                (occupancy_read.execute(hdr.report_mirror.sink_egress_port ++
-                                        hdr.report_mirror.sink_queue[2:0]))[23:0];
+            bit<32> occupancy = occupancy_read.execute(hdr.report_mirror.sink_egress_port ++
+                                                       hdr.report_mirror.sink_queue[2:0]);
+            meta.hop.queue_occupancy = occupancy[23:0];
             meta.hop.tx_bytes = tx_bytes_read.execute(hdr.report_mirror.sink_egress_port);
         } else {
             meta.hop.ingress_port = (bit<16>)hdr.bridge.ingress_port;
             meta.hop.egress_port = (bit<16>)eg_intr_md.egress_port;
             meta.hop.ingress_ts = (bit<64>)hdr.bridge.ingress_ts;
-            meta.hop.hop_latency = (bit<32>)(eg_prsr_md.global_tstamp - hdr.bridge.ingress_ts);
+            meta.hop.hop_latency = eg_prsr_md.global_tstamp[31:0] - hdr.bridge.ingress_ts[31:0];
             meta.hop.queue_id = (bit<8>)eg_intr_md.egress_qid;
             meta.hop.queue_occupancy = (bit<24>)eg_intr_md.enq_qdepth;
             occupancy_write.execute(eg_intr_md.egress_port ++ eg_intr_md.egress_qid[2:0]);
+            // Bytes this hop adds or removes (INT), so the counter counts
+            // what leaves the port; pkt_length includes the 18-byte bridged
+            // header, which does not leave.
+            bit<32> hop_bytes = (bit<32>)meta.hop_words << 2;
+            bit<32> int_bytes = ((bit<32>)hdr.int_shim.len << 2) + 4;
             if (stamp && hdr.int_md.remaining_hop_cnt != 0) {
-                len_delta = len_delta + ((bit<32>)meta.hop_words << 2);
+                len_delta = len_delta + hop_bytes;
             } else if (strip) {
-                len_delta = len_delta - (((bit<32>)hdr.int_shim.len + 1) << 2);
+                len_delta = len_delta - int_bytes;
             }
-            // Egress sees the 18-byte bridged header in pkt_length.
-            meta.tx_bytes_add = (bit<32>)eg_intr_md.pkt_length - 18 + len_delta;
+            bit<32> sent = (bit<32>)eg_intr_md.pkt_length - 18;
+            meta.tx_bytes_add = sent + len_delta;
             meta.hop.tx_bytes = tx_bytes_add.execute(eg_intr_md.egress_port);
         }
 
@@ -498,11 +504,12 @@ control FsEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta,
     EgressCounters() counters;
 
     apply {
-        hdr.bridge.setInvalid();
         if (meta.report == 0) {
             ecn.apply(hdr, meta, eg_intr_md);
         }
         int_egress.apply(hdr, meta, eg_intr_md, eg_prsr_md);
+        // Neither leaves the switch.
+        hdr.bridge.setInvalid();
         hdr.report_mirror.setInvalid();
         counters.apply(meta, eg_intr_md, eg_dprsr_md);
     }

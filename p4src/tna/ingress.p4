@@ -18,6 +18,7 @@
 control Validation(in fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta,
                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md) {
     apply {
+        bit<16> ipv4_payload = hdr.ipv4.total_len - 20;
         if ((ig_prsr_md.parser_err & PARSER_ERROR_PARTIAL_HDR) != 0) {
             meta.drop_reason = DROP_TRUNCATED;
         } else if (ig_prsr_md.parser_err != PARSER_ERROR_OK) {
@@ -39,7 +40,7 @@ control Validation(in fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta
         } else if (meta.ipv4_checksum_error) {
             meta.drop_reason = DROP_IPV4_CHECKSUM;
         } else if (hdr.udp.isValid() && hdr.ipv4.flags[0:0] == 0 &&
-                   hdr.udp.length > hdr.ipv4.total_len - 20) {
+                   hdr.udp.length > ipv4_payload) {
             meta.drop_reason = DROP_L4_INVALID;
         }
     }

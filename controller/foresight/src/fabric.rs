@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 use installer::reconcile::{reconcile, Diff};
-use installer::Intent;
+use installer::{Devices, Intent};
 use p4rt::proto::p4::v1 as p4;
 use p4rt::{P4Info, Switch, SwitchOptions};
 
@@ -52,6 +52,7 @@ pub struct Endpoint {
 /// Primary sessions with every switch, by switch name.
 pub struct Fabric {
     pub pipeline: Pipeline,
+    pub devices: Arc<Devices>,
     pub switches: BTreeMap<String, Arc<Switch>>,
 }
 
@@ -84,6 +85,7 @@ impl Fabric {
     /// Connect to every switch and become primary (election id `election_id`).
     pub async fn connect(
         pipeline: Pipeline,
+        devices: Devices,
         endpoints: &BTreeMap<String, Endpoint>,
         election_id: u128,
     ) -> anyhow::Result<Fabric> {
@@ -107,7 +109,11 @@ impl Fabric {
                 .with_context(|| format!("connecting to switch {name}"))?;
             switches.insert(name, Arc::new(switch));
         }
-        Ok(Fabric { pipeline, switches })
+        Ok(Fabric {
+            pipeline,
+            devices: Arc::new(devices),
+            switches,
+        })
     }
 
     /// Push the pipeline to every switch.
@@ -140,7 +146,10 @@ impl Fabric {
         let mut resolved = BTreeMap::new();
         for name in self.switches.keys() {
             let intent = intents.get(name).cloned().unwrap_or_default();
-            resolved.insert(name.clone(), Arc::new(intent.resolve(name, &info)?));
+            resolved.insert(
+                name.clone(),
+                Arc::new(intent.resolve(name, &info, &self.devices)?),
+            );
         }
         let start = Instant::now();
         let resolved = Arc::new(resolved);

@@ -12,7 +12,9 @@
 //!   burst) and pre-drain entries for competing flows;
 //! * [`reconcile`] — read a switch, diff against intent, apply the minimal
 //!   changes (no duplicates, nothing lost); diff two intended states;
-//! * [`target`] — what differs between BMv2 and Tofino (device config).
+//! * [`target`] — what differs between BMv2 and Tofino (device config,
+//!   port numbering, queues, report sessions), applied when intents are
+//!   resolved.
 
 pub mod addressing;
 pub mod ecn;
@@ -26,4 +28,4 @@ pub mod target;
 pub use intent::{Intent, IntentError, Object};
 pub use reconcile::{reconcile, Diff};
 pub use reservations::ReservedFlow;
-pub use target::Target;
+pub use target::{Devices, Target};

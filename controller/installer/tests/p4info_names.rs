@@ -6,7 +6,7 @@
 use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile, PREDRAIN_ALWAYS};
 use installer::reservations::reserved_flows;
 use installer::static_state::{collector_config, static_state, Collector};
-use installer::Object;
+use installer::{Devices, Object};
 use p4rt::P4Info;
 use planner::{Planner, PlannerConfig};
 
@@ -73,10 +73,12 @@ fn every_object_resolves_against_the_committed_p4info() {
     }
     for (name, intent) in &intents {
         let resolved = intent
-            .resolve(name, &info)
+            .resolve(name, &info, &Devices::bmv2())
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!resolved.entities.is_empty());
     }
-    let leaf1 = intents["leaf1"].resolve("leaf1", &info).unwrap();
+    let leaf1 = intents["leaf1"]
+        .resolve("leaf1", &info, &Devices::bmv2())
+        .unwrap();
     assert_eq!(leaf1.defaults.len(), 2, "INT node id and report config");
 }

@@ -8,6 +8,8 @@ use anyhow::{bail, Context};
 use clap::Args;
 use installer::ecn::{EcnProfile, PREDRAIN_ALWAYS};
 use installer::static_state::Collector;
+use installer::target::{PortMap, Target};
+use installer::Devices;
 use planner::ecmp::HashMode;
 use planner::topology::yaml;
 use planner::PlannerConfig;
@@ -27,8 +29,9 @@ pub struct ControllerCmd {
     /// Fabric topology (YAML, see `foresight topo`).
     #[arg(long)]
     topology: PathBuf,
-    /// Switch endpoints: YAML map of switch name to {addr: host:port, device_id: N}
-    /// (device_id defaults to the topology's switch id).
+    /// Switch endpoints: YAML map of switch name to {addr: host:port,
+    /// device_id: N, ports: {topology port: device port, ...}} (device_id
+    /// defaults to the topology's switch id, ports to topology numbering).
     #[arg(long, conflicts_with = "bmv2", required_unless_present = "bmv2")]
     switches: Option<PathBuf>,
     /// Start one BMv2 simple_switch_grpc per topology switch (stopped on exit).
@@ -164,33 +167,42 @@ fn parse_profile(s: &str) -> Result<EcnProfile, String> {
 struct SwitchEntry {
     addr: String,
     device_id: Option<u64>,
+    /// Topology port -> device port (e.g. Tofino `D_P`).
+    ports: Option<BTreeMap<u16, u16>>,
 }
 
-fn load_switches(
-    path: &PathBuf,
-    topo: &planner::Topology,
-) -> anyhow::Result<BTreeMap<String, Endpoint>> {
+/// The endpoints of a switches file, and the port maps it gives.
+type SwitchesFile = (BTreeMap<String, Endpoint>, BTreeMap<String, PortMap>);
+
+fn load_switches(path: &PathBuf, topo: &planner::Topology) -> anyhow::Result<SwitchesFile> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading switches file {}", path.display()))?;
-    let map: BTreeMap<String, SwitchEntry> = serde_yaml::from_str(&text).with_context(|| {
-        format!(
-            "switches file {}: want a map of switch name to {{addr: host:port, device_id: N}}",
-            path.display()
-        )
-    })?;
-    let mut out = BTreeMap::new();
+    parse_switches(&text, topo).with_context(|| format!("switches file {}", path.display()))
+}
+
+fn parse_switches(text: &str, topo: &planner::Topology) -> anyhow::Result<SwitchesFile> {
+    let map: BTreeMap<String, SwitchEntry> = serde_yaml::from_str(text).context(
+        "want a map of switch name to {addr: host:port, device_id: N, \
+         ports: {topology port: device port, ...}}",
+    )?;
+    let mut endpoints = BTreeMap::new();
+    let mut port_maps = BTreeMap::new();
     for (name, e) in map {
         let Some(s) = topo.switch_by_name(&name) else {
-            bail!(
-                "switches file {}: {name} is not a switch of fabric {}",
-                path.display(),
-                topo.name()
-            );
+            bail!("{name} is not a switch of fabric {}", topo.name());
         };
+        if let Some(ports) = e.ports {
+            let own: Vec<u16> = (0..topo.edge_count() as u32)
+                .map(|e| topo.edge(e))
+                .filter(|l| l.from == planner::topology::NodeRef::Switch(s))
+                .map(|l| l.from_port)
+                .collect();
+            port_maps.insert(name.clone(), PortMap::new(&name, ports, &own)?);
+        }
         let device_id = e
             .device_id
             .unwrap_or(u64::from(topo.switches()[s as usize].id));
-        out.insert(
+        endpoints.insert(
             name,
             Endpoint {
                 addr: e.addr,
@@ -198,7 +210,7 @@ fn load_switches(
             },
         );
     }
-    Ok(out)
+    Ok((endpoints, port_maps))
 }
 
 pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
@@ -208,10 +220,14 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         Some(prefix) => Pipeline::load(prefix)?,
         None => Pipeline::embedded()?,
     };
-    let switches = match &cmd.switches {
-        Some(path) => Switches::Endpoints(load_switches(path, &topology)?),
-        None => Switches::Bmv2,
+    let (switches, port_maps) = match &cmd.switches {
+        Some(path) => {
+            let (endpoints, port_maps) = load_switches(path, &topology)?;
+            (Switches::Endpoints(endpoints), port_maps)
+        }
+        None => (Switches::Bmv2, BTreeMap::new()),
     };
+    let devices = Devices::new(Target::Bmv2, port_maps);
     if !(cmd.headroom > 0.0 && cmd.headroom <= 1.0) {
         bail!("--headroom {} must be in (0, 1]", cmd.headroom);
     }
@@ -234,6 +250,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
     let config = daemon::Config {
         topology,
         pipeline,
+        devices,
         switches,
         ndsp_listen: cmd.ndsp,
         http_listen: cmd.http,
@@ -276,4 +293,65 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(daemon::run(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topo() -> planner::Topology {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../bmv2-lab/topologies/leaf-spine-small.yaml"
+        );
+        yaml::load_file(path).unwrap()
+    }
+
+    fn err(text: &str) -> String {
+        format!("{:#}", parse_switches(text, &topo()).unwrap_err())
+    }
+
+    #[test]
+    fn switches_file_gives_endpoints_and_port_maps() {
+        let (endpoints, ports) = parse_switches(
+            "leaf1: {addr: \"10.0.0.1:9559\", device_id: 0, ports: {1: 128, 2: 136, 3: 144, 4: 152}}\n\
+             spine1: {addr: \"10.0.0.3:9559\"}\n",
+            &topo(),
+        )
+        .unwrap();
+        assert_eq!(endpoints["leaf1"].device_id, 0);
+        assert_eq!(endpoints["spine1"].device_id, 3, "topology id by default");
+        assert_eq!(ports["leaf1"].device_port(3), 144);
+        assert!(!ports.contains_key("spine1"), "topology numbering");
+    }
+
+    #[test]
+    fn bad_port_maps_are_refused_with_what_is_wrong() {
+        let e = err("leaf1: {addr: a, ports: [128, 136]}\n");
+        assert!(e.contains("ports: {topology port: device port"), "{e}");
+        assert!(e.contains("invalid type: sequence"), "{e}");
+        let e = err("leaf1: {addr: a, ports: {one: 128}}\n");
+        assert!(e.contains("want a map of switch name"), "{e}");
+        let e = err("leaf1: {addr: a, ports: {1: 128, 2: 136, 3: 144, 4: 152, 5: 160}}\n");
+        assert!(
+            e.contains(
+                "leaf1: port 5 is not a port of leaf1 in the topology (its ports: 1, 2, 3, 4)"
+            ),
+            "{e}"
+        );
+        let e = err("leaf1: {addr: a, ports: {1: 128}}\n");
+        assert!(
+            e.contains("no device port for topology port(s) 2, 3, 4"),
+            "{e}"
+        );
+        let e = err("leaf1: {addr: a, ports: {1: 128, 2: 128, 3: 144, 4: 152}}\n");
+        assert!(
+            e.contains("ports 1 and 2 both map to device port 128"),
+            "{e}"
+        );
+        let e = err("leaf1: {addr: a, port_map: {1: 128}}\n");
+        assert!(e.contains("unknown field `port_map`"), "{e}");
+        let e = err("leaf9: {addr: a}\n");
+        assert!(e.contains("leaf9 is not a switch of fabric"), "{e}");
+    }
 }

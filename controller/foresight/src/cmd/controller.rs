@@ -8,13 +8,14 @@ use anyhow::{bail, Context};
 use clap::Args;
 use installer::ecn::{EcnProfile, PREDRAIN_ALWAYS};
 use installer::static_state::Collector;
-use installer::target::{PortMap, Target};
+use installer::target::{Artifacts, PortMap, Target};
 use installer::Devices;
 use planner::ecmp::HashMode;
 use planner::topology::yaml;
 use planner::PlannerConfig;
 use serde::Deserialize;
 
+use super::target_args::TargetArgs;
 use crate::daemon::telemetry::{MismatchTolerance, TelemetryConfig};
 use crate::daemon::{self, desired::Policy, Switches};
 use crate::fabric::{Endpoint, Pipeline};
@@ -37,9 +38,14 @@ pub struct ControllerCmd {
     /// Start one BMv2 simple_switch_grpc per topology switch (stopped on exit).
     #[arg(long)]
     bmv2: bool,
-    /// Compiled pipeline `<prefix>.p4info.binpb` + `<prefix>.json` (default: the embedded one).
+    #[command(flatten)]
+    target: TargetArgs,
+    /// BMv2: compiled pipeline `<prefix>.p4info.binpb` + `<prefix>.json` (default: the embedded one).
     #[arg(long)]
     pipeline: Option<String>,
+    /// Tofino: the TNA program's P4Info [default: p4src/build/tna/foresight.p4info.binpb of this checkout].
+    #[arg(long, value_name = "FILE")]
+    p4info: Option<PathBuf>,
     /// NDSP gRPC listen address.
     #[arg(long, default_value = DEFAULT_NDSP)]
     ndsp: SocketAddr,
@@ -213,13 +219,54 @@ fn parse_switches(text: &str, topo: &planner::Topology) -> anyhow::Result<Switch
     Ok((endpoints, port_maps))
 }
 
+impl ControllerCmd {
+    /// The pipeline for the target: BMv2's embedded or `--pipeline` one,
+    /// or the TNA P4Info with the Tofino compiler's output.
+    fn pipeline(&self) -> anyhow::Result<Pipeline> {
+        match self.target.tofino()? {
+            None => {
+                if self.p4info.is_some() {
+                    bail!("--p4info is for --target tofino; BMv2 takes --pipeline PREFIX");
+                }
+                match &self.pipeline {
+                    Some(prefix) => Pipeline::load(prefix),
+                    None => Pipeline::embedded(),
+                }
+            }
+            Some(out) => {
+                if self.bmv2 {
+                    bail!("--bmv2 starts BMv2 switches; --target tofino drives the switches of --switches");
+                }
+                if self.pipeline.is_some() {
+                    bail!(
+                        "--pipeline names BMv2 artifacts; with --target tofino the pipeline \
+                         is --tofino-out (and --p4info)"
+                    );
+                }
+                let p4info = match &self.p4info {
+                    Some(p) => p.clone(),
+                    None => {
+                        let p = Target::Tofino.committed_p4info();
+                        if !p.exists() {
+                            bail!(
+                                "the TNA P4Info {} is not there (the TNA build commits it); \
+                                 pass --p4info FILE",
+                                p.display()
+                            );
+                        }
+                        p
+                    }
+                };
+                Pipeline::from_artifacts(&p4info, &Artifacts::Tofino(out))
+            }
+        }
+    }
+}
+
 pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
     let topology = yaml::load_file(&cmd.topology)
         .with_context(|| format!("topology {}", cmd.topology.display()))?;
-    let pipeline = match &cmd.pipeline {
-        Some(prefix) => Pipeline::load(prefix)?,
-        None => Pipeline::embedded()?,
-    };
+    let pipeline = cmd.pipeline()?;
     let (switches, port_maps) = match &cmd.switches {
         Some(path) => {
             let (endpoints, port_maps) = load_switches(path, &topology)?;
@@ -227,7 +274,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         }
         None => (Switches::Bmv2, BTreeMap::new()),
     };
-    let devices = Devices::new(Target::Bmv2, port_maps);
+    let devices = Devices::new(cmd.target.target, port_maps);
     if !(cmd.headroom > 0.0 && cmd.headroom <= 1.0) {
         bail!("--headroom {} must be in (0, 1]", cmd.headroom);
     }
@@ -298,6 +345,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
     fn topo() -> planner::Topology {
         let path = concat!(
@@ -353,5 +401,87 @@ mod tests {
         assert!(e.contains("unknown field `port_map`"), "{e}");
         let e = err("leaf9: {addr: a}\n");
         assert!(e.contains("leaf9 is not a switch of fabric"), "{e}");
+    }
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        cmd: ControllerCmd,
+    }
+
+    fn pipeline(args: &[&str]) -> anyhow::Result<Pipeline> {
+        let base = ["t", "--topology", "t.yaml"];
+        Cli::try_parse_from(base.iter().chain(args))
+            .map_err(anyhow::Error::from)?
+            .cmd
+            .pipeline()
+    }
+
+    fn pipeline_err(args: &[&str]) -> String {
+        match pipeline(args) {
+            Ok(_) => panic!("{args:?} was accepted"),
+            Err(e) => format!("{e:#}"),
+        }
+    }
+
+    #[test]
+    fn target_flags_that_do_not_go_together_are_refused() {
+        let e = pipeline_err(&["--bmv2", "--target", "tofino", "--tofino-out", "/x"]);
+        assert!(e.starts_with("--bmv2 starts BMv2 switches"), "{e}");
+        let e = pipeline_err(&[
+            "--switches",
+            "s.yaml",
+            "--target",
+            "tofino",
+            "--tofino-out",
+            "/x",
+            "--pipeline",
+            "p",
+        ]);
+        assert!(e.starts_with("--pipeline names BMv2 artifacts"), "{e}");
+        let e = pipeline_err(&["--switches", "s.yaml", "--p4info", "x.binpb"]);
+        assert!(e.starts_with("--p4info is for --target tofino"), "{e}");
+        let e = pipeline_err(&["--switches", "s.yaml", "--target", "tofino"]);
+        assert!(e.contains("needs --tofino-out DIR"), "{e}");
+        let e = pipeline_err(&["--switches", "s.yaml", "--tofino-pipe", "pipe"]);
+        assert!(e.starts_with("--tofino-pipe is for --target tofino"), "{e}");
+        // The BMv2 default is untouched.
+        assert!(pipeline(&["--bmv2"]).is_ok());
+    }
+
+    #[test]
+    fn tofino_pipeline_is_the_p4info_and_the_packed_compiler_output() {
+        let out = tempfile::tempdir().unwrap();
+        std::fs::create_dir(out.path().join("pipe")).unwrap();
+        std::fs::write(out.path().join("pipe/tofino.bin"), [1, 2]).unwrap();
+        std::fs::write(out.path().join("bfrt.json"), b"{}").unwrap();
+        // The v1model P4Info stands in for the TNA one.
+        let p4info = Target::Bmv2.committed_p4info().display().to_string();
+        let dir = out.path().display().to_string();
+        let a = [
+            "--switches",
+            "s.yaml",
+            "--target",
+            "tofino",
+            "--tofino-out",
+            &dir,
+            "--p4info",
+            &p4info,
+        ];
+        let e = pipeline_err(&a);
+        assert!(e.contains("pipe/context.json is missing"), "{e}");
+        std::fs::write(out.path().join("pipe/context.json"), b"[]").unwrap();
+        let p = pipeline(&a).unwrap();
+        #[rustfmt::skip]
+        let expected: Vec<u8> = [
+            &[9, 0, 0, 0][..], b"foresight",
+            &[2, 0, 0, 0], &[1, 2],
+            &[2, 0, 0, 0], b"[]",
+            &[4, 0, 0, 0], b"pipe",
+            &[2, 0, 0, 0], b"{}",
+        ]
+        .concat();
+        assert_eq!(*p.device_config, expected);
+        assert!(p.info.table(installer::names::IPV4_LPM).is_ok());
     }
 }

@@ -3,10 +3,12 @@
 //! collector, reservation SR push and INT watch entries, lowered DCQCN
 //! profiles and pre-drain entries.
 
+mod common;
+
 use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile, PREDRAIN_ALWAYS};
 use installer::reservations::reserved_flows;
 use installer::static_state::{collector_config, static_state, Collector};
-use installer::Object;
+use installer::{Devices, Object};
 use p4rt::P4Info;
 use planner::{Planner, PlannerConfig};
 
@@ -19,13 +21,19 @@ fn info() -> P4Info {
 }
 
 #[test]
+fn every_kind_of_object_resolves_against_the_committed_p4info() {
+    let info = info();
+    for (name, intent) in &common::every_object(&common::small_topology()) {
+        intent
+            .resolve(name, &info, &Devices::bmv2())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[test]
 fn every_object_resolves_against_the_committed_p4info() {
     let info = info();
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../bmv2-lab/topologies/leaf-spine-small.yaml"
-    );
-    let topo = planner::topology::yaml::load_file(path).unwrap();
+    let topo = common::small_topology();
     let mut intents = static_state(&topo, EcnProfile::default());
     let collector = Collector {
         host: topo.host_by_name("h4").unwrap(),
@@ -73,10 +81,12 @@ fn every_object_resolves_against_the_committed_p4info() {
     }
     for (name, intent) in &intents {
         let resolved = intent
-            .resolve(name, &info)
+            .resolve(name, &info, &Devices::bmv2())
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!resolved.entities.is_empty());
     }
-    let leaf1 = intents["leaf1"].resolve("leaf1", &info).unwrap();
+    let leaf1 = intents["leaf1"]
+        .resolve("leaf1", &info, &Devices::bmv2())
+        .unwrap();
     assert_eq!(leaf1.defaults.len(), 2, "INT node id and report config");
 }

@@ -150,7 +150,7 @@ async fn on_bmv2(
             .join(", ")
     );
 
-    let fabric = Fabric::connect(pipeline, &endpoints, 1).await?;
+    let fabric = Fabric::connect(pipeline, installer::Devices::bmv2(), &endpoints, 1).await?;
     let start = Instant::now();
     fabric.push_pipeline().await?;
     println!(

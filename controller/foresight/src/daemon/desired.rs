@@ -28,7 +28,7 @@ use installer::reservations::ReservedFlow;
 use installer::static_state::{
     collector_config_with_down, hash_mode_config, static_state_with_down, Collector,
 };
-use installer::{Intent, IntentError, Object};
+use installer::{Devices, Intent, IntentError, Object};
 use p4rt::proto::p4::v1 as p4;
 use p4rt::P4Info;
 use planner::ecmp::HashMode;
@@ -67,6 +67,7 @@ struct FlowEntities {
 pub struct Compiler {
     topo: &'static Topology,
     info: Arc<P4Info>,
+    devices: Arc<Devices>,
     policy: Policy,
     base: BTreeMap<String, Resolved>,
     lowered: HashMap<(String, u16), Resolved1>,
@@ -74,11 +75,16 @@ pub struct Compiler {
     predrain: HashMap<(String, u64, usize, String, u16), Arc<Resolved1>>,
 }
 
-fn resolve_one(switch: &str, object: Object, info: &P4Info) -> Result<Resolved1, IntentError> {
+fn resolve_one(
+    switch: &str,
+    object: Object,
+    info: &P4Info,
+    devices: &Devices,
+) -> Result<Resolved1, IntentError> {
     let resolved = Intent {
         objects: vec![object],
     }
-    .resolve(switch, info)?;
+    .resolve(switch, info, devices)?;
     Ok(resolved
         .entities
         .into_iter()
@@ -96,6 +102,7 @@ type Base = (
 fn base_state(
     topo: &Topology,
     info: &P4Info,
+    devices: &Devices,
     policy: &Policy,
     down: &BTreeSet<EdgeId>,
 ) -> Result<Base, IntentError> {
@@ -114,13 +121,13 @@ fn base_state(
     let mut base = BTreeMap::new();
     let mut lowered = HashMap::new();
     for (name, intent) in &intents {
-        let resolved = intent.resolve(name, info)?;
+        let resolved = intent.resolve(name, info, devices)?;
         // Every port with a static DCQCN profile can be lowered.
         for o in &intent.objects {
             if let Object::Entry(e) = o {
                 if e.table == installer::names::DCQCN_PORT {
                     let port: u16 = e.matches["egress_port"].parse().expect("ports are numbers");
-                    let r = resolve_one(name, dcqcn_entry(port, policy.lowered), info)?;
+                    let r = resolve_one(name, dcqcn_entry(port, policy.lowered), info, devices)?;
                     lowered.insert((name.clone(), port), r);
                 }
             }
@@ -131,15 +138,19 @@ fn base_state(
 }
 
 impl Compiler {
+    /// Intended state for the switches `devices` describes, resolved
+    /// against `info`.
     pub fn new(
         topo: &'static Topology,
         info: Arc<P4Info>,
+        devices: Arc<Devices>,
         policy: Policy,
     ) -> Result<Compiler, IntentError> {
-        let (base, lowered) = base_state(topo, &info, &policy, &BTreeSet::new())?;
+        let (base, lowered) = base_state(topo, &info, &devices, &policy, &BTreeSet::new())?;
         Ok(Compiler {
             topo,
             info,
+            devices,
             policy,
             base,
             lowered,
@@ -151,7 +162,7 @@ impl Compiler {
     /// Take the directed edges in `down` out of the static state (routes,
     /// ECMP groups, the report path of INT sinks), or put them back.
     pub fn set_down_edges(&mut self, down: &BTreeSet<EdgeId>) -> Result<(), IntentError> {
-        let (base, lowered) = base_state(self.topo, &self.info, &self.policy, down)?;
+        let (base, lowered) = base_state(self.topo, &self.info, &self.devices, &self.policy, down)?;
         self.base = base;
         self.lowered = lowered;
         Ok(())
@@ -197,9 +208,15 @@ impl Compiler {
         }
         let rf = self.reserved_flow(f);
         let leaf = &f.hops[0].switch;
+        let (info, devices) = (&self.info, &self.devices);
         let entities = Arc::new(FlowEntities {
-            sr: resolve_one(leaf, rf.entry_in_queue(self.policy.reserved_tc), &self.info)?,
-            watch: resolve_one(leaf, rf.watch_entry(), &self.info)?,
+            sr: resolve_one(
+                leaf,
+                rf.entry_in_queue(self.policy.reserved_tc),
+                info,
+                devices,
+            )?,
+            watch: resolve_one(leaf, rf.watch_entry(), info, devices)?,
         });
         self.flows.insert(key, entities.clone());
         Ok(entities)
@@ -225,7 +242,7 @@ impl Compiler {
             f.dst_qp(),
             self.policy.predrain_probability,
         );
-        let e = Arc::new(resolve_one(switch, object, &self.info)?);
+        let e = Arc::new(resolve_one(switch, object, &self.info, &self.devices)?);
         self.predrain.insert(key, e.clone());
         Ok(e)
     }

@@ -1553,7 +1553,8 @@ mod tests {
             ecmp_hash: planner::ecmp::HashMode::QpAware,
             reserved_tc: installer::reservations::RESERVED_TC,
         };
-        Compiler::new(topo, pipeline.info, policy).unwrap()
+        let devices = std::sync::Arc::new(installer::Devices::bmv2());
+        Compiler::new(topo, pipeline.info, devices, policy).unwrap()
     }
 
     fn header() -> Option<proto::RequestHeader> {

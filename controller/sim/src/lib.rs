@@ -8,14 +8,15 @@
 //! * [`routing`] — the switch ECMP walk (the planner's hash with each
 //!   switch's seed, group order and `hash % |group|`), fluid spraying,
 //!   per-hop least-loaded.
+//! * [`qps`] — the K QPs of a connection under `qp-hash-K`.
 //! * [`workload`] — the planner's collectives (ring all-reduce,
 //!   all-to-all, KV transfer) plus background flows.
 //! * [`validate`] — Monte-Carlo ECMP collisions vs `S!/((S−N)!·S^N)`.
 //! * [`output`] — table, CSV and SVG plots.
 //!
 //! Policies ([`Policy`]): ECMP on the 5-tuple; QP-aware hashing with `k`
-//! QPs per connection (each connection split into `k` equal sub-flows);
-//! adaptive (per hop, the next hop with the
+//! QPs per connection (each connection split into `k` equal sub-flows on
+//! consecutive QPs, see [`qps`]); adaptive (per hop, the next hop with the
 //! fewest active flows at flow start, ties broken by the switch hash);
 //! spraying (fluid, split equally over next hops); Foresight (the
 //! planner's paths; a flow whose path fails is re-placed least-loaded, as a
@@ -28,6 +29,7 @@
 pub mod engine;
 pub mod maxmin;
 pub mod output;
+pub mod qps;
 pub mod routing;
 pub mod validate;
 pub mod workload;
@@ -44,8 +46,9 @@ use planner::{Planner, PlannerConfig};
 
 use engine::{simulate, Failure, Router, SimFlow, Start};
 use maxmin::Use;
+use qps::{key_on_qp, qp_blocks};
 use routing::Fabric;
-use workload::{set_qp, Workload};
+use workload::Workload;
 
 /// A load-balancing policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -286,22 +289,25 @@ fn prepare(w: &Workload, policy: Policy, paths: Option<&[Path]>) -> (Vec<SimFlow
     let mut flows = Vec::new();
     let mut routes = Vec::new();
     let five = |f: &Flow| HashKey::of_flow(f, HashMode::FiveTuple);
+    let blocks = match policy {
+        Policy::QpHash { qps } => Some((qps, qp_blocks(w, qps))),
+        _ => None,
+    };
     for n in 0..w.iterations {
         for (j, f) in w.connections().enumerate() {
             let start = Start::Iteration(n, f.start_ns as f64);
             let bits = f.bytes as f64 * 8.0;
-            if let Policy::QpHash { qps } = policy {
-                for q in 0..qps {
-                    let mut g = f.clone();
-                    set_qp(&mut g, f.dest_qp ^ (q << 14));
+            if let Some((qps, b)) = &blocks {
+                let first = b.connections[j];
+                for qp in first..first + qps {
                     flows.push(SimFlow {
-                        bits: bits / qps as f64,
+                        bits: bits / *qps as f64,
                         start,
                     });
                     routes.push(Route {
                         src: f.src,
                         dst: f.dst,
-                        how: How::Hashed(HashKey::of_flow(&g, HashMode::QpAware)),
+                        how: How::Hashed(key_on_qp(f, qp)),
                     });
                 }
                 continue;
@@ -322,11 +328,14 @@ fn prepare(w: &Workload, policy: Policy, paths: Option<&[Path]>) -> (Vec<SimFlow
             });
         }
     }
-    for f in &w.background {
+    for (i, f) in w.background.iter().enumerate() {
         let how = match policy {
             Policy::Ideal => How::Ideal,
             Policy::Ecmp | Policy::Foresight => How::Hashed(five(f)),
-            Policy::QpHash { .. } => How::Hashed(HashKey::of_flow(f, HashMode::QpAware)),
+            Policy::QpHash { .. } => {
+                let (_, b) = blocks.as_ref().expect("numbered above");
+                How::Hashed(key_on_qp(f, b.background[i]))
+            }
             Policy::Adaptive => How::Adaptive(five(f)),
             Policy::Spray => How::Spray,
         };

@@ -512,7 +512,7 @@ fn permutations_vs_milp() {
 
 fn ecmp_baselines(quick: bool) {
     println!("\n## 5. ECMP baselines on the same flows (no reservations)\n");
-    println!("Predicted completion: each flow progresses at its rate / max(1, offered load / capacity) on its path (fluid, proportional sharing). ECMP as the switches hash: per-switch seeds (the default), and one seed everywhere (the polarised fabric); 'ideal random' picks independently per hop, which CRC seeds do not achieve on power-of-two groups (`planner::ecmp` docs).\n");
+    println!("Predicted completion: each flow progresses at its rate / max(1, offered load / capacity) on its path (fluid, proportional sharing). ECMP as the switches hash: per-switch seeds (the default), and one seed everywhere (the polarised fabric); 'ideal random' picks uniformly and independently at every hop for every flow (collisions of its own included).\n");
     println!("| fabric | GPUs | collective | plan: peak load | plan: completion ms | ECMP QP-aware: peak / completion ms | ECMP QP-aware, same seed: peak / completion ms | ECMP 5-tuple: peak / completion ms | ideal random: peak / completion ms | gain (QP-aware completion / plan) |");
     println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     let sizes: &[u32] = if quick { &[1024] } else { &[1024, 8192] };

@@ -35,8 +35,8 @@
 //! pair. With power-of-two groups (the generated Clos fabrics), a spine
 //! sends every flow that came from one leaf to the same uplink; other
 //! leaves' flows go to other uplinks. The baseline reports this
-//! faithfully; [`random_baseline`] is an idealised ECMP that picks
-//! independently at every hop.
+//! faithfully; [`random_baseline`] is ECMP that picks independently at
+//! every hop.
 
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -290,9 +290,9 @@ pub fn ecmp_path_avoiding<F: Fn(EdgeId) -> bool + Copy>(
     Some(p)
 }
 
-/// ECMP with an independent uniform choice at every hop: what no CRC
-/// seed achieves on power-of-two groups (see the module docs), the
-/// idealised reference.
+/// ECMP with an independent uniform choice at every hop, for every flow:
+/// the reference without correlation between tiers (which CRC seeds do
+/// not fully remove, see the module docs), random collisions included.
 pub fn random_path(topo: &Topology, src: HostIdx, dst: HostIdx, rng: &mut Rng) -> Path {
     walk(topo, src, dst, |_, n| rng.below(n as u64) as usize)
 }

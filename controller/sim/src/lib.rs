@@ -5,25 +5,31 @@
 //! * [`engine`] — event-driven simulation (rates recomputed at every
 //!   start, finish and link failure); iterations chain (iteration n+1
 //!   starts when the slowest flow of iteration n finishes).
-//! * [`routing`] — the switch ECMP walk (the planner's hash, group order
-//!   and `hash % |group|`), fluid spraying, per-hop least-loaded.
+//! * [`routing`] — the switch ECMP walk (the planner's hash with each
+//!   switch's seed, group order and `hash % |group|`), fluid spraying,
+//!   per-hop least-loaded.
+//! * [`qps`] — the K QPs of a connection under `qp-hash-K`.
 //! * [`workload`] — the planner's collectives (ring all-reduce,
 //!   all-to-all, KV transfer) plus background flows.
 //! * [`validate`] — Monte-Carlo ECMP collisions vs `S!/((S−N)!·S^N)`.
 //! * [`output`] — table, CSV and SVG plots.
 //!
 //! Policies ([`Policy`]): ECMP on the 5-tuple; QP-aware hashing with `k`
-//! QPs per connection (each connection split into `k` equal sub-flows);
-//! adaptive (per hop, the next hop with the fewest active flows at flow
-//! start); spraying (fluid, split equally over next hops); Foresight (the
+//! QPs per connection (each connection split into `k` equal sub-flows on
+//! consecutive QPs, see [`qps`]); adaptive (per hop, the next hop with the
+//! fewest active flows at flow start, ties broken by the switch hash);
+//! spraying (fluid, split equally over next hops); Foresight (the
 //! planner's paths; a flow whose path fails is re-placed least-loaded, as a
 //! re-plan would). Unannounced background traffic uses ECMP under Foresight.
+//! Every hashing switch uses its seed under a [`SeedPolicy`] (per-switch by
+//! default, or one seed everywhere: the polarised fabric).
 //! The ideal is the same traffic on one non-blocking switch (only the NIC
 //! links constrain).
 
 pub mod engine;
 pub mod maxmin;
 pub mod output;
+pub mod qps;
 pub mod routing;
 pub mod validate;
 pub mod workload;
@@ -32,15 +38,17 @@ use std::time::Instant;
 
 use anyhow::bail;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use planner::ecmp::{flow_hash, HashMode};
+use planner::demand::Flow;
+use planner::ecmp::{HashKey, HashMode, SeedPolicy};
 use planner::paths::Path;
 use planner::topology::{EdgeId, HostIdx, NodeRef, Topology};
 use planner::{Planner, PlannerConfig};
 
 use engine::{simulate, Failure, Router, SimFlow, Start};
 use maxmin::Use;
+use qps::{key_on_qp, qp_blocks};
 use routing::Fabric;
-use workload::{set_qp, Workload};
+use workload::Workload;
 
 /// A load-balancing policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,10 +116,10 @@ impl Policy {
 
 #[derive(Clone, Copy, Debug)]
 enum How {
-    Hashed(u32),
-    Adaptive(u32),
+    Hashed(HashKey),
+    Adaptive(HashKey),
     Spray,
-    Fixed(Path, u32),
+    Fixed(Path, HashKey),
     Ideal,
 }
 
@@ -131,11 +139,11 @@ impl Router for PolicyRouter<'_> {
         let r = &self.routes[i];
         let f = &mut self.fabric;
         match r.how {
-            How::Hashed(h) => f.hashed(r.src, r.dst, h, out),
-            How::Adaptive(h) => f.least_loaded(r.src, r.dst, h, load, out),
+            How::Hashed(k) => f.hashed(r.src, r.dst, &k, out),
+            How::Adaptive(k) => f.least_loaded(r.src, r.dst, &k, load, out),
             How::Spray => f.sprayed(r.src, r.dst, out),
-            How::Fixed(p, h) => {
-                f.fixed(r.src, &p, out) || f.least_loaded(r.src, r.dst, h, load, out)
+            How::Fixed(p, k) => {
+                f.fixed(r.src, &p, out) || f.least_loaded(r.src, r.dst, &k, load, out)
             }
             How::Ideal => f.ideal(r.src, r.dst, out),
         }
@@ -280,53 +288,55 @@ pub struct PolicyResult {
 fn prepare(w: &Workload, policy: Policy, paths: Option<&[Path]>) -> (Vec<SimFlow>, Vec<Route>) {
     let mut flows = Vec::new();
     let mut routes = Vec::new();
+    let five = |f: &Flow| HashKey::of_flow(f, HashMode::FiveTuple);
+    let blocks = match policy {
+        Policy::QpHash { qps } => Some((qps, qp_blocks(w, qps))),
+        _ => None,
+    };
     for n in 0..w.iterations {
         for (j, f) in w.connections().enumerate() {
-            let five = flow_hash(f, HashMode::FiveTuple);
             let start = Start::Iteration(n, f.start_ns as f64);
             let bits = f.bytes as f64 * 8.0;
-            match policy {
-                Policy::QpHash { qps } => {
-                    for q in 0..qps {
-                        let mut g = f.clone();
-                        set_qp(&mut g, f.dest_qp ^ (q << 14));
-                        flows.push(SimFlow {
-                            bits: bits / qps as f64,
-                            start,
-                        });
-                        routes.push(Route {
-                            src: f.src,
-                            dst: f.dst,
-                            how: How::Hashed(flow_hash(&g, HashMode::QpAware)),
-                        });
-                    }
-                    continue;
-                }
-                _ => {
-                    let how = match policy {
-                        Policy::Ideal => How::Ideal,
-                        Policy::Ecmp => How::Hashed(five),
-                        Policy::Adaptive => How::Adaptive(five),
-                        Policy::Spray => How::Spray,
-                        Policy::Foresight => How::Fixed(paths.expect("planned")[j], five),
-                        Policy::QpHash { .. } => unreachable!(),
-                    };
-                    flows.push(SimFlow { bits, start });
+            if let Some((qps, b)) = &blocks {
+                let first = b.connections[j];
+                for qp in first..first + qps {
+                    flows.push(SimFlow {
+                        bits: bits / *qps as f64,
+                        start,
+                    });
                     routes.push(Route {
                         src: f.src,
                         dst: f.dst,
-                        how,
+                        how: How::Hashed(key_on_qp(f, qp)),
                     });
                 }
+                continue;
             }
+            let how = match policy {
+                Policy::Ideal => How::Ideal,
+                Policy::Ecmp => How::Hashed(five(f)),
+                Policy::Adaptive => How::Adaptive(five(f)),
+                Policy::Spray => How::Spray,
+                Policy::Foresight => How::Fixed(paths.expect("planned")[j], five(f)),
+                Policy::QpHash { .. } => unreachable!("split above"),
+            };
+            flows.push(SimFlow { bits, start });
+            routes.push(Route {
+                src: f.src,
+                dst: f.dst,
+                how,
+            });
         }
     }
-    for f in &w.background {
+    for (i, f) in w.background.iter().enumerate() {
         let how = match policy {
             Policy::Ideal => How::Ideal,
-            Policy::Ecmp | Policy::Foresight => How::Hashed(flow_hash(f, HashMode::FiveTuple)),
-            Policy::QpHash { .. } => How::Hashed(flow_hash(f, HashMode::QpAware)),
-            Policy::Adaptive => How::Adaptive(flow_hash(f, HashMode::FiveTuple)),
+            Policy::Ecmp | Policy::Foresight => How::Hashed(five(f)),
+            Policy::QpHash { .. } => {
+                let (_, b) = blocks.as_ref().expect("numbered above");
+                How::Hashed(key_on_qp(f, b.background[i]))
+            }
+            Policy::Adaptive => How::Adaptive(five(f)),
             Policy::Spray => How::Spray,
         };
         flows.push(SimFlow {
@@ -354,11 +364,12 @@ pub fn progress_bar(len: u64, msg: String) -> ProgressBar {
     pb
 }
 
-/// Simulates one policy.
+/// Simulates one policy, every switch hashing with its seed under `seeds`.
 pub fn run_policy(
     topo: &Topology,
     w: &Workload,
     policy: Policy,
+    seeds: SeedPolicy,
     failures: &[Failure],
     ideal: Option<&[f64]>,
     progress: bool,
@@ -378,7 +389,7 @@ pub fn run_policy(
         .map(|e| topo.edge(e).capacity_bps as f64 / 1e9)
         .collect();
     let mut router = PolicyRouter {
-        fabric: Fabric::new(topo),
+        fabric: Fabric::new(topo, seeds),
         routes,
     };
     let gating = flows
@@ -433,10 +444,11 @@ pub fn run_all(
     topo: &Topology,
     w: &Workload,
     policies: &[Policy],
+    seeds: SeedPolicy,
     fail: &FailSpec,
     progress: bool,
 ) -> Vec<PolicyResult> {
-    let ideal = run_policy(topo, w, Policy::Ideal, &[], None, progress);
+    let ideal = run_policy(topo, w, Policy::Ideal, seeds, &[], None, progress);
     let failures: Vec<Failure> = if fail.edges.is_empty() {
         Vec::new()
     } else {
@@ -450,7 +462,15 @@ pub fn run_all(
     out.push(ideal);
     for &p in policies {
         if p != Policy::Ideal {
-            out.push(run_policy(topo, w, p, &failures, Some(&id), progress));
+            out.push(run_policy(
+                topo,
+                w,
+                p,
+                seeds,
+                &failures,
+                Some(&id),
+                progress,
+            ));
         }
     }
     out
@@ -497,6 +517,7 @@ mod tests {
                 &t,
                 &w,
                 &[Policy::Ecmp, Policy::Spray, Policy::Foresight],
+                SeedPolicy::PerSwitch,
                 &FailSpec::default(),
                 false,
             );
@@ -534,7 +555,7 @@ mod tests {
             at_ns: None,
         };
         assert_eq!(fail.edges.len(), 8);
-        let r = run_all(&t, &w, &Policy::all(4), &fail, false);
+        let r = run_all(&t, &w, &Policy::all(4), SeedPolicy::PerSwitch, &fail, false);
         for p in &r {
             assert_eq!(p.unfinished, 0, "{}", p.policy);
             assert!(p.mean_ratio >= 1.0 - 1e-9, "{} {}", p.policy, p.mean_ratio);
@@ -557,12 +578,69 @@ mod tests {
             },
         )
         .unwrap();
-        let r = run_all(&t, &w, &Policy::all(4), &FailSpec::default(), false);
+        let r = run_all(
+            &t,
+            &w,
+            &Policy::all(4),
+            SeedPolicy::PerSwitch,
+            &FailSpec::default(),
+            false,
+        );
         assert_eq!(r.len(), 6);
         for p in &r {
             assert_eq!(p.unfinished, 0);
             assert_eq!(p.iteration_ns.len(), 2);
             assert!(p.iteration_ns.iter().all(|x| x.is_finite() && *x > 0.0));
+        }
+    }
+
+    /// All-to-all between the 8 leaves (one 4-NIC server each) of a 3-tier
+    /// Clos whose spines hash over 4 super-spines: with one seed everywhere
+    /// every spine repeats its leaf's choice and uses one uplink of 4;
+    /// per-switch seeds spread a pod's leaves over more of them, for ECMP
+    /// and QP hashing alike (how far is fixed by the seeds, see
+    /// `planner::ecmp`).
+    #[test]
+    fn per_switch_seeds_use_more_of_a_three_tier_fabric() {
+        let t = Topology::from_spec(
+            planner::topology::generate::multi_pod(&planner::topology::generate::MultiPod {
+                pods: 2,
+                leaves_per_pod: 4,
+                spines_per_pod: 4,
+                superspines_per_plane: 4,
+                hosts_per_leaf: 4,
+                nics_per_server: 4,
+                ..Default::default()
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        let w = build(
+            &t,
+            &WorkloadSpec {
+                kind: WorkloadKind::AllToAll,
+                bytes: 16 << 20,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let run = |seeds| {
+            let policies = [Policy::Ecmp, Policy::QpHash { qps: 2 }];
+            run_all(&t, &w, &policies, seeds, &FailSpec::default(), false)
+        };
+        let (same, per_switch) = (run(SeedPolicy::Same(0)), run(SeedPolicy::PerSwitch));
+        for p in 1..3 {
+            let name = &same[p].policy;
+            // Leaf-spine links both ways (8 x 4 x 2) plus one super-spine
+            // link per spine each way (8 x 2).
+            assert_eq!(same[p].util.links, 64 + 16, "{name}");
+            assert!(per_switch[p].util.links > 64 + 16, "{name}");
+            assert!(
+                per_switch[p].mean_ratio < same[p].mean_ratio,
+                "{name}: {} vs {}",
+                per_switch[p].mean_ratio,
+                same[p].mean_ratio
+            );
         }
     }
 }

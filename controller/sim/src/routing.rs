@@ -1,6 +1,7 @@
 //! Routing on a fabric with failed links: the switch ECMP walk (exactly
-//! the planner's hash and member order, with dead members removed from the
-//! groups), per-hop fluid spraying, and per-hop least-loaded (adaptive).
+//! the planner's hash, each switch with its own seed, and member order,
+//! with dead members removed from the groups), per-hop fluid spraying, and
+//! per-hop least-loaded (adaptive).
 //!
 //! A next hop is usable when its link is up and the switch behind it can
 //! still reach the destination leaf (routes toward a leaf that a failure cut
@@ -8,16 +9,17 @@
 
 use std::collections::HashMap;
 
-use planner::ecmp::member_index;
+use planner::ecmp::{member_index, HashKey, SeedPolicy};
 use planner::paths::Path;
 use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 
 use crate::maxmin::Use;
 
-/// The fabric plus which links are down.
+/// The fabric plus which links are down and every switch's hash seed.
 pub struct Fabric<'t> {
     /// The topology.
     pub topo: &'t Topology,
+    seeds: Vec<u32>,
     failed: Vec<bool>,
     any_failed: bool,
     reach: HashMap<(SwitchIdx, SwitchIdx), bool>,
@@ -25,10 +27,11 @@ pub struct Fabric<'t> {
 }
 
 impl<'t> Fabric<'t> {
-    /// All links up.
-    pub fn new(topo: &'t Topology) -> Fabric<'t> {
+    /// All links up; switches seeded as `seeds` says.
+    pub fn new(topo: &'t Topology, seeds: SeedPolicy) -> Fabric<'t> {
         Fabric {
             topo,
+            seeds: seeds.seeds(topo),
             failed: vec![false; topo.edge_count()],
             any_failed: false,
             reach: HashMap::new(),
@@ -106,13 +109,14 @@ impl<'t> Fabric<'t> {
             && !self.failed[self.topo.host_down_edge(dst) as usize]
     }
 
-    /// Walks from the source leaf choosing a member per switch; `None` if
-    /// the destination is unreachable.
+    /// Walks from the source leaf choosing a member per switch
+    /// (`pick(switch's seed, group)`); `false` if the destination is
+    /// unreachable.
     fn walk(
         &mut self,
         src: HostIdx,
         dst: HostIdx,
-        mut pick: impl FnMut(&[EdgeId]) -> usize,
+        mut pick: impl FnMut(u32, &[EdgeId]) -> usize,
         out: &mut Vec<Use>,
     ) -> bool {
         out.clear();
@@ -129,7 +133,7 @@ impl<'t> Fabric<'t> {
                 out.clear();
                 return false;
             }
-            let e = self.group[pick(&self.group)];
+            let e = self.group[pick(self.seeds[s as usize], &self.group)];
             out.push((e, 1.0));
             s = self.to_switch(e).expect("next hops lead to switches");
         }
@@ -137,25 +141,38 @@ impl<'t> Fabric<'t> {
         true
     }
 
-    /// The path switches give a flow with this hash: member
-    /// `hash % |group|` at every switch (the planner's [`member_index`]).
-    pub fn hashed(&mut self, src: HostIdx, dst: HostIdx, hash: u32, out: &mut Vec<Use>) -> bool {
-        self.walk(src, dst, |g| member_index(hash, g.len()), out)
+    /// The path switches give a flow with this key: member
+    /// `key.hash(seed) % |group|` at every switch, with that switch's seed
+    /// (the planner's [`HashKey::hash`] and [`member_index`]).
+    pub fn hashed(
+        &mut self,
+        src: HostIdx,
+        dst: HostIdx,
+        key: &HashKey,
+        out: &mut Vec<Use>,
+    ) -> bool {
+        self.walk(
+            src,
+            dst,
+            |seed, g| member_index(key.hash(seed), g.len()),
+            out,
+        )
     }
 
-    /// Per hop, the usable next hop with the least `load` (ties: by hash).
+    /// Per hop, the usable next hop with the least `load` (ties: by the
+    /// switch's hash of `key`).
     pub fn least_loaded(
         &mut self,
         src: HostIdx,
         dst: HostIdx,
-        hash: u32,
+        key: &HashKey,
         load: &[f64],
         out: &mut Vec<Use>,
     ) -> bool {
         self.walk(
             src,
             dst,
-            |g| {
+            |seed, g| {
                 let min = g
                     .iter()
                     .map(|&e| load[e as usize])
@@ -164,7 +181,7 @@ impl<'t> Fabric<'t> {
                     .iter()
                     .filter(|&&e| load[e as usize] <= min + 1e-9)
                     .count();
-                let k = member_index(hash, ties);
+                let k = member_index(key.hash(seed), ties);
                 g.iter()
                     .enumerate()
                     .filter(|(_, &e)| load[e as usize] <= min + 1e-9)
@@ -258,29 +275,43 @@ mod tests {
         .unwrap()
     }
 
+    /// The sim's walk is the planner's `ecmp_path`, switch by switch, under
+    /// either seed policy.
     #[test]
     fn hashed_walk_matches_the_planner_ecmp_path() {
         let t = three_tier();
-        let mut f = Fabric::new(&t);
-        let mut out = Vec::new();
         let n = t.hosts().len() as u32;
-        for h in 0..2000u32 {
-            let (a, b) = (h % n, (h * 7 + 3) % n);
-            if a == b {
-                continue;
+        for seeds in [
+            SeedPolicy::PerSwitch,
+            SeedPolicy::Same(0),
+            SeedPolicy::Same(77),
+        ] {
+            let mut f = Fabric::new(&t, seeds);
+            let by_switch = seeds.seeds(&t);
+            let mut out = Vec::new();
+            for h in 0..2000u32 {
+                let (a, b) = (h % n, (h * 7 + 3) % n);
+                if a == b {
+                    continue;
+                }
+                let key = HashKey::roce_qp(
+                    t.hosts()[a as usize].ip,
+                    t.hosts()[b as usize].ip,
+                    49152 + (h % 16384) as u16,
+                    h.wrapping_mul(0x9e37_79b9) & 0xff_ffff,
+                );
+                assert!(f.hashed(a, b, &key, &mut out));
+                let p = ecmp_path(&t, a, b, &key, &by_switch);
+                let mine: Vec<u32> = out[1..].iter().map(|u| u.0).collect();
+                assert_eq!(mine, p.edges(), "{seeds}");
             }
-            let hash = h.wrapping_mul(0x9e37_79b9);
-            assert!(f.hashed(a, b, hash, &mut out));
-            let p = ecmp_path(&t, a, b, hash);
-            let mine: Vec<u32> = out[1..].iter().map(|u| u.0).collect();
-            assert_eq!(mine, p.edges());
         }
     }
 
     #[test]
     fn spraying_splits_evenly_and_conserves_flow() {
         let t = three_tier();
-        let mut f = Fabric::new(&t);
+        let mut f = Fabric::new(&t, SeedPolicy::PerSwitch);
         let mut out = Vec::new();
         let a = t.host_by_name("h1").unwrap();
         let b = t.hosts().len() as u32 - 1;
@@ -296,15 +327,17 @@ mod tests {
     #[test]
     fn failures_are_routed_around() {
         let t = three_tier();
-        let mut f = Fabric::new(&t);
+        let mut f = Fabric::new(&t, SeedPolicy::PerSwitch);
         let mut out = Vec::new();
         let a = t.host_by_name("h1").unwrap();
         let b = t.hosts().len() as u32 - 1;
-        assert!(f.hashed(a, b, 12345, &mut out));
+        let (sa, sb) = (t.hosts()[a as usize].ip, t.hosts()[b as usize].ip);
+        assert!(f.hashed(a, b, &HashKey::roce_qp(sa, sb, 49152, 12345), &mut out));
         let hop = out[2].0; // spine -> super-spine
         f.fail(hop);
-        for h in 0..200 {
-            assert!(f.hashed(a, b, h, &mut out));
+        for qp in 0..200 {
+            let key = HashKey::roce_qp(sa, sb, 49152, qp);
+            assert!(f.hashed(a, b, &key, &mut out));
             assert!(out.iter().all(|u| u.0 != hop));
             assert!(f.sprayed(a, b, &mut out));
             assert!(out.iter().all(|u| u.0 != hop));

@@ -10,7 +10,7 @@ use installer::ecn::{EcnProfile, PREDRAIN_ALWAYS};
 use installer::static_state::Collector;
 use installer::target::{Artifacts, PortMap, Target};
 use installer::Devices;
-use planner::ecmp::HashMode;
+use planner::ecmp::{HashMode, SeedPolicy};
 use planner::topology::yaml;
 use planner::PlannerConfig;
 use serde::Deserialize;
@@ -86,6 +86,11 @@ pub struct ControllerCmd {
     /// like a fabric without QP-aware hashing; the lab compares the two).
     #[arg(long, value_enum, default_value = "qp-aware")]
     ecmp_hash: EcmpHash,
+    /// ECMP hash seed of every switch (routing.hash_seed): per-switch
+    /// (CRC-32 of the switch's name) or same:N (every switch N, the
+    /// polarised fabric). The planner predicts ECMP fallback paths with it.
+    #[arg(long, default_value = "per-switch")]
+    hash_seed: SeedPolicy,
     /// BMv2 priority queue (MPLS traffic class) of reserved traffic, 0-7.
     /// The lab uses the RoCE queue (3), because BMv2 rate-limits each
     /// priority queue separately: a queue of its own would give reserved
@@ -307,6 +312,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         planner: PlannerConfig {
             headroom: cmd.headroom,
             ecmp_hash: cmd.ecmp_hash.into(),
+            ecmp_seeds: cmd.hash_seed,
             ..PlannerConfig::default()
         },
         policy: Policy {
@@ -316,6 +322,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             predrain_probability: cmd.predrain_probability,
             collector,
             ecmp_hash: cmd.ecmp_hash.into(),
+            ecmp_seeds: cmd.hash_seed,
             reserved_tc: cmd.reserved_tc,
         },
         telemetry: TelemetryConfig {

@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use planner::demand::parse_bytes;
+use planner::ecmp::SeedPolicy;
 use planner::topology::{generate, yaml, Topology};
 use sim::workload::{build, WorkloadKind, WorkloadSpec};
 use sim::{FailSpec, Policy};
@@ -76,6 +77,11 @@ struct Common {
     /// 0: QPs as the planner allocates them; otherwise random QPs from this seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Switch ECMP hash seeds: per-switch (CRC-32 of the switch name, as
+    /// the controller installs them) or same:N (every switch N: the
+    /// polarised fabric).
+    #[arg(long, default_value = "per-switch")]
+    hash_seed: SeedPolicy,
     /// Results directory.
     #[arg(long, default_value = "target/sim")]
     out: PathBuf,
@@ -199,9 +205,9 @@ fn run_one(a: RunArgs) -> anyhow::Result<()> {
         .extend(sim::random_links(&topo, a.fail_random, a.common.seed));
     fail.edges.sort_unstable();
     fail.edges.dedup();
-    let results = sim::run_all(&topo, &w, &policies, &fail, progress());
+    let results = sim::run_all(&topo, &w, &policies, a.common.hash_seed, &fail, progress());
     println!(
-        "{}: {} NICs, {} switches; workload {} ({} connections/iteration, {} background), {} iteration(s){}",
+        "{}: {} NICs, {} switches; workload {} ({} connections/iteration, {} background), {} iteration(s); hash seeds {}{}",
         topo.name(),
         topo.hosts().len(),
         topo.switches().len(),
@@ -209,6 +215,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<()> {
         w.connections().count(),
         w.background.len(),
         w.iterations,
+        a.common.hash_seed,
         if fail.edges.is_empty() {
             String::new()
         } else {
@@ -235,10 +242,18 @@ fn table(a: TableArgs) -> anyhow::Result<()> {
         let t0 = Instant::now();
         let topo = fabric(a.common.fabric, g)?;
         let w = build(&topo, &ws)?;
-        let r = sim::run_all(&topo, &w, &policies, &FailSpec::default(), progress());
+        let r = sim::run_all(
+            &topo,
+            &w,
+            &policies,
+            a.common.hash_seed,
+            &FailSpec::default(),
+            progress(),
+        );
         eprintln!("{g} GPUs: {:.1} s", t0.elapsed().as_secs_f64());
         rows.push((g, r));
     }
+    println!("switch hash seeds: {}", a.common.hash_seed);
     let names: Vec<String> = rows[0].1.iter().skip(1).map(|r| r.policy.clone()).collect();
     let mut s = String::from("| GPUs |");
     for n in &names {

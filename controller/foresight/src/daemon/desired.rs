@@ -1,6 +1,6 @@
 //! What every switch should hold at a given moment, derived from the
-//! reservation records: the static state (routes, ECMP, SR adjacencies,
-//! INT, ECN, collector), plus, for every reserved flow whose install window
+//! reservation records: the static state (routes, ECMP groups, hash mode
+//! and seed, SR adjacencies, INT, ECN, collector), plus, for every reserved flow whose install window
 //! `[start - lead, end)` contains the moment:
 //!
 //! * at its ingress leaf, the SR push entry (label stack and priority
@@ -26,12 +26,13 @@ use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile};
 use installer::intent::{Key, Resolved};
 use installer::reservations::ReservedFlow;
 use installer::static_state::{
-    collector_config_with_down, hash_mode_config, static_state_with_down, Collector,
+    collector_config_with_down, hash_mode_config, hash_seed_config, static_state_with_down,
+    Collector,
 };
 use installer::{Devices, Intent, IntentError, Object};
 use p4rt::proto::p4::v1 as p4;
 use p4rt::P4Info;
-use planner::ecmp::HashMode;
+use planner::ecmp::{HashMode, SeedPolicy};
 use planner::topology::EdgeId;
 use planner::Topology;
 
@@ -52,6 +53,8 @@ pub struct Policy {
     pub collector: Option<Collector>,
     /// The switches' ECMP hash mode.
     pub ecmp_hash: HashMode,
+    /// Where each switch's ECMP hash seed comes from.
+    pub ecmp_seeds: SeedPolicy,
     /// Priority queue (MPLS traffic class) of reserved traffic.
     pub reserved_tc: u8,
 }
@@ -107,8 +110,9 @@ fn base_state(
     down: &BTreeSet<EdgeId>,
 ) -> Result<Base, IntentError> {
     let mut intents = static_state_with_down(topo, policy.ecn, down);
-    for intent in intents.values_mut() {
+    for (name, intent) in intents.iter_mut() {
         intent.push(hash_mode_config(policy.ecmp_hash));
+        intent.push(hash_seed_config(policy.ecmp_seeds.seed(name)));
     }
     if let Some(c) = policy.collector {
         for (switch, objects) in collector_config_with_down(topo, c, down) {

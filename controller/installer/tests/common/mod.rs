@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile, PREDRAIN_ALWAYS};
 use installer::reservations::ReservedFlow;
-use installer::static_state::{collector_config, hash_mode_config, static_state, Collector};
+use installer::static_state::{
+    collector_config, hash_mode_config, hash_seed_config, static_state, Collector,
+};
 use installer::Intent;
 use planner::ecmp::HashMode;
 use planner::Topology;
@@ -21,7 +23,7 @@ pub fn small_topology() -> Topology {
 
 /// The intent of every switch of `topo` with one of each object the
 /// controller ever writes: the static state with an INT collector, both
-/// ECMP hash modes, SR push entries for every stack depth (1-4 labels),
+/// ECMP hash modes, the ECMP hash seed, SR push entries for every stack depth (1-4 labels),
 /// INT watch entries, lowered DCQCN profiles and pre-drain entries with
 /// and without a QP.
 pub fn every_object(topo: &Topology) -> BTreeMap<String, Intent> {
@@ -35,9 +37,10 @@ pub fn every_object(topo: &Topology) -> BTreeMap<String, Intent> {
             intents.get_mut(&switch).unwrap().push(o);
         }
     }
-    for intent in intents.values_mut() {
+    for (switch, intent) in intents.iter_mut() {
         intent.push(hash_mode_config(HashMode::QpAware));
         intent.push(hash_mode_config(HashMode::FiveTuple));
+        intent.push(hash_seed_config(planner::ecmp::switch_seed(switch)));
     }
     let leaf1 = topo.switch_by_name("leaf1").unwrap();
     let intent = intents.get_mut("leaf1").unwrap();

@@ -86,6 +86,18 @@ impl Target {
     /// Width of the queue id a traffic class selects: BMv2's
     /// `standard_metadata.priority` (3 bits, 8 queues with
     /// `--priority-queues 8`) or TNA's `qid` (`QueueId_t`, 5 bits).
+    /// A DCQCN threshold of `packets` in the unit the target's queue depth
+    /// (`enq_qdepth`) counts: packets on BMv2, 80-byte cells on Tofino,
+    /// where a full RoCE frame ([`ROCE_FRAME_BYTES`]) takes
+    /// [`TOFINO_CELLS_PER_FRAME`] cells. Saturates at the 19-bit field.
+    pub fn queue_depth(self, packets: u128) -> u128 {
+        let depth = match self {
+            Target::Bmv2 => packets,
+            Target::Tofino => packets.saturating_mul(TOFINO_CELLS_PER_FRAME as u128),
+        };
+        depth.min((1 << QUEUE_DEPTH_BITS) - 1)
+    }
+
     pub const fn queue_id_bits(self) -> u32 {
         match self {
             Target::Bmv2 => 3,
@@ -116,6 +128,16 @@ fn repository_root() -> PathBuf {
     let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
     root.canonicalize().unwrap_or(root)
 }
+
+/// Width of `kmin`/`kmax` (and of `enq_qdepth`) in both programs.
+pub const QUEUE_DEPTH_BITS: u32 = 19;
+/// Tofino's traffic manager counts queue depth in cells of this many bytes.
+pub const TOFINO_CELL_BYTES: u32 = 80;
+/// A RoCEv2 frame at the 4,096-byte RoCE MTU: Ethernet 14 + IPv4 20 + UDP 8
+/// + BTH 12 + payload 4,096 + ICRC 4 + FCS 4.
+pub const ROCE_FRAME_BYTES: u32 = 4158;
+/// Cells one such frame takes.
+pub const TOFINO_CELLS_PER_FRAME: u32 = ROCE_FRAME_BYTES.div_ceil(TOFINO_CELL_BYTES);
 
 /// Width of a port in both programs (`port_id_t` in `headers.p4`, TNA's
 /// `PortId_t` on Tofino 1).
@@ -242,6 +264,17 @@ impl Devices {
                     }
                 }
             }
+            if e.action.as_deref() == Some(crate::names::SET_DCQCN) {
+                for field in ["kmin", "kmax"] {
+                    if let Some(v) = e.params.get_mut(field) {
+                        // A value that is no number is left for the P4Info
+                        // encoding to refuse, with its own error.
+                        if let Some(packets) = parse_value(v).ok().and_then(|x| x.as_u128()) {
+                            *v = self.target.queue_depth(packets).to_string();
+                        }
+                    }
+                }
+            }
             Ok(e)
         };
         Ok(match object {
@@ -339,6 +372,26 @@ mod tests {
     }
 
     #[test]
+    fn dcqcn_thresholds_are_cells_on_tofino_and_packets_on_bmv2() {
+        assert_eq!(TOFINO_CELLS_PER_FRAME, 52);
+        assert_eq!(Target::Bmv2.queue_depth(12), 12);
+        assert_eq!(Target::Tofino.queue_depth(12), 12 * 52);
+        assert_eq!(Target::Tofino.queue_depth(1 << 20), (1 << 19) - 1);
+        let dcqcn = entry(
+            names::DCQCN_PORT,
+            &[("egress_port", "3")],
+            names::SET_DCQCN,
+            &[("kmin", "2"), ("kmax", "12"), ("pmax", "3")],
+        );
+        let tofino = Devices::new(Target::Tofino, BTreeMap::new());
+        let Object::Entry(e) = tofino.adapt("leaf1", &dcqcn).unwrap() else { panic!() };
+        assert_eq!(e.params["kmin"], "104");
+        assert_eq!(e.params["kmax"], "624");
+        assert_eq!(e.params["pmax"], "3");
+        assert_eq!(Devices::bmv2().adapt("leaf1", &dcqcn).unwrap(), dcqcn);
+    }
+
+    #[test]
     fn ports_of_entries_members_and_clone_sessions_become_device_ports() {
         let devices = leaf1_map();
         let sink = entry(
@@ -406,13 +459,19 @@ mod tests {
     #[test]
     fn switches_without_a_map_and_bmv2_keep_everything() {
         let devices = leaf1_map();
+        let sink = entry(
+            names::INT_SINK_PORTS,
+            &[("egress_port", "2")],
+            names::INT_SET_SINK,
+            &[],
+        );
+        assert_eq!(devices.adapt("spine1", &sink).unwrap(), sink);
         let dcqcn = entry(
             names::DCQCN_PORT,
             &[("egress_port", "2")],
             names::SET_DCQCN,
             &[("kmin", "2"), ("kmax", "12"), ("pmax", "3")],
         );
-        assert_eq!(devices.adapt("spine1", &dcqcn).unwrap(), dcqcn);
         let clone = Object::CloneSession {
             id: names::INT_REPORT_CLONE_SESSION,
             ports: vec![3],

@@ -34,7 +34,7 @@ done
 tofino_p4c=
 [ -x "$tofino_prefix/bin/p4c" ] && [ -x "$tofino_prefix/bin/p4c-barefoot" ] && tofino_p4c="$tofino_prefix/bin/p4c"
 bmv2_p4c=$(command -v p4c || true)
-[ -z "$bmv2_p4c" ] && [ -n "$tofino_p4c" ] && bmv2_p4c=$tofino_p4c
+[ -z "$bmv2_p4c" ] && [ -x "$tofino_prefix/bin/p4c" ] && bmv2_p4c="$tofino_prefix/bin/p4c"
 
 status=0
 if [ "$want" != tna ]; then

@@ -94,9 +94,6 @@ const bit<4>  REPORT_INNER_IPV4 = 4;
 // Ethernet 14 + IPv4 20 + UDP 8 + group header 8 + individual report 12.
 const bit<32> REPORT_OUTER_BYTES = 62;
 
-// v1model instance types (BMv2 PKT_INSTANCE_TYPE_*).
-const bit<32> INSTANCE_TYPE_NORMAL = 0;
-const bit<32> INSTANCE_TYPE_INGRESS_CLONE = 1;
 
 // ---------------------------------------------------------------------------
 // Drop reasons: index of the drop counters (FsIngress.counters.*drops*).

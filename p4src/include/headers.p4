@@ -9,6 +9,9 @@
 
 #include "formats.p4"
 
+// v1model instance type of an ingress clone (BMv2 PKT_INSTANCE_TYPE_INGRESS_CLONE).
+const bit<32> INSTANCE_TYPE_INGRESS_CLONE = 1;
+
 // Metadata pushed by upstream hops. The shim length is 8 bits, so at most
 // 255 - 3 words follow the INT-MD header.
 #define INT_MAX_STACK_BITS 8064

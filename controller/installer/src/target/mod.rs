@@ -384,7 +384,9 @@ mod tests {
             &[("kmin", "2"), ("kmax", "12"), ("pmax", "3")],
         );
         let tofino = Devices::new(Target::Tofino, BTreeMap::new());
-        let Object::Entry(e) = tofino.adapt("leaf1", &dcqcn).unwrap() else { panic!() };
+        let Object::Entry(e) = tofino.adapt("leaf1", &dcqcn).unwrap() else {
+            panic!()
+        };
         assert_eq!(e.params["kmin"], "104");
         assert_eq!(e.params["kmax"], "624");
         assert_eq!(e.params["pmax"], "3");

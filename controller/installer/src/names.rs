@@ -34,7 +34,7 @@ pub const INT_SET_NODE_ID: &str = "FsEgress.int_egress.set_node_id";
 pub const INT_REPORT_CONFIG: &str = "FsEgress.int_egress.report_config";
 pub const INT_SET_COLLECTOR: &str = "FsEgress.int_egress.set_collector";
 /// Clone session the INT sink mirrors report copies to
-/// (`INT_REPORT_CLONE_SESSION` in `p4src/include/headers.p4`).
+/// (`INT_REPORT_CLONE_SESSION` in `p4src/include/formats.p4`).
 pub const INT_REPORT_CLONE_SESSION: u32 = 64;
 
 pub const DCQCN_PORT: &str = "FsEgress.ecn.dcqcn_port";

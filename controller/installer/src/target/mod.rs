@@ -139,7 +139,7 @@ pub const ROCE_FRAME_BYTES: u32 = 4158;
 /// Cells one such frame takes.
 pub const TOFINO_CELLS_PER_FRAME: u32 = ROCE_FRAME_BYTES.div_ceil(TOFINO_CELL_BYTES);
 
-/// Width of a port in both programs (`port_id_t` in `headers.p4`, TNA's
+/// Width of a port in both programs (`port_id_t` in `formats.p4`, TNA's
 /// `PortId_t` on Tofino 1).
 pub const PORT_BITS: u32 = 9;
 
@@ -150,7 +150,7 @@ pub const PORT_BITS: u32 = 9;
 /// traffic manager schedules qids 0-7 is port configuration, outside
 /// P4Runtime).
 pub const TRAFFIC_CLASSES: u8 = 8;
-/// The class the data plane gives CNPs (`PRIORITY_CNP` in `headers.p4`).
+/// The class the data plane gives CNPs (`PRIORITY_CNP` in `formats.p4`).
 pub const CNP_CLASS: u8 = 7;
 
 // Every class the controller uses is a queue on both targets.
@@ -539,13 +539,13 @@ mod tests {
 
     #[test]
     fn cnp_class_and_report_session_are_the_programs_constants() {
-        let headers = std::fs::read_to_string(repository_root().join("p4src/include/headers.p4"))
-            .expect("p4src/include/headers.p4");
+        let headers = std::fs::read_to_string(repository_root().join("p4src/include/formats.p4"))
+            .expect("p4src/include/formats.p4");
         let constant = |name: &str| -> u32 {
             let line = headers
                 .lines()
                 .find(|l| l.starts_with("const") && l.contains(&format!(" {name} ")))
-                .unwrap_or_else(|| panic!("headers.p4 defines no {name}"));
+                .unwrap_or_else(|| panic!("formats.p4 defines no {name}"));
             let value = line.split('=').nth(1).unwrap().trim().trim_end_matches(';');
             value.parse().unwrap_or_else(|_| panic!("{name} = {value}"))
         };

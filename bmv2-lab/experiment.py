@@ -20,6 +20,10 @@ mode:
              controller reserves paths and installs SR, INT and pre-drain
              entries --lead-time-ms ahead.
 
+In every mode each switch hashes with its own ECMP seed (the controller's
+default, CRC-32 of the switch name); --hash-seed same:N gives every switch
+seed N instead, the polarised fabric.
+
 The ideal completion time is the bytes each rank sends (2(N-1)/N of its
 buffer) divided by the bottleneck bandwidth, its NIC's rate: the lab's
 switch ports drain slightly faster than a NIC sends (--nic-fraction), as a
@@ -108,7 +112,8 @@ class Experiment:
         # Reserved traffic in the RoCE queue (3), like everything else: BMv2
         # rate-limits each priority queue on its own, so a queue of its own
         # would give reserved flows a second link's worth of rate.
-        extra = ["--ecmp-hash", "five-tuple" if mode == "ecmp5" else "qp-aware", "--reserved-tc", "3",
+        extra = ["--ecmp-hash", "five-tuple" if mode == "ecmp5" else "qp-aware",
+                 "--hash-seed", self.args.hash_seed, "--reserved-tc", "3",
                  "--headroom", "1.0", "--lead-time-ms", str(self.args.lead_time_ms)]
         if not predrain:
             extra += ["--predrain-probability", "0"]
@@ -467,6 +472,8 @@ def main():
                        help="NIC sending rate as a fraction of its switch port's drain rate")
         p.add_argument("--queue-depth", type=int, default=64)
         p.add_argument("--lead-time-ms", type=float, default=500.0)
+        p.add_argument("--hash-seed", default="per-switch",
+                       help="switch ECMP hash seeds: per-switch (CRC-32 of the name) or same:N")
         p.add_argument("--setup-ms", type=float, default=1500.0,
                        help="time from the forecast to the first packet")
         p.set_defaults(func=cmd_allreduce if name == "allreduce" else cmd_predrain)

@@ -29,6 +29,7 @@ Runs under Debian's /usr/bin/python3 (Mininet, PyYAML).
 """
 
 import argparse
+import glob
 import json
 import os
 import signal
@@ -297,9 +298,19 @@ class Lab:
             time.sleep(0.1)
         raise RuntimeError(f"{s}: P4Runtime port {port} not ready after {timeout}s; see {self.dir}/{s}.log")
 
+    def cli_command(self):
+        """simple_switch_CLI under this (Debian's) Python, which has
+        python3-thrift, with BMv2's own modules from its install prefix: the
+        script's `env python3` may find another interpreter first."""
+        prefix = os.path.dirname(os.path.dirname(os.path.realpath(self.cli)))
+        sites = sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages")))
+        env = ["env", f"PYTHONPATH={sites[0]}"] if sites else []
+        return [*env, sys.executable, self.cli]
+
     def switch_cli(self, s, commands):
         """Run simple_switch_CLI commands on a switch (Thrift, inside the namespace)."""
-        r = run(["ip", "netns", "exec", self.ns, self.cli, "--thrift-port", str(self.thrift_port(s))],
+        r = run(["ip", "netns", "exec", self.ns, *self.cli_command(), "--thrift-port",
+                 str(self.thrift_port(s))],
                 input="\n".join(commands) + "\n")
         if "Error" in r.stdout or "Invalid" in r.stdout:
             raise RuntimeError(f"{s}: simple_switch_CLI: {r.stdout.strip()}")

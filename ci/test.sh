@@ -6,6 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 prefix=${FORESIGHT_P4_PREFIX:-/opt/p4tools}
+tofino_prefix=${FORESIGHT_TOFINO_PREFIX:-/opt/p4c-tofino}
 [ -d "$prefix/bin" ] && export PATH="$prefix/bin:$PATH"
 export FORESIGHT_PYTHON=${FORESIGHT_PYTHON:-$PWD/.venv/bin/python}
 
@@ -16,7 +17,9 @@ skip() { skipped=$((skipped + 1)); echo "SKIPPED $1: $2"; }
 suite() { local name=$1; shift; echo "== $name: $*"; if "$@"; then pass "$name"; else fail "$name"; fi; }
 
 have_bmv2=; command -v simple_switch_grpc >/dev/null && have_bmv2=1
-have_p4c=; command -v p4c >/dev/null && have_p4c=1
+# p4c for BMv2: on PATH/prefix, or the Tofino-enabled p4c (its BMv2 backend).
+have_p4c=; { command -v p4c >/dev/null || [ -x "$tofino_prefix/bin/p4c" ]; } && have_p4c=1
+have_tofino_p4c=; [ -x "$tofino_prefix/bin/p4c-barefoot" ] && have_tofino_p4c=1
 have_mininet=; /usr/bin/python3 -c 'import mininet' 2>/dev/null && [ "$(id -u)" = 0 ] && have_mininet=1
 
 # 1. Rust: unit tests everywhere; the BMv2 integration tests need the switch.
@@ -24,8 +27,10 @@ have_mininet=; /usr/bin/python3 -c 'import mininet' 2>/dev/null && [ "$(id -u)" 
 suite rust cargo test --workspace --release
 
 # 2. Committed P4 artifacts must match what p4c produces now.
-if [ -n "$have_p4c" ]; then suite p4-artifacts p4src/compile.sh --check
-else skip "P4 artifact freshness check (p4src/compile.sh --check)" "p4c not found on PATH or in $prefix/bin"; fi
+if [ -n "$have_p4c" ]; then suite p4-artifacts p4src/compile.sh --check --bmv2
+else skip "P4 artifact freshness check (p4src/compile.sh --check --bmv2)" "p4c not found on PATH or in $prefix/bin or $tofino_prefix/bin"; fi
+if [ -n "$have_tofino_p4c" ]; then suite p4-tna-artifacts p4src/compile.sh --check --tna
+else skip "TNA artifact freshness check (p4src/compile.sh --check --tna)" "the Tofino p4c (p4c-barefoot) not found in $tofino_prefix/bin"; fi
 
 # 3. PTF packet tests of the data plane on BMv2.
 if [ -x ptf-tests/run.sh ]; then

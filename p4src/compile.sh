@@ -1,84 +1,55 @@
 #!/usr/bin/env bash
-# Compile Foresight's P4 programs for BMv2 (v1model) with p4c.
+# Compile Foresight's P4 programs: the v1model programs for BMv2 and the TNA
+# program for Tofino.
 #
-#   p4src/compile.sh          write p4src/build/<program>.{json,p4info.txtpb,p4info.binpb}
-#   p4src/compile.sh --check  compile into a temporary directory and fail if the
-#                             committed artifacts differ (stale) or p4c warns
+#   p4src/compile.sh [--bmv2|--tna]          write p4src/build/<program>.{json,p4info.txtpb,p4info.binpb}
+#                                            and p4src/build/tna/ + p4src/tna/RESOURCES.md
+#   p4src/compile.sh --check [--bmv2|--tna]  compile into a temporary directory and fail if the
+#                                            committed artifacts differ (stale) or p4c warns
+# Without --bmv2/--tna both are built; a target whose compiler is missing is
+# an error when asked for explicitly and skipped (with the reason) otherwise.
 #
-# p4c is found on PATH, or through $FORESIGHT_P4_PREFIX/bin (default /opt/p4tools).
+# BMv2: p4c on PATH, or in $FORESIGHT_P4_PREFIX/bin (default /opt/p4tools);
+# failing those, the Tofino-enabled p4c below, whose BMv2 backend is the
+# same (the target is always given explicitly).
+# Tofino: the p4c built with p4c's Tofino backend, in its own prefix
+# $FORESIGHT_TOFINO_PREFIX (default /opt/p4c-tofino), since a Tofino-enabled
+# p4c changes the driver's default target.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 prefix=${FORESIGHT_P4_PREFIX:-/opt/p4tools}
+tofino_prefix=${FORESIGHT_TOFINO_PREFIX:-/opt/p4c-tofino}
 [ -d "$prefix/bin" ] && PATH="$prefix/bin:$PATH"
-command -v p4c >/dev/null || { echo "p4c not found (PATH or $prefix/bin)" >&2; exit 2; }
 
-# program name -> top-level source, relative to p4src/
-programs=(
-  "ipv4_forward:examples/ipv4_forward.p4"
-  "p4rt_features:examples/p4rt_features.p4"
-)
-[ -f "$here/foresight.p4" ] && programs+=("foresight:foresight.p4")
-
-mode=write
-[ "${1:-}" = "--check" ] && mode=check
-out="$here/build"
-if [ "$mode" = check ]; then out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; fi
-
-# Artifacts are the same if byte-identical, or, for the BMv2 JSON, equal
-# once source locations are set aside: those name p4c's own include
-# directory, which differs between installs.
-same() {
-  cmp -s "$1" "$2" && return 0
-  case "$1" in
-    *.json) python3 - "$1" "$2" <<'PY'
-import json, sys
-def strip(node):
-    if isinstance(node, dict):
-        return {k: strip(v) for k, v in node.items() if k != "source_info"}
-    if isinstance(node, list):
-        return [strip(v) for v in node]
-    return node
-a, b = (strip(json.load(open(p))) for p in sys.argv[1:3])
-sys.exit(0 if a == b else 1)
-PY
-      ;;
-    *) return 1 ;;
+mode=write; want=all
+for arg in "$@"; do
+  case "$arg" in
+    --check) mode=check ;;
+    --bmv2) want=bmv2 ;;
+    --tna) want=tna ;;
+    *) echo "usage: $0 [--check] [--bmv2|--tna]" >&2; exit 2 ;;
   esac
-}
+done
+
+tofino_p4c=
+[ -x "$tofino_prefix/bin/p4c" ] && [ -x "$tofino_prefix/bin/p4c-barefoot" ] && tofino_p4c="$tofino_prefix/bin/p4c"
+bmv2_p4c=$(command -v p4c || true)
+[ -z "$bmv2_p4c" ] && [ -x "$tofino_prefix/bin/p4c" ] && bmv2_p4c="$tofino_prefix/bin/p4c"
 
 status=0
-for entry in "${programs[@]}"; do
-  name=${entry%%:*}; src=${entry#*:}
-  log="$out/$name.p4c.log"
-  # Relative paths from p4src/, so the JSON's source references do not
-  # depend on where the repository is checked out.
-  if ! (cd "$here" && p4c --target bmv2 --arch v1model --std p4-16 -I include \
-      -o "$out" --p4runtime-files "$out/$name.p4info.txtpb,$out/$name.p4info.bin" \
-      "$src") >"$log" 2>&1; then
-    cat "$log" >&2; echo "p4c failed on $src" >&2; exit 1
+if [ "$want" != tna ]; then
+  if [ -z "$bmv2_p4c" ]; then
+    echo "p4c not found (PATH, $prefix/bin or $tofino_prefix/bin)" >&2; exit 2
   fi
-  # p4c names the JSON after the source file; keep the program name instead.
-  # p4c 1.2.4.x does not recognise the .binpb suffix: write .bin, rename. Drop the preprocessed .p4i.
-  base=$(basename "$src" .p4)
-  [ "$base" != "$name" ] && mv "$out/$base.json" "$out/$name.json"
-  mv "$out/$name.p4info.bin" "$out/$name.p4info.binpb"
-  rm -f "$out/$base.p4i"
-  # The JSON names p4c's temporary preprocessed file; name the source instead.
-  sed -i "s|\"program\" : \"[^\"]*\"|\"program\" : \"$src\"|" "$out/$name.json"
-  # One warning is inherent and harmless: p4c's BMv2 backend cannot give a
-  # table with an action profile (ECMP selector) a default action, and says
-  # so for every such table; a miss there simply drops. Any other warning fails.
-  known='Target does not support default_action for .* (due to action profiles)'
-  if grep -v -e "$known" "$log" | grep -qi "warning"; then cat "$log" >&2; echo "p4c warned on $src" >&2; status=1; fi
-  rm -f "$log"
-  if [ "$mode" = check ]; then
-    for ext in json p4info.txtpb p4info.binpb; do
-      if ! same "$out/$name.$ext" "$here/build/$name.$ext"; then
-        echo "stale: p4src/build/$name.$ext differs from what p4c produces; run p4src/compile.sh and commit" >&2
-        status=1
-      fi
-    done
+  "$here/compile_bmv2.sh" "$mode" "$bmv2_p4c" || status=1
+fi
+if [ "$want" != bmv2 ]; then
+  if [ -n "$tofino_p4c" ]; then
+    "$here/tna/compile.sh" "$mode" "$tofino_p4c" || status=1
+  elif [ "$want" = tna ]; then
+    echo "the Tofino p4c (p4c + p4c-barefoot) not found in $tofino_prefix/bin" >&2; exit 2
+  else
+    echo "SKIPPED TNA build: the Tofino p4c (p4c + p4c-barefoot) not found in $tofino_prefix/bin"
   fi
-done
-[ "$mode" = check ] && [ $status = 0 ] && echo "P4 artifacts up to date (${#programs[@]} programs)"
+fi
 exit $status

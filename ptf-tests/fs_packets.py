@@ -216,18 +216,35 @@ class Flow:
         return bytes(self.packet("00:00:00:00:00:00", "00:00:00:00:00:00", **kw))[14:]
 
 
-def crc32_roce(src, dst, sport, qp):
-    """The ECMP hash of a RoCEv2 packet (team convention)."""
+# The switch's ECMP hash seed when the controller has set none (the default
+# action of routing.hash_seed).
+DEFAULT_HASH_SEED = 0
+
+
+def switch_seed(name):
+    """The seed Foresight's controller gives a switch by default: CRC-32 of
+    its name (planner::ecmp::switch_seed)."""
+    return zlib.crc32(name.encode())
+
+
+def crc32_roce(seed, src, dst, sport, qp):
+    """The ECMP hash of a RoCEv2 packet in QP-aware mode on a switch with
+    this seed (team convention): CRC-32 of seed(4) src(4) dst(4)
+    UDP sport(2) dest QP(3), big-endian."""
     import ipaddress
-    data = (int(ipaddress.IPv4Address(src)).to_bytes(4, "big") +
+    data = (seed.to_bytes(4, "big") +
+            int(ipaddress.IPv4Address(src)).to_bytes(4, "big") +
             int(ipaddress.IPv4Address(dst)).to_bytes(4, "big") +
             sport.to_bytes(2, "big") + qp.to_bytes(3, "big"))
     return zlib.crc32(data)
 
 
-def crc32_5tuple(src, dst, proto, sport, dport):
+def crc32_5tuple(seed, src, dst, proto, sport, dport):
+    """The ECMP hash of any other packet: CRC-32 of seed(4) src(4) dst(4)
+    protocol(1) sport(2) dport(2)."""
     import ipaddress
-    data = (int(ipaddress.IPv4Address(src)).to_bytes(4, "big") +
+    data = (seed.to_bytes(4, "big") +
+            int(ipaddress.IPv4Address(src)).to_bytes(4, "big") +
             int(ipaddress.IPv4Address(dst)).to_bytes(4, "big") +
             bytes([proto]) + sport.to_bytes(2, "big") + dport.to_bytes(2, "big"))
     return zlib.crc32(data)

@@ -1,36 +1,52 @@
-"""ECMP through the P4Runtime action selector, with QP-aware hashing.
+"""ECMP through the P4Runtime action selector, with QP-aware hashing and
+per-switch hash seeds.
 
-Hash convention (p4src/include/routing.p4): crc32 over src, dst, UDP source
-port and BTH destination QP for RoCEv2; over src, dst, protocol and L4 ports
+Hash convention (p4src/include/routing.p4): crc32 over the switch's seed
+(table routing.hash_seed, 4 bytes, default 0) then src, dst, UDP source port
+and BTH destination QP for RoCEv2; seed then src, dst, protocol and L4 ports
 otherwise. BMv2 picks member (hash mod n) of the group, members in creation
-order. Each packet's egress port is predicted here with zlib.crc32.
+order. Each packet's egress port is predicted here with zlib.crc32, and in
+EcmpSeedsMatchTheRustEmulation by the controller's own emulation.
 """
 
+import json
 import logging
+import os
 
 from fs_common import FsTest, HOST_MAC, nbr_mac, sw_mac
-from fs_packets import (FS_DOMAIN, DS_TX_BYTES, FS_INSTRUCTIONS, Flow, crc32_5tuple,
-                        crc32_roce, int_headers, int_hop)
+from fs_packets import (DEFAULT_HASH_SEED, FS_DOMAIN, DS_TX_BYTES, FS_INSTRUCTIONS, Flow,
+                        crc32_5tuple, crc32_roce, int_headers, int_hop, switch_seed)
 
 MEMBER_PORTS = [2, 3, 4, 5]
 
 
 class EcmpBase(FsTest):
-    def ecmp_group(self, prefix, plen):
-        s = self.sw["s1"]
+    def ecmp_group(self, prefix, plen, sw="s1", ports=MEMBER_PORTS, group_id=1):
+        """A group of one member per port (member id 10 + port, created in
+        port order unless it exists already) routing prefix/plen."""
+        s = self.sw[sw]
+        # Members this test created, per switch (PI answers a second insert
+        # of the same member with UNKNOWN, not ALREADY_EXISTS).
+        created = self.__dict__.setdefault("_ecmp_members", {}).setdefault(sw, set())
         ids = []
-        for i, port in enumerate(MEMBER_PORTS):
-            s.add_member("routing.ecmp_selector", 10 + i, "routing.set_nexthop",
-                         {"port": port, "src_mac": sw_mac("s1", port),
-                          "dst_mac": nbr_mac("s1", port)})
-            ids.append(10 + i)
-        s.add_group("routing.ecmp_selector", 1, ids)
-        s.insert("routing.ipv4_lpm", {"dst_addr": (prefix, plen)}, group_id=1)
+        for port in ports:
+            if 10 + port not in created:
+                s.add_member("routing.ecmp_selector", 10 + port, "routing.set_nexthop",
+                             {"port": port, "src_mac": sw_mac(sw, port),
+                              "dst_mac": nbr_mac(sw, port)})
+                created.add(10 + port)
+            ids.append(10 + port)
+        s.add_group("routing.ecmp_selector", group_id, ids)
+        s.insert("routing.ipv4_lpm", {"dst_addr": (prefix, plen)}, group_id=group_id)
+
+    def set_seed(self, sw, seed):
+        self.sw[sw].set_default("routing.hash_seed", "routing.set_hash_seed", {"seed": seed})
 
 
 class EcmpSpreadsQps(EcmpBase):
     """256 RoCEv2 flows that differ only in the destination QP spread over a
-    4-member group: every packet leaves on the member the hash predicts, and
+    4-member group of a switch left with the default seed (0): every packet
+    leaves on the member the hash predicts, and
     each member carries 64 +- 28 of them. Two sets: the consecutive QPs a NIC
     allocates (0x100-0x1ff) and 256 pseudo-random 24-bit QPs (seed 4791).
 
@@ -53,7 +69,8 @@ class EcmpSpreadsQps(EcmpBase):
             counts = {p: 0 for p in MEMBER_PORTS}
             for qp in qps:
                 f = Flow("10.1.0.1", "10.2.0.1", sport=49152, qp=qp)
-                port = MEMBER_PORTS[crc32_roce("10.1.0.1", "10.2.0.1", 49152, qp) % 4]
+                h = crc32_roce(DEFAULT_HASH_SEED, "10.1.0.1", "10.2.0.1", 49152, qp)
+                port = MEMBER_PORTS[h % 4]
                 self.send("s1", 1, f.packet(HOST_MAC, sw_mac("s1", 1), ttl=64))
                 self.expect("s1", port, f.packet(sw_mac("s1", port), nbr_mac("s1", port),
                                                  ttl=63))
@@ -71,16 +88,20 @@ class EcmpSpreadsQps(EcmpBase):
 
 
 class EcmpFiveTupleForOtherTraffic(EcmpBase):
-    """TCP and non-RoCE UDP hash on the 5-tuple (source port varies)."""
+    """TCP and non-RoCE UDP hash on the seed and the 5-tuple (source port
+    varies)."""
 
     def runTest(self):
         self.ecmp_group("10.2.0.0", 16)
+        seed = switch_seed("s1")
+        self.set_seed("s1", seed)
         seen = set()
         for i in range(64):
             sport = 20000 + 7 * i
             for proto, dport in (("tcp", 443), ("udp", 9000)):
                 f = Flow("10.1.0.9", "10.2.3.4", sport=sport, dport=dport, proto=proto)
-                h = crc32_5tuple("10.1.0.9", "10.2.3.4", 6 if proto == "tcp" else 17, sport, dport)
+                h = crc32_5tuple(seed, "10.1.0.9", "10.2.3.4", 6 if proto == "tcp" else 17,
+                                 sport, dport)
                 port = MEMBER_PORTS[h % 4]
                 seen.add(port)
                 self.send("s1", 1, f.packet(HOST_MAC, sw_mac("s1", 1), ttl=64))
@@ -95,11 +116,13 @@ class EcmpIntPacketHashesLikeFlow(EcmpBase):
 
     def runTest(self):
         self.ecmp_group("10.2.0.0", 16)
+        seed = 0x5EED0001
+        self.set_seed("s1", seed)
         upstream = int_hop(FS_INSTRUCTIONS, DS_TX_BYTES, node_id=7, in_port=1, out_port=9,
                            latency=3, qid=3, egress_ts=123456, tx_bytes=4242)
         for qp in range(0x5000, 0x5040):
             f = Flow("10.1.0.1", "10.2.0.1", sport=49200, qp=qp)
-            port = MEMBER_PORTS[crc32_roce("10.1.0.1", "10.2.0.1", 49200, qp) % 4]
+            port = MEMBER_PORTS[crc32_roce(seed, "10.1.0.1", "10.2.0.1", 49200, qp) % 4]
             # Remaining hop count 0: this switch sets E and pushes nothing,
             # so the expected packet is exact.
             int_in = int_headers(orig_dscp=24, hop_ml=7, rhc=0, ins=FS_INSTRUCTIONS,
@@ -118,14 +141,17 @@ class EcmpIntPacketHashesLikeFlow(EcmpBase):
 
 class EcmpFiveTupleModeIgnoresQp(EcmpBase):
     """With routing.hash_mode set to hash_five_tuple, RoCEv2 hashes on the
-    5-tuple: 64 QPs of one connection (same ports) all take the one member
-    crc32_5tuple predicts; back in the QP-aware default they spread again."""
+    seed and the 5-tuple: 64 QPs of one connection (same ports) all take the
+    one member crc32_5tuple predicts; back in the QP-aware default they
+    spread again."""
 
     def runTest(self):
         self.ecmp_group("10.2.0.0", 16)
         s = self.sw["s1"]
+        seed = switch_seed("leaf1")
+        self.set_seed("s1", seed)
         s.set_default("routing.hash_mode", "routing.hash_five_tuple")
-        h = crc32_5tuple("10.1.0.1", "10.2.0.1", 17, 49300, 4791)
+        h = crc32_5tuple(seed, "10.1.0.1", "10.2.0.1", 17, 49300, 4791)
         port = MEMBER_PORTS[h % 4]
         qps = range(0x7000, 0x7040)
         for qp in qps:
@@ -136,9 +162,72 @@ class EcmpFiveTupleModeIgnoresQp(EcmpBase):
         seen = set()
         for qp in qps:
             f = Flow("10.1.0.1", "10.2.0.1", sport=49300, qp=qp)
-            p = MEMBER_PORTS[crc32_roce("10.1.0.1", "10.2.0.1", 49300, qp) % 4]
+            p = MEMBER_PORTS[crc32_roce(seed, "10.1.0.1", "10.2.0.1", 49300, qp) % 4]
             seen.add(p)
             self.send("s1", 1, f.packet(HOST_MAC, sw_mac("s1", 1), ttl=64))
             self.expect("s1", p, f.packet(sw_mac("s1", p), nbr_mac("s1", p), ttl=63))
         self.assertEqual(seen, set(MEMBER_PORTS))
+        self.expect_nothing()
+
+
+# Where the vectors' groups live on each switch: 10.2.0.0/16 has 4 members,
+# 10.3.0.0/16 has 3; packets come in on the switch's port 1 (a member may be
+# the ingress port: BMv2 sends it back out there).
+SEED_GROUPS = {
+    "s1": {4: [2, 3, 4, 5], 3: [6, 7, 8]},
+    "s2": {4: [1, 2, 3, 4], 3: [2, 3, 4]},
+}
+
+
+class EcmpSeedsMatchTheRustEmulation(EcmpBase):
+    """The controller's emulation of the hash (planner::ecmp, which the
+    planner and the simulator use) picks the member BMv2 picks, on two
+    switches with different seeds: ptf-tests/ecmp_vectors.json is the
+    emulation's output for 96 packets (RoCEv2 in both hash modes, TCP, UDP)
+    and groups of 4 and 3 (`cargo run -p planner --example ecmp_vectors`;
+    a Rust test keeps the file equal to the emulation). The seeds are the
+    controller's per-switch ones, CRC-32 of the switch name, and every
+    prediction also equals zlib's."""
+
+    SWITCHES = ("s1", "s2")
+
+    def runTest(self):
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ecmp_vectors.json")
+        with open(path) as f:
+            vectors = json.load(f)
+        seeds = vectors["seeds"]
+        self.assertEqual(sorted(seeds), list(self.SWITCHES))
+        self.assertNotEqual(seeds["s1"], seeds["s2"])
+        for sw, seed in seeds.items():
+            self.assertEqual(seed, switch_seed(sw), "%s: seed is not crc32 of its name" % sw)
+            self.set_seed(sw, seed)
+            self.ecmp_group("10.2.0.0", 16, sw, SEED_GROUPS[sw][4], group_id=1)
+            self.ecmp_group("10.3.0.0", 16, sw, SEED_GROUPS[sw][3], group_id=2)
+        mode = {sw: "qp-aware" for sw in self.SWITCHES}
+        differ = 0
+        for v in vectors["flows"]:
+            proto = {6: "tcp", 17: "udp"}[v["protocol"]]
+            roce = proto == "udp" and v["dport"] == 4791
+            flow = Flow(v["src"], v["dst"], sport=v["sport"], dport=v["dport"],
+                        qp=v["qp"] if roce else None, proto=proto)
+            for sw in self.SWITCHES:
+                if mode[sw] != v["hash_mode"]:
+                    action = {"qp-aware": "routing.hash_qp_aware",
+                              "five-tuple": "routing.hash_five_tuple"}[v["hash_mode"]]
+                    self.sw[sw].set_default("routing.hash_mode", action)
+                    mode[sw] = v["hash_mode"]
+                member = v["member"][sw]
+                if roce and v["hash_mode"] == "qp-aware":
+                    h = crc32_roce(seeds[sw], v["src"], v["dst"], v["sport"], v["qp"])
+                else:
+                    h = crc32_5tuple(seeds[sw], v["src"], v["dst"], v["protocol"], v["sport"],
+                                     v["dport"])
+                self.assertEqual(member, h % v["group_size"], "%s: emulation vs zlib: %s" % (sw, v))
+                port = SEED_GROUPS[sw][v["group_size"]][member]
+                self.send(sw, 1, flow.packet(HOST_MAC, sw_mac(sw, 1), ttl=64))
+                self.expect(sw, port, flow.packet(sw_mac(sw, port), nbr_mac(sw, port), ttl=63))
+            differ += v["member"]["s1"] != v["member"]["s2"]
+        print("\n  %d packets; s1 and s2 chose different members for %d" % (
+            len(vectors["flows"]), differ))
+        self.assertGreater(differ, len(vectors["flows"]) // 2)
         self.expect_nothing()

@@ -13,11 +13,13 @@
 //   anything else:
 //     crc32(seed[32] ++ ipv4.src_addr ++ ipv4.dst_addr ++ ipv4.protocol ++ l4 src ++ l4 dst)
 // `seed` is the switch's own hash seed (table hash_seed, default 0), set by
-// the controller: real switches seed their ECMP hash per switch so that the
-// tiers of a Clos do not repeat each other's choice (hash polarisation).
+// the controller, as real switches seed their ECMP hash per switch.
 // Prepending the seed is equivalent to starting the CRC from another
-// initial value, and it works the same on TNA, whose CRC init is a
-// compile-time constant.
+// initial value, and works the same on TNA, whose CRC init is a
+// compile-time constant. CRC is affine, so a seed XORs a per-switch
+// constant into one shared hash: it ends the fabric-wide repetition of one
+// choice, but flows that collided at one tier still travel together at the
+// next when groups are powers of two (controller/planner/src/ecmp.rs).
 // The hash mode is a switch-wide setting (table hash_mode, default action
 // QP-aware): `hash_five_tuple` makes RoCEv2 hash like everything else, on
 // the 5-tuple, which is what a fabric without QP-aware hashing does; the
@@ -37,6 +39,7 @@
 #define FS_ROUTING_P4
 
 #include "headers.p4"
+#include "ecmp_hash.p4"
 
 control Routing(inout headers_t hdr, inout fs_metadata_t meta,
                 inout standard_metadata_t sm) {
@@ -101,20 +104,11 @@ control Routing(inout headers_t hdr, inout fs_metadata_t meta,
         hash_seed.apply();
         if (meta.flow.is_roce == 1 && qp_aware == 1) {
             hash(meta.flow.ecmp_hash, HashAlgorithm.crc32, 32w0,
-                 { ecmp_seed,
-                   hdr.ipv4.src_addr,
-                   hdr.ipv4.dst_addr,
-                   hdr.udp.src_port,
-                   hdr.bth.dst_qp },
+                 FS_ECMP_QP_AWARE_FIELDS(ecmp_seed, hdr, meta.flow),
                  64w0x100000000);
         } else {
             hash(meta.flow.ecmp_hash, HashAlgorithm.crc32, 32w0,
-                 { ecmp_seed,
-                   hdr.ipv4.src_addr,
-                   hdr.ipv4.dst_addr,
-                   hdr.ipv4.protocol,
-                   meta.flow.l4_src_port,
-                   meta.flow.l4_dst_port },
+                 FS_ECMP_FIVE_TUPLE_FIELDS(ecmp_seed, hdr, meta.flow),
                  64w0x100000000);
         }
         if (!ipv4_lpm.apply().hit) {

@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 use installer::reconcile::{reconcile, Diff};
-use installer::Intent;
+use installer::target::Artifacts;
+use installer::{Devices, Intent};
 use p4rt::proto::p4::v1 as p4;
 use p4rt::{P4Info, Switch, SwitchOptions};
 
-/// The compiled Foresight pipeline: P4Info plus the BMv2 JSON.
+/// The compiled Foresight pipeline: P4Info plus the target's device
+/// config (the BMv2 JSON, or the packed Tofino binary).
 #[derive(Clone)]
 pub struct Pipeline {
     pub info: Arc<P4Info>,
@@ -30,14 +32,26 @@ impl Pipeline {
         })
     }
 
-    /// A pipeline from `<prefix>.p4info.binpb` and `<prefix>.json`.
+    /// A BMv2 pipeline from `<prefix>.p4info.binpb` and `<prefix>.json`.
     pub fn load(prefix: &str) -> anyhow::Result<Pipeline> {
-        let info = P4Info::load(format!("{prefix}.p4info.binpb"))?;
-        let json = std::fs::read(format!("{prefix}.json"))
-            .with_context(|| format!("reading {prefix}.json"))?;
+        let json = std::path::PathBuf::from(format!("{prefix}.json"));
+        Pipeline::from_artifacts(
+            std::path::Path::new(&format!("{prefix}.p4info.binpb")),
+            &Artifacts::Bmv2 { json },
+        )
+    }
+
+    /// The P4Info at `p4info` and the device config built from `artifacts`.
+    pub fn from_artifacts(
+        p4info: &std::path::Path,
+        artifacts: &Artifacts,
+    ) -> anyhow::Result<Pipeline> {
+        let info = P4Info::load(p4info)
+            .with_context(|| format!("{} P4Info {}", artifacts.target(), p4info.display()))?;
+        let device_config = artifacts.device_config()?;
         Ok(Pipeline {
             info: Arc::new(info),
-            device_config: Arc::new(json),
+            device_config: Arc::new(device_config),
         })
     }
 }
@@ -52,6 +66,7 @@ pub struct Endpoint {
 /// Primary sessions with every switch, by switch name.
 pub struct Fabric {
     pub pipeline: Pipeline,
+    pub devices: Arc<Devices>,
     pub switches: BTreeMap<String, Arc<Switch>>,
 }
 
@@ -84,6 +99,7 @@ impl Fabric {
     /// Connect to every switch and become primary (election id `election_id`).
     pub async fn connect(
         pipeline: Pipeline,
+        devices: Devices,
         endpoints: &BTreeMap<String, Endpoint>,
         election_id: u128,
     ) -> anyhow::Result<Fabric> {
@@ -107,7 +123,11 @@ impl Fabric {
                 .with_context(|| format!("connecting to switch {name}"))?;
             switches.insert(name, Arc::new(switch));
         }
-        Ok(Fabric { pipeline, switches })
+        Ok(Fabric {
+            pipeline,
+            devices: Arc::new(devices),
+            switches,
+        })
     }
 
     /// Push the pipeline to every switch.
@@ -140,7 +160,10 @@ impl Fabric {
         let mut resolved = BTreeMap::new();
         for name in self.switches.keys() {
             let intent = intents.get(name).cloned().unwrap_or_default();
-            resolved.insert(name.clone(), Arc::new(intent.resolve(name, &info)?));
+            resolved.insert(
+                name.clone(),
+                Arc::new(intent.resolve(name, &info, &self.devices)?),
+            );
         }
         let start = Instant::now();
         let resolved = Arc::new(resolved);

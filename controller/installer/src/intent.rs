@@ -8,6 +8,8 @@ use p4rt::proto::p4::v1 as p4;
 use p4rt::{EntrySpec, P4Info, Value};
 use prost::Message;
 
+use crate::target::{Devices, NotAPort};
+
 /// One object the controller wants on a switch, by P4Info names.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Object {
@@ -43,7 +45,16 @@ pub struct Intent {
 pub struct IntentError {
     pub switch: String,
     #[source]
-    pub source: BuildError,
+    pub source: ResolveError,
+}
+
+/// Why an object could not become an entity.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    #[error(transparent)]
+    Port(#[from] NotAPort),
 }
 
 /// Identity of an entity on a switch. The order is the order of inserts
@@ -80,15 +91,26 @@ impl Intent {
         self.objects.push(object);
     }
 
-    /// Resolve names and values; the first bad object fails the whole intent.
-    pub fn resolve(&self, switch: &str, info: &P4Info) -> Result<Resolved, IntentError> {
+    /// Resolve names and values for `switch` as `devices` describe it (the
+    /// one place where objects meet the target); the first bad object fails
+    /// the whole intent.
+    pub fn resolve(
+        &self,
+        switch: &str,
+        info: &P4Info,
+        devices: &Devices,
+    ) -> Result<Resolved, IntentError> {
         let err = |source: BuildError| IntentError {
             switch: switch.to_string(),
-            source,
+            source: source.into(),
         };
         let mut out = Resolved::default();
         for object in &self.objects {
-            let entity: p4::Entity = match object {
+            let object = devices.adapt(switch, object).map_err(|e| IntentError {
+                switch: switch.to_string(),
+                source: e.into(),
+            })?;
+            let entity: p4::Entity = match &object {
                 Object::Entry(spec) => spec.to_entry(info).map_err(err)?.into(),
                 Object::Default(spec) => {
                     let mut entry = spec.to_entry(info).map_err(err)?;
@@ -122,7 +144,8 @@ impl Intent {
                 }
                 Object::CloneSession { id, ports } => {
                     let replicas: Vec<(u32, u32)> = ports.iter().map(|p| (*p, 0)).collect();
-                    entity::clone_session(*id, &replicas, 0)
+                    let truncate = devices.target().clone_packet_length(*id);
+                    entity::clone_session(*id, &replicas, truncate)
                 }
             };
             let entity = normal_form(entity);

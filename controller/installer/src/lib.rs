@@ -11,7 +11,10 @@
 //! * [`ecn`] — DCQCN port profiles (static and lowered around a reserved
 //!   burst) and pre-drain entries for competing flows;
 //! * [`reconcile`] — read a switch, diff against intent, apply the minimal
-//!   changes (no duplicates, nothing lost); diff two intended states.
+//!   changes (no duplicates, nothing lost); diff two intended states;
+//! * [`target`] — what differs between BMv2 and Tofino (device config,
+//!   port numbering, queues, report sessions), applied when intents are
+//!   resolved.
 
 pub mod addressing;
 pub mod ecn;
@@ -20,7 +23,9 @@ pub mod names;
 pub mod reconcile;
 pub mod reservations;
 pub mod static_state;
+pub mod target;
 
 pub use intent::{Intent, IntentError, Object};
 pub use reconcile::{reconcile, Diff};
 pub use reservations::ReservedFlow;
+pub use target::{Devices, Target};

@@ -27,12 +27,14 @@ pub const INT_SET_SINK: &str = "FsIngress.int_ingress.set_sink";
 pub const HASH_MODE: &str = "FsIngress.routing.hash_mode";
 pub const HASH_QP_AWARE: &str = "FsIngress.routing.hash_qp_aware";
 pub const HASH_FIVE_TUPLE: &str = "FsIngress.routing.hash_five_tuple";
+pub const HASH_SEED: &str = "FsIngress.routing.hash_seed";
+pub const SET_HASH_SEED: &str = "FsIngress.routing.set_hash_seed";
 pub const INT_NODE_CONFIG: &str = "FsEgress.int_egress.node_config";
 pub const INT_SET_NODE_ID: &str = "FsEgress.int_egress.set_node_id";
 pub const INT_REPORT_CONFIG: &str = "FsEgress.int_egress.report_config";
 pub const INT_SET_COLLECTOR: &str = "FsEgress.int_egress.set_collector";
 /// Clone session the INT sink mirrors report copies to
-/// (`INT_REPORT_CLONE_SESSION` in `p4src/include/headers.p4`).
+/// (`INT_REPORT_CLONE_SESSION` in `p4src/include/formats.p4`).
 pub const INT_REPORT_CLONE_SESSION: u32 = 64;
 
 pub const DCQCN_PORT: &str = "FsEgress.ecn.dcqcn_port";

@@ -226,6 +226,18 @@ pub fn hash_mode_config(mode: planner::ecmp::HashMode) -> Object {
     Object::Default(entry(names::HASH_MODE, &[], action, &[]))
 }
 
+/// The switch's ECMP hash seed (`routing.hash_seed` default action),
+/// which the data plane prepends to every hash input. Always written, so
+/// a switch left with another seed is put back.
+pub fn hash_seed_config(seed: u32) -> Object {
+    Object::Default(entry(
+        names::HASH_SEED,
+        &[],
+        names::SET_HASH_SEED,
+        &[("seed", seed.to_string())],
+    ))
+}
+
 /// Where INT sinks send telemetry reports: a host of the fabric (the
 /// collector) and its UDP port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -468,6 +480,21 @@ mod tests {
                     assert_eq!(e.table, names::HASH_MODE);
                     assert_eq!(e.action.as_deref(), Some(action));
                     assert!(e.matches.is_empty() && e.params.is_empty());
+                }
+                other => panic!("not a default action: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn hash_seed_is_the_default_action_of_routing_hash_seed() {
+        for seed in [0, 1, u32::MAX] {
+            match hash_seed_config(seed) {
+                Object::Default(e) => {
+                    assert_eq!(e.table, names::HASH_SEED);
+                    assert_eq!(e.action.as_deref(), Some(names::SET_HASH_SEED));
+                    assert!(e.matches.is_empty());
+                    assert_eq!(e.params["seed"], seed.to_string());
                 }
                 other => panic!("not a default action: {other:?}"),
             }

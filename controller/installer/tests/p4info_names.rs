@@ -1,12 +1,16 @@
 //! Every name the installer writes resolves against the committed P4Info
 //! of `p4src/foresight.p4`: the static state of a fabric with an INT
-//! collector, reservation SR push and INT watch entries, lowered DCQCN
-//! profiles and pre-drain entries.
+//! collector, the ECMP hash mode and seed, reservation SR push and INT
+//! watch entries, lowered DCQCN profiles and pre-drain entries.
+
+mod common;
 
 use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile, PREDRAIN_ALWAYS};
 use installer::reservations::reserved_flows;
-use installer::static_state::{collector_config, static_state, Collector};
-use installer::Object;
+use installer::static_state::{
+    collector_config, hash_mode_config, hash_seed_config, static_state, Collector,
+};
+use installer::{Devices, Object};
 use p4rt::P4Info;
 use planner::{Planner, PlannerConfig};
 
@@ -19,18 +23,28 @@ fn info() -> P4Info {
 }
 
 #[test]
+fn every_kind_of_object_resolves_against_the_committed_p4info() {
+    let info = info();
+    for (name, intent) in &common::every_object(&common::small_topology()) {
+        intent
+            .resolve(name, &info, &Devices::bmv2())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[test]
 fn every_object_resolves_against_the_committed_p4info() {
     let info = info();
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../bmv2-lab/topologies/leaf-spine-small.yaml"
-    );
-    let topo = planner::topology::yaml::load_file(path).unwrap();
+    let topo = common::small_topology();
     let mut intents = static_state(&topo, EcnProfile::default());
     let collector = Collector {
         host: topo.host_by_name("h4").unwrap(),
         udp_port: 32766,
     };
+    for (switch, intent) in intents.iter_mut() {
+        intent.push(hash_mode_config(planner::ecmp::HashMode::FiveTuple));
+        intent.push(hash_seed_config(planner::ecmp::switch_seed(switch)));
+    }
     for (switch, objects) in collector_config(&topo, collector) {
         for o in objects {
             intents.get_mut(&switch).unwrap().push(o);
@@ -73,10 +87,16 @@ fn every_object_resolves_against_the_committed_p4info() {
     }
     for (name, intent) in &intents {
         let resolved = intent
-            .resolve(name, &info)
+            .resolve(name, &info, &Devices::bmv2())
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(!resolved.entities.is_empty());
     }
-    let leaf1 = intents["leaf1"].resolve("leaf1", &info).unwrap();
-    assert_eq!(leaf1.defaults.len(), 2, "INT node id and report config");
+    let leaf1 = intents["leaf1"]
+        .resolve("leaf1", &info, &Devices::bmv2())
+        .unwrap();
+    assert_eq!(
+        leaf1.defaults.len(),
+        4,
+        "INT node id, hash mode, hash seed and report config"
+    );
 }

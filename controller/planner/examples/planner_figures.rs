@@ -25,7 +25,7 @@ use planner::bounds::lower_bound;
 use planner::clos::ClosShape;
 use planner::collectives::{expand, select_servers, Collective, CollectiveKind};
 use planner::demand::{Demand, DemandKind, QpAllocator};
-use planner::ecmp::{self, HashMode};
+use planner::ecmp::{self, HashMode, SeedPolicy};
 use planner::paths::all_paths;
 use planner::rng::Rng;
 use planner::topology::generate::{self, LeafSpine, MultiPod, Preset, RailOptimized};
@@ -512,9 +512,9 @@ fn permutations_vs_milp() {
 
 fn ecmp_baselines(quick: bool) {
     println!("\n## 5. ECMP baselines on the same flows (no reservations)\n");
-    println!("Predicted completion: each flow progresses at its rate / max(1, offered load / capacity) on its path (fluid, proportional sharing). Same switch hash at every tier, so hash polarization is included; 'ideal random' picks independently per hop.\n");
-    println!("| fabric | GPUs | collective | plan: peak load | plan: completion ms | ECMP QP-aware: peak / completion ms | ECMP 5-tuple: peak / completion ms | ideal random: peak / completion ms | gain (QP-aware completion / plan) |");
-    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|");
+    println!("Predicted completion: each flow progresses at its rate / max(1, offered load / capacity) on its path (fluid, proportional sharing). ECMP as the switches hash: per-switch seeds (the default), and one seed everywhere (the polarised fabric); 'ideal random' picks uniformly and independently at every hop for every flow (collisions of its own included).\n");
+    println!("| fabric | GPUs | collective | plan: peak load | plan: completion ms | ECMP QP-aware: peak / completion ms | ECMP QP-aware, same seed: peak / completion ms | ECMP 5-tuple: peak / completion ms | ideal random: peak / completion ms | gain (QP-aware completion / plan) |");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     let sizes: &[u32] = if quick { &[1024] } else { &[1024, 8192] };
     for (name, preset) in [
         ("rail-optimized", Preset::RailOptimized),
@@ -532,15 +532,18 @@ fn ecmp_baselines(quick: bool) {
                 let mut p = Planner::new(&t, PlannerConfig::default());
                 let plan = p.plan(std::slice::from_ref(&d));
                 let done = plan.demands[0].completion_ns.unwrap() as f64 / 1e6;
-                let q = ecmp::baseline(&t, &d.flows, HashMode::QpAware);
-                let f5 = ecmp::baseline(&t, &d.flows, HashMode::FiveTuple);
+                let q = ecmp::baseline(&t, &d.flows, HashMode::QpAware, SeedPolicy::PerSwitch);
+                let same = ecmp::baseline(&t, &d.flows, HashMode::QpAware, SeedPolicy::Same(0));
+                let f5 = ecmp::baseline(&t, &d.flows, HashMode::FiveTuple, SeedPolicy::PerSwitch);
                 let r = ecmp::random_baseline(&t, &d.flows, 7);
                 let ms = |o: &ecmp::EcmpOutcome| o.completion_ns as f64 / 1e6;
                 println!(
-                    "| {name} | {gpus} | {kind} | {:.3} | {done:.3} | {:.2} / {:.3} | {:.2} / {:.3} | {:.2} / {:.3} | {:.2}x |",
+                    "| {name} | {gpus} | {kind} | {:.3} | {done:.3} | {:.2} / {:.3} | {:.2} / {:.3} | {:.2} / {:.3} | {:.2} / {:.3} | {:.2}x |",
                     peak_util(&p),
                     q.peak_utilisation,
                     ms(&q),
+                    same.peak_utilisation,
+                    ms(&same),
                     f5.peak_utilisation,
                     ms(&f5),
                     r.peak_utilisation,

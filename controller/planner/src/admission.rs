@@ -22,7 +22,7 @@ use crate::assign::{Assigner, FlowReq, Method};
 use crate::clos::ClosShape;
 use crate::conventions::{bps_to_gbps, transfer_ns};
 use crate::demand::Demand;
-use crate::ecmp::{ecmp_path, ecmp_path_avoiding, flow_hash, HashMode};
+use crate::ecmp::{ecmp_path, ecmp_path_avoiding, HashKey, HashMode, SeedPolicy};
 use crate::ledger::{Ledger, Window};
 use crate::paths::Path;
 use crate::topology::{EdgeId, HostIdx, Topology};
@@ -40,6 +40,8 @@ pub struct PlannerConfig {
     pub max_defer_tries: usize,
     /// The switches' ECMP hash, to predict where fallback flows go.
     pub ecmp_hash: HashMode,
+    /// The seed each switch hashes with (the same prediction).
+    pub ecmp_seeds: SeedPolicy,
 }
 
 impl Default for PlannerConfig {
@@ -50,6 +52,7 @@ impl Default for PlannerConfig {
             min_partial_fraction: 0.1,
             max_defer_tries: 64,
             ecmp_hash: HashMode::QpAware,
+            ecmp_seeds: SeedPolicy::PerSwitch,
         }
     }
 }
@@ -223,6 +226,8 @@ pub struct Planner<'t> {
     limits: Vec<u64>,
     /// Edges that are down (no capacity, avoided by path choice).
     down: Vec<bool>,
+    /// Every switch's ECMP hash seed (`config.ecmp_seeds`), by switch index.
+    seeds: Vec<u32>,
 }
 
 impl<'t> Planner<'t> {
@@ -244,6 +249,7 @@ impl<'t> Planner<'t> {
                 .map(|e| (topo.edge(e).capacity_bps as f64 * config.headroom).floor() as u64)
                 .collect(),
             down: vec![false; topo.edge_count()],
+            seeds: config.ecmp_seeds.seeds(topo),
             config,
         }
     }
@@ -692,7 +698,7 @@ impl<'t> Planner<'t> {
         }
     }
 
-    /// Fallback flows take their ECMP path (the configured hash) at best-effort priority:
+    /// Fallback flows take their ECMP path (the configured hash and seeds) at best-effort priority:
     /// each progresses at its rate scaled by the worst (offered best-effort
     /// load) / (capacity left by reservations) on its path.
     fn predict_fallback(
@@ -707,7 +713,7 @@ impl<'t> Planner<'t> {
         let mut offered = Ledger::new(self.topo.edge_count());
         for &(di, i) in fallback {
             let f = &demands[di].flows[i];
-            let hash = flow_hash(f, self.config.ecmp_hash);
+            let key = HashKey::of_flow(f, self.config.ecmp_hash);
             // With links down, the path the switches' reduced ECMP groups
             // give (unreachable: the plain one, for the report).
             let p = self
@@ -715,10 +721,12 @@ impl<'t> Planner<'t> {
                 .iter()
                 .any(|d| *d)
                 .then(|| {
-                    ecmp_path_avoiding(self.topo, f.src, f.dst, hash, |e| self.down[e as usize])
+                    ecmp_path_avoiding(self.topo, f.src, f.dst, &key, &self.seeds, |e| {
+                        self.down[e as usize]
+                    })
                 })
                 .flatten()
-                .unwrap_or_else(|| ecmp_path(self.topo, f.src, f.dst, hash));
+                .unwrap_or_else(|| ecmp_path(self.topo, f.src, f.dst, &key, &self.seeds));
             plans[di].as_mut().unwrap().flows[i].path = p;
             for e in p.reserved_edges(self.topo, f.src) {
                 offered.reserve(e, f.window(), f.rate_bps);

@@ -1,24 +1,48 @@
 //! ECMP as a switch computes it, and the ECMP baseline the planner is
 //! compared with.
 //!
-//! **The hash (shared with the data plane).** CRC-32 (IEEE 802.3,
-//! reflected, init and final XOR `0xFFFFFFFF` — v1model
-//! `HashAlgorithm.crc32`, the same as zlib) over the concatenated big-endian
-//! fields:
+//! **The hash (shared with the data plane, `p4src/include/routing.p4`).**
+//! Every switch computes CRC-32 (IEEE 802.3, reflected, init and final XOR
+//! `0xFFFFFFFF` — v1model `HashAlgorithm.crc32`, the same as zlib) over
+//! its own 32-bit seed (4 bytes, big-endian) followed by the 13-byte key
+//! ([`HashKey`]), concatenated big-endian fields:
 //! * RoCEv2 (UDP destination port 4791), QP-aware: IPv4 source (4 bytes),
 //!   IPv4 destination (4), UDP source port (2), BTH destination QP (3);
 //! * 5-tuple (not QP-aware): IPv4 source (4), IPv4 destination (4), IP
 //!   protocol (1), L4 source port (2), L4 destination port (2).
 //!
 //! The member of an ECMP group is `hash % group size`, members ordered by
-//! egress port ([`crate::Topology::next_hops`] order). Every switch uses the
-//! same hash, so choices at successive tiers are correlated (hash
-//! polarization); the baseline reports this faithfully, and also an ideal
-//! independent-random ECMP for comparison.
+//! egress port ([`crate::Topology::next_hops`] order, which is also the
+//! order the installer creates them in, BMv2's member order). A path is
+//! walked switch by switch, each hashing with its own seed.
+//!
+//! **Seeds** ([`SeedPolicy`]). By default every switch's seed is the CRC-32
+//! of its name ([`switch_seed`]; `zlib.crc32(name.encode())` in Python):
+//! it depends on nothing but the name, so two topology files that name a
+//! switch alike give it the same seed, and anyone can recompute it.
+//! `SeedPolicy::Same(n)` gives every switch seed `n`: switches that all
+//! hash alike, the polarised fabric.
+//!
+//! **What a seed can and cannot do.** CRC is affine over GF(2): for inputs
+//! of one length, `crc(seed ++ key) = crc(0 ++ key) ^ c(seed)`, so a seed
+//! XORs a per-switch constant into one common hash. With the same seed at
+//! every tier, a spine choosing among 16 uplinks takes `(h % 32) % 16` of
+//! the `h % 32` its leaf took: the tiers repeat each other and a spine
+//! sends everything from below to one uplink (hash polarisation).
+//! Per-switch seeds break that fabric-wide repetition, but not all of it:
+//! when both group sizes are multiples of `2^k`, the second choice's
+//! index mod `2^k` is the first's XOR a constant of the (leaf, spine)
+//! pair. With power-of-two groups (the generated Clos fabrics), a spine
+//! sends every flow that came from one leaf to the same uplink; other
+//! leaves' flows go to other uplinks. The baseline reports this
+//! faithfully; [`random_baseline`] is ECMP that picks independently at
+//! every hop.
 
+use std::fmt;
 use std::net::Ipv4Addr;
+use std::str::FromStr;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use crate::conventions::{IP_PROTO_UDP, ROCEV2_UDP_PORT};
 use crate::demand::Flow;
@@ -37,31 +61,146 @@ pub enum HashMode {
     FiveTuple,
 }
 
-/// CRC-32 of the RoCEv2 QP-aware key: src IP, dst IP, UDP source port, dest QP (24 bits).
-pub fn roce_qp_hash(src: Ipv4Addr, dst: Ipv4Addr, udp_src_port: u16, dest_qp: u32) -> u32 {
-    let mut key = [0u8; 13];
-    key[0..4].copy_from_slice(&src.octets());
-    key[4..8].copy_from_slice(&dst.octets());
-    key[8..10].copy_from_slice(&udp_src_port.to_be_bytes());
-    key[10..13].copy_from_slice(&dest_qp.to_be_bytes()[1..4]);
-    crc32fast::hash(&key)
+/// The 13 bytes a switch hashes after its seed (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HashKey(pub [u8; 13]);
+
+impl HashKey {
+    /// RoCEv2, QP-aware: src IP, dst IP, UDP source port, dest QP (24 bits).
+    pub fn roce_qp(src: Ipv4Addr, dst: Ipv4Addr, udp_src_port: u16, dest_qp: u32) -> HashKey {
+        let mut key = [0u8; 13];
+        key[0..4].copy_from_slice(&src.octets());
+        key[4..8].copy_from_slice(&dst.octets());
+        key[8..10].copy_from_slice(&udp_src_port.to_be_bytes());
+        key[10..13].copy_from_slice(&dest_qp.to_be_bytes()[1..4]);
+        HashKey(key)
+    }
+
+    /// The 5-tuple: src IP, dst IP, protocol, L4 source port, L4 destination port.
+    pub fn five_tuple(
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        protocol: u8,
+        src_port: u16,
+        dst_port: u16,
+    ) -> HashKey {
+        let mut key = [0u8; 13];
+        key[0..4].copy_from_slice(&src.octets());
+        key[4..8].copy_from_slice(&dst.octets());
+        key[8] = protocol;
+        key[9..11].copy_from_slice(&src_port.to_be_bytes());
+        key[11..13].copy_from_slice(&dst_port.to_be_bytes());
+        HashKey(key)
+    }
+
+    /// The key switches in `mode` take from a RoCEv2 flow.
+    pub fn of_flow(f: &Flow, mode: HashMode) -> HashKey {
+        HashKey::of_packet(
+            f.src_ip,
+            f.dst_ip,
+            IP_PROTO_UDP,
+            f.udp_src_port,
+            ROCEV2_UDP_PORT,
+            f.dest_qp,
+            mode,
+        )
+    }
+
+    /// The key switches in `mode` take from any IPv4 packet: the QP-aware
+    /// key for RoCEv2 (UDP to 4791) in QP-aware mode, the 5-tuple
+    /// otherwise (`dest_qp` is then unused; ports 0 where the packet has
+    /// none).
+    pub fn of_packet(
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        protocol: u8,
+        src_port: u16,
+        dst_port: u16,
+        dest_qp: u32,
+        mode: HashMode,
+    ) -> HashKey {
+        let roce = protocol == IP_PROTO_UDP && dst_port == ROCEV2_UDP_PORT;
+        if roce && mode == HashMode::QpAware {
+            HashKey::roce_qp(src, dst, src_port, dest_qp)
+        } else {
+            HashKey::five_tuple(src, dst, protocol, src_port, dst_port)
+        }
+    }
+
+    /// What a switch with this seed computes: CRC-32 of `seed` (big-endian)
+    /// followed by the key.
+    pub fn hash(&self, seed: u32) -> u32 {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&seed.to_be_bytes());
+        h.update(&self.0);
+        h.finalize()
+    }
 }
 
-/// CRC-32 of the 5-tuple key: src IP, dst IP, protocol, L4 src port, L4 dst port.
-pub fn five_tuple_hash(
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
-    protocol: u8,
-    src_port: u16,
-    dst_port: u16,
-) -> u32 {
-    let mut key = [0u8; 13];
-    key[0..4].copy_from_slice(&src.octets());
-    key[4..8].copy_from_slice(&dst.octets());
-    key[8] = protocol;
-    key[9..11].copy_from_slice(&src_port.to_be_bytes());
-    key[11..13].copy_from_slice(&dst_port.to_be_bytes());
-    crc32fast::hash(&key)
+/// A switch's default seed: CRC-32 (zlib) of its name's UTF-8 bytes.
+pub fn switch_seed(name: &str) -> u32 {
+    crc32fast::hash(name.as_bytes())
+}
+
+/// Which seed each switch hashes with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SeedPolicy {
+    /// Each switch its own: [`switch_seed`] of its name (what real fabrics
+    /// do, so that tiers do not repeat each other's choice).
+    #[default]
+    PerSwitch,
+    /// Every switch this one seed (the polarised fabric).
+    Same(u32),
+}
+
+impl SeedPolicy {
+    /// The seed of the switch called `name`.
+    pub fn seed(&self, name: &str) -> u32 {
+        match *self {
+            SeedPolicy::PerSwitch => switch_seed(name),
+            SeedPolicy::Same(n) => n,
+        }
+    }
+
+    /// Every switch's seed, indexed by [`SwitchIdx`].
+    pub fn seeds(&self, topo: &Topology) -> Vec<u32> {
+        topo.switches().iter().map(|s| self.seed(&s.name)).collect()
+    }
+}
+
+/// `per-switch` or `same:N` (N decimal or `0x` hex), as on the command line.
+impl fmt::Display for SeedPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SeedPolicy::PerSwitch => f.write_str("per-switch"),
+            SeedPolicy::Same(n) => write!(f, "same:{n}"),
+        }
+    }
+}
+
+impl FromStr for SeedPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<SeedPolicy, String> {
+        if s == "per-switch" {
+            return Ok(SeedPolicy::PerSwitch);
+        }
+        let bad = || {
+            format!("hash seed policy '{s}': want per-switch or same:N (N a 32-bit number, decimal or 0x hex)")
+        };
+        let n = s.strip_prefix("same:").ok_or_else(bad)?;
+        let parsed = match n.strip_prefix("0x").or_else(|| n.strip_prefix("0X")) {
+            Some(hex) => u32::from_str_radix(hex, 16),
+            None => n.parse(),
+        };
+        parsed.map(SeedPolicy::Same).map_err(|_| bad())
+    }
+}
+
+impl Serialize for SeedPolicy {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// Index of the chosen member in a group of `group_size` (ordered by egress port).
@@ -70,24 +209,18 @@ pub fn member_index(hash: u32, group_size: usize) -> usize {
     hash as usize % group_size
 }
 
-/// The hash a switch computes for a RoCEv2 flow.
-pub fn flow_hash(f: &Flow, mode: HashMode) -> u32 {
-    match mode {
-        HashMode::QpAware => roce_qp_hash(f.src_ip, f.dst_ip, f.udp_src_port, f.dest_qp),
-        HashMode::FiveTuple => five_tuple_hash(
-            f.src_ip,
-            f.dst_ip,
-            IP_PROTO_UDP,
-            f.udp_src_port,
-            ROCEV2_UDP_PORT,
-        ),
-    }
-}
-
-/// The path ECMP gives a flow with this hash: at every switch, member
-/// `hash % |group|` of the group toward the destination leaf.
-pub fn ecmp_path(topo: &Topology, src: HostIdx, dst: HostIdx, hash: u32) -> Path {
-    walk(topo, src, dst, |n| member_index(hash, n))
+/// The path ECMP gives a flow with this key: at every switch `s`, member
+/// `key.hash(seeds[s]) % |group|` of the group toward the destination leaf.
+pub fn ecmp_path(
+    topo: &Topology,
+    src: HostIdx,
+    dst: HostIdx,
+    key: &HashKey,
+    seeds: &[u32],
+) -> Path {
+    walk(topo, src, dst, |s, n| {
+        member_index(key.hash(seeds[s as usize]), n)
+    })
 }
 
 /// The ECMP next hops of switch `s` towards `leaf` that are up (`down`
@@ -129,7 +262,8 @@ pub fn ecmp_path_avoiding<F: Fn(EdgeId) -> bool + Copy>(
     topo: &Topology,
     src: HostIdx,
     dst: HostIdx,
-    hash: u32,
+    key: &HashKey,
+    seeds: &[u32],
     down: F,
 ) -> Option<Path> {
     let dst_leaf = topo.hosts()[dst as usize].leaf;
@@ -141,7 +275,7 @@ pub fn ecmp_path_avoiding<F: Fn(EdgeId) -> bool + Copy>(
         if group.is_empty() {
             return None;
         }
-        let e = group[member_index(hash, group.len())];
+        let e = group[member_index(key.hash(seeds[s as usize]), group.len())];
         p.push(e);
         let NodeRef::Switch(t) = topo.edge(e).to else {
             unreachable!("next hops lead to switches")
@@ -156,19 +290,27 @@ pub fn ecmp_path_avoiding<F: Fn(EdgeId) -> bool + Copy>(
     Some(p)
 }
 
-/// ECMP with an independent uniform choice at every hop (an idealized
-/// switch with per-switch hash seeds).
+/// ECMP with an independent uniform choice at every hop, for every flow:
+/// the reference without correlation between tiers (which CRC seeds do
+/// not fully remove, see the module docs), random collisions included.
 pub fn random_path(topo: &Topology, src: HostIdx, dst: HostIdx, rng: &mut Rng) -> Path {
-    walk(topo, src, dst, |n| rng.below(n as u64) as usize)
+    walk(topo, src, dst, |_, n| rng.below(n as u64) as usize)
 }
 
-fn walk(topo: &Topology, src: HostIdx, dst: HostIdx, mut pick: impl FnMut(usize) -> usize) -> Path {
+/// From the source leaf to `dst`: `pick(switch, group size)` chooses the
+/// member at every switch.
+fn walk(
+    topo: &Topology,
+    src: HostIdx,
+    dst: HostIdx,
+    mut pick: impl FnMut(SwitchIdx, usize) -> usize,
+) -> Path {
     let dst_leaf = topo.hosts()[dst as usize].leaf;
     let mut s = topo.hosts()[src as usize].leaf;
     let mut p = Path::EMPTY;
     while s != dst_leaf {
         let group: smallvec::SmallVec<[EdgeId; 64]> = topo.next_hops(s, dst_leaf).collect();
-        let e = group[pick(group.len())];
+        let e = group[pick(s, group.len())];
         p.push(e);
         let NodeRef::Switch(t) = topo.edge(e).to else {
             unreachable!("next hops lead to switches")
@@ -245,17 +387,19 @@ fn outcome(topo: &Topology, flows: &[Flow], paths: Vec<Path>, mode: String) -> E
     }
 }
 
-/// Every flow hashed as the switches would.
-pub fn baseline(topo: &Topology, flows: &[Flow], mode: HashMode) -> EcmpOutcome {
+/// Every flow hashed as the switches would, each switch with its seed
+/// under `seeds`.
+pub fn baseline(topo: &Topology, flows: &[Flow], mode: HashMode, seeds: SeedPolicy) -> EcmpOutcome {
+    let by_switch = seeds.seeds(topo);
     let paths = flows
         .iter()
-        .map(|f| ecmp_path(topo, f.src, f.dst, flow_hash(f, mode)))
+        .map(|f| ecmp_path(topo, f.src, f.dst, &HashKey::of_flow(f, mode), &by_switch))
         .collect();
     let name = match mode {
         HashMode::QpAware => "ecmp-qp-aware",
         HashMode::FiveTuple => "ecmp-5-tuple",
     };
-    outcome(topo, flows, paths, name.into())
+    outcome(topo, flows, paths, format!("{name} [{seeds}]"))
 }
 
 /// Every flow on an independently random equal-cost path (seeded).
@@ -281,27 +425,250 @@ pub fn no_collision_probability(s: u32, n: u32) -> f64 {
 mod tests {
     use super::*;
     use crate::demand::QpAllocator;
-    use crate::topology::generate::{leaf_spine, LeafSpine};
+    use crate::topology::generate::{leaf_spine, multi_pod, preset, LeafSpine, MultiPod, Preset};
+
+    /// CRC-32/ISO-HDLC bit by bit, straight from its definition (reflected
+    /// polynomial 0xEDB88320, init and final XOR all ones): the reference
+    /// the table-driven `crc32fast` is checked against.
+    fn reference_crc32(bytes: &[u8]) -> u32 {
+        let mut crc = 0xFFFF_FFFFu32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
 
     #[test]
     fn crc32_is_ieee() {
         // The standard check value of CRC-32/ISO-HDLC.
+        assert_eq!(reference_crc32(b"123456789"), 0xCBF4_3926);
         assert_eq!(crc32fast::hash(b"123456789"), 0xCBF4_3926);
     }
 
     #[test]
     fn hash_keys_are_laid_out_as_documented() {
         let (s, d) = (Ipv4Addr::new(10, 0, 1, 1), Ipv4Addr::new(10, 0, 2, 1));
-        let key = [10, 0, 1, 1, 10, 0, 2, 1, 0xc0, 0x01, 0x12, 0x34, 0x56];
         assert_eq!(
-            roce_qp_hash(s, d, 0xc001, 0xAB12_3456),
-            crc32fast::hash(&key)
+            HashKey::roce_qp(s, d, 0xc001, 0xAB12_3456).0,
+            [10, 0, 1, 1, 10, 0, 2, 1, 0xc0, 0x01, 0x12, 0x34, 0x56]
         );
-        let key5 = [10, 0, 1, 1, 10, 0, 2, 1, 17, 0xc0, 0x01, 0x12, 0xb7];
         assert_eq!(
-            five_tuple_hash(s, d, 17, 0xc001, 4791),
-            crc32fast::hash(&key5)
+            HashKey::five_tuple(s, d, 17, 0xc001, 4791).0,
+            [10, 0, 1, 1, 10, 0, 2, 1, 17, 0xc0, 0x01, 0x12, 0xb7]
         );
+    }
+
+    /// The switch hash is CRC-32 of the seed (big-endian) then the key,
+    /// against the bitwise reference for random seeds and keys, and against
+    /// one value from Python's `zlib.crc32` (an independent implementation).
+    #[test]
+    fn seeded_hash_is_crc32_of_seed_then_key() {
+        let mut rng = Rng::new(13);
+        for _ in 0..2000 {
+            let seed = rng.next_u64() as u32;
+            let mut key = [0u8; 13];
+            key.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
+            let mut input = seed.to_be_bytes().to_vec();
+            input.extend_from_slice(&key);
+            assert_eq!(HashKey(key).hash(seed), reference_crc32(&input));
+        }
+        // zlib.crc32(bytes.fromhex("12345678") + bytes([10,0,1,1,10,0,2,1,0xc0,1,0x12,0x34,0x56]))
+        let key = HashKey::roce_qp(
+            Ipv4Addr::new(10, 0, 1, 1),
+            Ipv4Addr::new(10, 0, 2, 1),
+            0xc001,
+            0x12_3456,
+        );
+        assert_eq!(key.hash(0x1234_5678), 0xf029_098c);
+    }
+
+    #[test]
+    fn a_switch_seed_is_crc32_of_its_name() {
+        // zlib.crc32(b"leaf1"), zlib.crc32(b"spine1")
+        assert_eq!(switch_seed("leaf1"), 0xbd74_076c);
+        assert_eq!(switch_seed("spine1"), 0x8895_ff78);
+        assert_eq!(switch_seed("s1"), reference_crc32(b"s1"));
+        assert_eq!(SeedPolicy::PerSwitch.seed("leaf1"), switch_seed("leaf1"));
+        assert_eq!(SeedPolicy::Same(7).seed("leaf1"), 7);
+        assert_eq!(SeedPolicy::default(), SeedPolicy::PerSwitch);
+    }
+
+    #[test]
+    fn seed_policies_parse_and_print_alike() {
+        for (text, policy) in [
+            ("per-switch", SeedPolicy::PerSwitch),
+            ("same:0", SeedPolicy::Same(0)),
+            ("same:4294967295", SeedPolicy::Same(u32::MAX)),
+        ] {
+            assert_eq!(text.parse::<SeedPolicy>(), Ok(policy));
+            assert_eq!(policy.to_string(), text);
+        }
+        assert_eq!("same:0x1F".parse(), Ok(SeedPolicy::Same(31)));
+        for bad in [
+            "",
+            "same",
+            "same:",
+            "same:-1",
+            "same:4294967296",
+            "per_switch",
+            "0",
+        ] {
+            let e = bad.parse::<SeedPolicy>().unwrap_err();
+            assert!(
+                e.contains(&format!("'{bad}'")) && e.contains("same:N"),
+                "{e}"
+            );
+        }
+    }
+
+    /// Another seed reshuffles a group of 7 (about 6 flows in 7 move) and
+    /// relabels a group of 8: since CRC is affine, every flow's member
+    /// moves by the same XOR, `(hash(a) ^ hash(b)) % 8` (module docs).
+    #[test]
+    fn a_seed_changes_the_member() {
+        let mut rng = Rng::new(5);
+        let keys: Vec<HashKey> = (0..4096)
+            .map(|_| {
+                HashKey::roce_qp(
+                    Ipv4Addr::from(rng.next_u64() as u32),
+                    Ipv4Addr::from(rng.next_u64() as u32),
+                    rng.next_u64() as u16,
+                    rng.next_u64() as u32,
+                )
+            })
+            .collect();
+        let (leaf, spine) = (switch_seed("leaf1"), switch_seed("spine1"));
+        for (a, b) in [(0, 1), (leaf, spine), (0, leaf)] {
+            let moved = keys
+                .iter()
+                .filter(|k| member_index(k.hash(a), 7) != member_index(k.hash(b), 7))
+                .count() as f64
+                / keys.len() as f64;
+            // 6/7 = 0.857; the band is about ±6 σ.
+            assert!(
+                (0.82..=0.89).contains(&moved),
+                "seeds {a:#x} {b:#x}: {moved}"
+            );
+            let shifts: std::collections::BTreeSet<usize> = keys
+                .iter()
+                .map(|k| member_index(k.hash(a), 8) ^ member_index(k.hash(b), 8))
+                .collect();
+            assert_eq!(shifts.len(), 1, "seeds {a:#x} {b:#x}: {shifts:?}");
+        }
+    }
+
+    /// Flows from every host of pod 0 to pod 1 of a 3-tier Clos, random
+    /// QPs; per flow (leaf, spine, leaf's member index, spine's member index).
+    fn tier_choices(
+        t: &Topology,
+        seeds: SeedPolicy,
+        flows: usize,
+    ) -> Vec<(u32, u32, usize, usize)> {
+        let by_switch = seeds.seeds(t);
+        let pod0: Vec<HostIdx> = (0..t.hosts().len() as HostIdx)
+            .filter(|&h| t.hosts()[h as usize].ip.octets()[1] == 0)
+            .collect();
+        let pod1: Vec<HostIdx> = (0..t.hosts().len() as HostIdx)
+            .filter(|&h| t.hosts()[h as usize].ip.octets()[1] == 1)
+            .collect();
+        assert!(!pod0.is_empty() && !pod1.is_empty());
+        let mut rng = Rng::new(99);
+        (0..flows)
+            .map(|i| {
+                let src = pod0[i % pod0.len()];
+                let dst = pod1[rng.below(pod1.len() as u64) as usize];
+                let f = Flow::new(t, src, dst, rng.below(1 << 24) as u32, 0, 1, 1_000_000_000);
+                let key = HashKey::of_flow(&f, HashMode::QpAware);
+                let p = ecmp_path(t, f.src, f.dst, &key, &by_switch);
+                let dst_leaf = t.hosts()[dst as usize].leaf;
+                let index = |s: SwitchIdx, e: EdgeId| {
+                    t.next_hops(s, dst_leaf)
+                        .position(|x| x == e)
+                        .expect("a member")
+                };
+                let leaf = t.hosts()[src as usize].leaf;
+                let NodeRef::Switch(spine) = t.edge(p.edges()[0]).to else {
+                    panic!("leaf uplinks go to spines")
+                };
+                (
+                    leaf,
+                    spine,
+                    index(leaf, p.edges()[0]),
+                    index(spine, p.edges()[1]),
+                )
+            })
+            .collect()
+    }
+
+    /// The 1,024-GPU `clos3` preset: leaves hash over 32 spines, spines over
+    /// 16 super-spines. With one seed everywhere, the spine repeats its
+    /// leaf's choice (`j = i mod 16`) for every flow; with per-switch seeds
+    /// about 1 flow in 16 does.
+    #[test]
+    fn per_switch_seeds_stop_the_second_tier_repeating_the_first() {
+        let t = Topology::from_spec(preset(Preset::Clos3, 1024).unwrap()).unwrap();
+        let share = |seeds| {
+            let c = tier_choices(&t, seeds, 20_000);
+            c.iter().filter(|x| x.3 == x.2 % 16).count() as f64 / c.len() as f64
+        };
+        assert_eq!(share(SeedPolicy::Same(0)), 1.0);
+        assert_eq!(share(SeedPolicy::Same(0xdead_beef)), 1.0);
+        let per_switch = share(SeedPolicy::PerSwitch);
+        assert!(
+            (0.03..=0.10).contains(&per_switch),
+            "per-switch seeds: {per_switch} of flows repeat the leaf's choice"
+        );
+    }
+
+    /// What seeds do not fix (module docs): with power-of-two groups, all
+    /// flows that a spine gets from one leaf leave on one uplink, whatever
+    /// the seeds; independent per-hop choices would use all 16.
+    #[test]
+    fn power_of_two_groups_send_one_leafs_flows_through_one_spine_uplink() {
+        let t = Topology::from_spec(preset(Preset::Clos3, 1024).unwrap()).unwrap();
+        for seeds in [SeedPolicy::PerSwitch, SeedPolicy::Same(0)] {
+            let mut used: std::collections::HashMap<(u32, u32), std::collections::BTreeSet<usize>> =
+                Default::default();
+            for (leaf, spine, _, j) in tier_choices(&t, seeds, 20_000) {
+                used.entry((leaf, spine)).or_default().insert(j);
+            }
+            // 16 leaves x 32 spines in pod 0, about 39 flows each.
+            assert!(used.len() > 500, "{seeds}: {} pairs", used.len());
+            assert!(used.values().all(|u| u.len() == 1), "{seeds}");
+        }
+    }
+
+    /// Group sizes without a common power-of-two factor (3 spines per pod,
+    /// 5 super-spines per plane): per-switch seeds spread each (leaf,
+    /// spine) pair's flows over all 5 uplinks.
+    #[test]
+    fn coprime_groups_spread_one_leafs_flows_over_every_spine_uplink() {
+        let t = Topology::from_spec(
+            multi_pod(&MultiPod {
+                pods: 2,
+                leaves_per_pod: 4,
+                spines_per_pod: 3,
+                superspines_per_plane: 5,
+                hosts_per_leaf: 4,
+                ..Default::default()
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        let mut used: std::collections::HashMap<(u32, u32), std::collections::BTreeSet<usize>> =
+            Default::default();
+        for (leaf, spine, _, j) in tier_choices(&t, SeedPolicy::PerSwitch, 4_000) {
+            used.entry((leaf, spine)).or_default().insert(j);
+        }
+        assert_eq!(used.len(), 4 * 3);
+        assert!(used.values().all(|u| u.len() == 5), "{used:?}");
     }
 
     #[test]
@@ -327,6 +694,7 @@ mod tests {
                 .unwrap(),
             )
             .unwrap();
+            let seeds = SeedPolicy::PerSwitch.seeds(&t);
             let mut rng = Rng::new(spines as u64 * 100 + n as u64);
             let trials = 20_000;
             let mut clean = 0;
@@ -336,7 +704,8 @@ mod tests {
                 for h in 0..n {
                     let qp = rng.below(1 << 24) as u32;
                     let f = Flow::new(&t, h, n + h, qp, 0, 1000, 1_000_000_000);
-                    let p = ecmp_path(&t, f.src, f.dst, flow_hash(&f, HashMode::QpAware));
+                    let key = HashKey::of_flow(&f, HashMode::QpAware);
+                    let p = ecmp_path(&t, f.src, f.dst, &key, &seeds);
                     let up = p.edges()[0];
                     if std::mem::replace(&mut seen[up as usize], true) {
                         ok = false;
@@ -377,8 +746,9 @@ mod tests {
                 Flow::new(&t, h, 8 + h, qp, 0, 1_000_000, 50_000_000_000)
             })
             .collect();
-        let b = baseline(&t, &flows, HashMode::QpAware);
+        let b = baseline(&t, &flows, HashMode::QpAware, SeedPolicy::PerSwitch);
         assert_eq!(b.paths.len(), 8);
+        assert_eq!(b.mode, "ecmp-qp-aware [per-switch]");
         assert!(b.peak_utilisation >= 0.5 - 1e-9);
         // Completion is never earlier than the flows' own duration.
         assert!(b.completion_ns >= flows[0].end_ns());

@@ -1,9 +1,10 @@
 //! Figures for the README: one ring all-reduce iteration on a 32,768-GPU
 //! 3-tier Clos (time per policy, peak RSS), then the policy × fabric size
-//! table. `cargo run --release -p sim --example sim_figures [-- 1024,8192,...]`
+//! table; switches hash with per-switch seeds. `cargo run --release -p sim --example sim_figures [-- 1024,8192,...]`
 
 use std::time::Instant;
 
+use planner::ecmp::SeedPolicy;
 use planner::topology::generate::{preset, Preset};
 use planner::topology::Topology;
 use sim::workload::{build, WorkloadSpec};
@@ -32,10 +33,11 @@ fn main() -> anyhow::Result<()> {
         w.connections().count(),
         t0.elapsed().as_secs_f64()
     );
-    let ideal = run_policy(&topo, &w, Policy::Ideal, &[], None, None);
+    let seeds = SeedPolicy::PerSwitch;
+    let ideal = run_policy(&topo, &w, Policy::Ideal, seeds, &[], None, None);
     println!("  {:<10} sim {:>6.3} s", "ideal", ideal.wall_s);
     for p in Policy::all(4) {
-        let r = run_policy(&topo, &w, p, &[], Some(&ideal.jobs), None);
+        let r = run_policy(&topo, &w, p, seeds, &[], Some(&ideal.jobs), None);
         println!(
             "  {:<10} sim {:>6.3} s (of which planning {:.3} s), iteration/ideal {:.3}, {} events",
             r.policy,
@@ -60,6 +62,7 @@ fn main() -> anyhow::Result<()> {
             &topo,
             &w,
             &Policy::all(4),
+            seeds,
             &FailSpec::default(),
             progress,
             0,

@@ -5,19 +5,25 @@
 //! * [`engine`] — event-driven simulation (rates recomputed at every
 //!   start, finish and link failure); iterations chain (iteration n+1
 //!   starts when the slowest flow of iteration n finishes).
-//! * [`routing`] — the switch ECMP walk (the planner's hash, group order
-//!   and `hash % |group|`), fluid spraying, per-hop least-loaded.
+//! * [`routing`] — the switch ECMP walk (the planner's hash with each
+//!   switch's seed, group order and `hash % |group|`), fluid spraying,
+//!   per-hop least-loaded.
+//! * [`qps`] — the K QPs of a connection under `qp-hash-K`.
 //! * [`workload`] — the planner's collectives (ring all-reduce,
 //!   all-to-all, KV transfer) plus background flows.
 //! * [`validate`] — Monte-Carlo ECMP collisions vs `S!/((S−N)!·S^N)`.
 //! * [`output`] — table, CSV and SVG plots.
 //!
 //! Policies ([`Policy`]): ECMP on the 5-tuple; QP-aware hashing with `k`
-//! QPs per connection (each connection split into `k` equal sub-flows);
-//! adaptive (per hop, the next hop with the fewest active flows at flow
-//! start); spraying (fluid, split equally over next hops); Foresight (the
-//! planner's paths; a flow whose path fails is re-placed least-loaded, as a
-//! re-plan would). Unannounced background traffic uses ECMP under Foresight.
+//! QPs per connection (each connection split into `k` equal sub-flows on
+//! consecutive QPs, see [`qps`], each hashed on its own QP and source
+//! port); adaptive (per hop, the next hop with the fewest active flows at
+//! flow start, ties broken by the switch hash); spraying (fluid, split
+//! equally over next hops); Foresight (the planner's paths; a flow whose
+//! path fails is re-placed least-loaded, as a re-plan would). Unannounced
+//! background traffic uses ECMP under Foresight. Every hashing switch uses
+//! its seed under a [`SeedPolicy`] (per-switch by default, or one seed
+//! everywhere: the polarised fabric).
 //! The ideal is the same traffic on one non-blocking switch (only the NIC
 //! links constrain).
 
@@ -26,6 +32,7 @@ pub mod fabrics;
 pub mod maxmin;
 pub mod output;
 pub mod parts;
+pub mod qps;
 pub mod radix;
 #[cfg(test)]
 mod reference;
@@ -41,7 +48,8 @@ use std::time::Instant;
 
 use anyhow::bail;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use planner::ecmp::{flow_hash, HashMode};
+use planner::demand::Flow;
+use planner::ecmp::{HashKey, HashMode, SeedPolicy};
 use planner::paths::Path;
 use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 use planner::{Planner, PlannerConfig};
@@ -49,8 +57,9 @@ use planner::{Planner, PlannerConfig};
 use engine::{simulate, Failure, Job, Options, Router, SimFlow};
 use maxmin::{Route as SimRoute, Use};
 use parts::{PartId, Parts};
-use routing::Fabric;
-use workload::{set_qp, Workload};
+use qps::{key_on_qp, qp_blocks};
+use routing::{Fabric, FlowHash};
+use workload::Workload;
 
 /// A load-balancing policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,13 +127,13 @@ impl Policy {
 
 #[derive(Clone, Copy, Debug)]
 enum How {
-    Hashed(u32),
-    /// One hash per QP, `qp_hashes[k * qps..(k + 1) * qps]`.
+    Hashed(FlowHash),
+    /// Connection `c`: one hash per QP, `qp_hashes[c * qps..(c + 1) * qps]`.
     QpHashed(u32),
-    Adaptive(u32),
+    Adaptive(FlowHash),
     Spray,
     /// Index into the planned paths, and the hash for a fallback.
-    Fixed(u32, u32),
+    Fixed(u32, FlowHash),
     Ideal,
 }
 
@@ -139,7 +148,7 @@ struct PolicyRouter<'t> {
     routes: Vec<Route>,
     /// QPs per connection (qp-hash) and their hashes.
     qps: u32,
-    qp_hashes: Vec<u32>,
+    qp_hashes: Vec<FlowHash>,
     paths: Vec<Path>,
     /// Sprayed fabric parts per (source leaf, destination leaf); `None`:
     /// unreachable. Cleared when links fail.
@@ -215,8 +224,9 @@ impl Router for PolicyRouter<'_> {
         let u = &mut self.uses;
         let ok = match r.how {
             How::Hashed(h) => f.hashed(src, dst, h, u),
-            How::QpHashed(k) => {
-                f.hashed(src, dst, self.qp_hashes[(k * self.qps + sub) as usize], u)
+            How::QpHashed(c) => {
+                let h = self.qp_hashes[c as usize * self.qps as usize + sub as usize];
+                f.hashed(src, dst, h, u)
             }
             How::Adaptive(h) => f.least_loaded(src, dst, h, load, u),
             How::Spray => return self.sprayed(src, dst, parts, out),
@@ -383,55 +393,69 @@ pub struct PolicyResult {
     pub plan_s: f64,
 }
 
-/// How unannounced traffic is routed under a policy.
-fn unannounced(policy: Policy, f: &planner::demand::Flow) -> How {
+/// How unannounced traffic is routed under a policy; `qp` is the flow's
+/// QP under qp-hash (numbered by [`qps::qp_blocks`]).
+fn unannounced(policy: Policy, f: &Flow, qp: Option<u32>) -> How {
+    let five = FlowHash::of(&HashKey::of_flow(f, HashMode::FiveTuple));
     match policy {
         Policy::Ideal => How::Ideal,
-        Policy::Ecmp | Policy::Foresight => How::Hashed(flow_hash(f, HashMode::FiveTuple)),
-        Policy::QpHash { .. } => How::Hashed(flow_hash(f, HashMode::QpAware)),
-        Policy::Adaptive => How::Adaptive(flow_hash(f, HashMode::FiveTuple)),
+        Policy::Ecmp | Policy::Foresight => How::Hashed(five),
+        Policy::QpHash { .. } => {
+            let qp = qp.expect("qp-hash numbers every flow's QPs");
+            How::Hashed(FlowHash::of(&key_on_qp(f, qp)))
+        }
+        Policy::Adaptive => How::Adaptive(five),
         Policy::Spray => How::Spray,
     }
 }
 
 /// Simulation inputs derived for one policy: flows, their routing, and the
-/// QP hashes (qp-hash: `qps` per connection). Foresight's paths are
-/// indexed like [`Workload::connections`].
-fn prepare(w: &Workload, policy: Policy, planned: bool) -> (Vec<SimFlow>, Vec<Route>, Vec<u32>) {
+/// QP hashes (qp-hash: `qps` per connection, on the consecutive QPs
+/// [`qps::qp_blocks`] gives it, the same every iteration). Foresight's
+/// paths and the QP hashes are indexed like [`Workload::connections`].
+fn prepare(
+    w: &Workload,
+    policy: Policy,
+    planned: bool,
+) -> (Vec<SimFlow>, Vec<Route>, Vec<FlowHash>) {
     let mut flows = Vec::new();
     let mut routes = Vec::new();
-    let mut qp_hashes = Vec::new();
     let mut first = Vec::with_capacity(w.demands.len());
     let mut total = 0;
     for d in &w.demands {
         first.push(total);
         total += d.flows.len();
     }
+    let blocks = match policy {
+        Policy::QpHash { qps } => Some(qp_blocks(w, qps)),
+        _ => None,
+    };
+    let qp_hashes: Vec<FlowHash> = match (policy, &blocks) {
+        (Policy::QpHash { qps }, Some(b)) => w
+            .connections()
+            .zip(&b.connections)
+            .flat_map(|(f, &start)| (start..start + qps).map(|qp| FlowHash::of(&key_on_qp(f, qp))))
+            .collect(),
+        _ => Vec::new(),
+    };
     for (job, js) in w.jobs.iter().enumerate() {
         for n in 0..js.iterations {
             for di in js.demands.clone() {
                 for (k, f) in w.demands[di].flows.iter().enumerate() {
                     let bits = f.bytes as f64 * 8.0;
                     flows.push(SimFlow::gated(bits, job as u32, n, f.start_ns as f64));
-                    let five = flow_hash(f, HashMode::FiveTuple);
+                    let conn = (first[di] + k) as u32;
+                    let five = || FlowHash::of(&HashKey::of_flow(f, HashMode::FiveTuple));
                     let how = match policy {
                         Policy::Ideal => How::Ideal,
-                        Policy::Ecmp => How::Hashed(five),
-                        Policy::QpHash { qps } => {
-                            // The connection's QPs share its bytes equally.
-                            let at = qp_hashes.len() as u32 / qps;
-                            for q in 0..qps {
-                                let mut g = f.clone();
-                                set_qp(&mut g, f.dest_qp ^ (q << 14));
-                                qp_hashes.push(flow_hash(&g, HashMode::QpAware));
-                            }
-                            How::QpHashed(at)
-                        }
-                        Policy::Adaptive => How::Adaptive(five),
+                        Policy::Ecmp => How::Hashed(five()),
+                        // The connection's QPs share its bytes equally.
+                        Policy::QpHash { .. } => How::QpHashed(conn),
+                        Policy::Adaptive => How::Adaptive(five()),
                         Policy::Spray => How::Spray,
                         Policy::Foresight => {
                             assert!(planned, "Foresight needs the planned paths");
-                            How::Fixed((first[di] + k) as u32, five)
+                            How::Fixed(conn, five())
                         }
                     };
                     routes.push(Route {
@@ -443,22 +467,22 @@ fn prepare(w: &Workload, policy: Policy, planned: bool) -> (Vec<SimFlow>, Vec<Ro
             }
         }
     }
-    for f in &w.background {
+    for (i, f) in w.background.iter().enumerate() {
         flows.push(SimFlow::at(f.bytes as f64 * 8.0, f.start_ns as f64));
         routes.push(Route {
             src: f.src,
             dst: f.dst,
-            how: unannounced(policy, f),
+            how: unannounced(policy, f, blocks.as_ref().map(|b| b.background[i])),
         });
     }
-    for f in &w.streams {
+    for (i, f) in w.streams.iter().enumerate() {
         let mut s = SimFlow::at(f64::INFINITY, 0.0);
         s.max_gbps = (f.rate_bps as f64 / 1e9) as f32;
         flows.push(s);
         routes.push(Route {
             src: f.src,
             dst: f.dst,
-            how: unannounced(policy, f),
+            how: unannounced(policy, f, blocks.as_ref().map(|b| b.streams[i])),
         });
     }
     (flows, routes, qp_hashes)
@@ -474,11 +498,22 @@ struct Setup<'t> {
 }
 
 /// Links down from time 0 are known before planning: Foresight plans
-/// around them.
-fn setup<'t>(topo: &'t Topology, w: &Workload, policy: Policy, failures: &[Failure]) -> Setup<'t> {
+/// around them. Switches hash with their seeds under `seeds`, and the
+/// planner predicts fallback paths with the same seeds.
+fn setup<'t>(
+    topo: &'t Topology,
+    w: &Workload,
+    policy: Policy,
+    seeds: SeedPolicy,
+    failures: &[Failure],
+) -> Setup<'t> {
     let t0 = Instant::now();
     let paths: Vec<Path> = if policy == Policy::Foresight {
-        let mut p = Planner::new(topo, PlannerConfig::default());
+        let config = PlannerConfig {
+            ecmp_seeds: seeds,
+            ..PlannerConfig::default()
+        };
+        let mut p = Planner::new(topo, config);
         for f in failures.iter().filter(|f| f.at_ns <= 0.0) {
             for &e in &f.edges {
                 p.set_edge_down(e, true);
@@ -509,7 +544,7 @@ fn setup<'t>(topo: &'t Topology, w: &Workload, policy: Policy, failures: &[Failu
             .collect(),
         cap,
         router: PolicyRouter {
-            fabric: Fabric::new(topo),
+            fabric: Fabric::new(topo, seeds),
             routes,
             qps: match policy {
                 Policy::QpHash { qps } => qps,
@@ -536,18 +571,20 @@ pub fn progress_bar(len: u64, msg: String) -> ProgressBar {
     pb
 }
 
-/// Simulates one policy; `ideal` gives per job the ideal's iteration times
-/// (ratios are 1 without it).
+/// Simulates one policy, every switch hashing with its seed under
+/// `seeds`; `ideal` gives per job the ideal's iteration times (ratios are
+/// 1 without it).
 pub fn run_policy(
     topo: &Topology,
     w: &Workload,
     policy: Policy,
+    seeds: SeedPolicy,
     failures: &[Failure],
     ideal: Option<&[JobResult]>,
     progress: Option<&MultiProgress>,
 ) -> PolicyResult {
     let t0 = Instant::now();
-    let mut su = setup(topo, w, policy, failures);
+    let mut su = setup(topo, w, policy, seeds, failures);
     let gating: u64 = (0..su.flows.len())
         .filter(|&i| su.flows[i].gate.is_some())
         .map(|i| su.router.subflows(i) as u64)
@@ -637,17 +674,19 @@ fn cost_rank(p: Policy) -> u32 {
 
 /// The ideal first, then every policy, `threads` at a time (0: one per
 /// core; each holds its own simulation in memory), longest first; results
-/// in `policies` order. Failures are timed against the ideal.
+/// in `policies` order. Failures are timed against the ideal. Switches
+/// hash with their seeds under `seeds`.
 pub fn run_all(
     topo: &Topology,
     w: &Workload,
     policies: &[Policy],
+    seeds: SeedPolicy,
     fail: &FailSpec,
     progress: bool,
     threads: usize,
 ) -> Vec<PolicyResult> {
     let mp = progress.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
-    let ideal = run_policy(topo, w, Policy::Ideal, &[], None, mp.as_ref());
+    let ideal = run_policy(topo, w, Policy::Ideal, seeds, &[], None, mp.as_ref());
     let failures: Vec<Failure> = if fail.edges.is_empty() {
         Vec::new()
     } else {
@@ -675,7 +714,7 @@ pub fn run_all(
         for _ in 0..threads {
             s.spawn(|| {
                 while let Some(&k) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let r = run_policy(topo, w, todo[k], &failures, Some(id), mp.as_ref());
+                    let r = run_policy(topo, w, todo[k], seeds, &failures, Some(id), mp.as_ref());
                     done.lock().expect("no thread panicked holding it")[k] = Some(r);
                 }
             });
@@ -732,6 +771,7 @@ mod tests {
                 &t,
                 &w,
                 &[Policy::Ecmp, Policy::Spray, Policy::Foresight],
+                SeedPolicy::PerSwitch,
                 &FailSpec::default(),
                 false,
                 1,
@@ -809,8 +849,8 @@ mod tests {
                 Policy::Spray,
                 Policy::Foresight,
             ] {
-                let mut a = setup(&t, &w, p, &failures);
-                let mut b = setup(&t, &w, p, &failures);
+                let mut a = setup(&t, &w, p, SeedPolicy::PerSwitch, &failures);
+                let mut b = setup(&t, &w, p, SeedPolicy::PerSwitch, &failures);
                 let opts = Options {
                     progress: None,
                     finish_times: true,
@@ -859,8 +899,8 @@ mod tests {
         let mut exact = w.clone();
         exact.coalesce_ns = 0.0;
         for p in Policy::all(2) {
-            let a = run_policy(&t, &w, p, &[], None, None);
-            let b = run_policy(&t, &exact, p, &[], None, None);
+            let a = run_policy(&t, &w, p, SeedPolicy::PerSwitch, &[], None, None);
+            let b = run_policy(&t, &exact, p, SeedPolicy::PerSwitch, &[], None, None);
             let (x, y) = (a.jobs[0].iteration_ns[0], b.jobs[0].iteration_ns[0]);
             assert!((x - y).abs() <= 2e-3 * y, "{}: {x} vs exact {y}", a.policy);
             assert!(
@@ -890,7 +930,15 @@ mod tests {
             at_ns: None,
         };
         assert_eq!(fail.edges.len(), 8);
-        let r = run_all(&t, &w, &Policy::all(4), &fail, false, 2);
+        let r = run_all(
+            &t,
+            &w,
+            &Policy::all(4),
+            SeedPolicy::PerSwitch,
+            &fail,
+            false,
+            2,
+        );
         for p in &r {
             assert_eq!(p.unfinished, 0, "{}", p.policy);
             assert!(p.mean_ratio >= 1.0 - 1e-9, "{} {}", p.policy, p.mean_ratio);
@@ -913,7 +961,15 @@ mod tests {
             },
         )
         .unwrap();
-        let r = run_all(&t, &w, &Policy::all(4), &FailSpec::default(), false, 0);
+        let r = run_all(
+            &t,
+            &w,
+            &Policy::all(4),
+            SeedPolicy::PerSwitch,
+            &FailSpec::default(),
+            false,
+            0,
+        );
         assert_eq!(r.len(), 6);
         for p in &r {
             assert_eq!(p.unfinished, 0);
@@ -922,6 +978,56 @@ mod tests {
                 .iteration_ns
                 .iter()
                 .all(|x| x.is_finite() && *x > 0.0));
+        }
+    }
+
+    /// All-to-all between the 8 leaves (one 4-NIC server each) of a 3-tier
+    /// Clos whose spines hash over 4 super-spines: with one seed everywhere
+    /// every spine repeats its leaf's choice and uses one uplink of 4;
+    /// per-switch seeds spread a pod's leaves over more of them, for ECMP
+    /// and QP hashing alike (how far is fixed by the seeds, see
+    /// `planner::ecmp`).
+    #[test]
+    fn per_switch_seeds_use_more_of_a_three_tier_fabric() {
+        let t = Topology::from_spec(
+            planner::topology::generate::multi_pod(&planner::topology::generate::MultiPod {
+                pods: 2,
+                leaves_per_pod: 4,
+                spines_per_pod: 4,
+                superspines_per_plane: 4,
+                hosts_per_leaf: 4,
+                nics_per_server: 4,
+                ..Default::default()
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        let w = build(
+            &t,
+            &WorkloadSpec {
+                kind: WorkloadKind::AllToAll,
+                bytes: 16 << 20,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let run = |seeds| {
+            let policies = [Policy::Ecmp, Policy::QpHash { qps: 2 }];
+            run_all(&t, &w, &policies, seeds, &FailSpec::default(), false, 1)
+        };
+        let (same, per_switch) = (run(SeedPolicy::Same(0)), run(SeedPolicy::PerSwitch));
+        for p in 1..3 {
+            let name = &same[p].policy;
+            // Leaf-spine links both ways (8 x 4 x 2) plus one super-spine
+            // link per spine each way (8 x 2).
+            assert_eq!(same[p].util.links, 64 + 16, "{name}");
+            assert!(per_switch[p].util.links > 64 + 16, "{name}");
+            assert!(
+                per_switch[p].mean_ratio < same[p].mean_ratio,
+                "{name}: {} vs {}",
+                per_switch[p].mean_ratio,
+                same[p].mean_ratio
+            );
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Routing on a fabric with failed links: the switch ECMP walk (exactly
-//! the planner's hash and member order, with dead members removed from the
-//! groups), per-hop fluid spraying, and per-hop least-loaded (adaptive).
+//! the planner's hash, each switch with its own seed, and member order,
+//! with dead members removed from the groups), per-hop fluid spraying, and
+//! per-hop least-loaded (adaptive).
 //!
 //! A next hop is usable when its link is up and the switch behind it can
 //! still reach the destination leaf (routes toward a leaf that a failure cut
@@ -8,16 +9,40 @@
 
 use std::collections::HashMap;
 
-use planner::ecmp::member_index;
+use planner::ecmp::{member_index, HashKey, SeedPolicy};
 use planner::paths::Path;
 use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 
 use crate::maxmin::Use;
 
-/// The fabric plus which links are down.
+/// A flow's hash key as the simulator carries it: [`HashKey::hash`] with
+/// seed 0. CRC-32 is affine over GF(2) for inputs of one length, so the
+/// hash a switch with seed `s` computes is this XOR a constant of `s`
+/// ([`Fabric`] keeps one per switch): four bytes per flow instead of
+/// thirteen, one XOR per hop instead of a CRC, the same bits
+/// (`tests::seeded_hash_is_the_planner_hash`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowHash(u32);
+
+impl FlowHash {
+    /// The key's seed-0 hash.
+    pub fn of(key: &HashKey) -> FlowHash {
+        FlowHash(key.hash(0))
+    }
+}
+
+/// What seed `seed` XORs into every seed-0 hash (see [`FlowHash`]).
+fn seed_term(seed: u32) -> u32 {
+    let zero = HashKey([0; 13]);
+    zero.hash(seed) ^ zero.hash(0)
+}
+
+/// The fabric plus which links are down and every switch's hash seed.
 pub struct Fabric<'t> {
     /// The topology.
     pub topo: &'t Topology,
+    /// Per switch, [`seed_term`] of its seed.
+    seed_terms: Vec<u32>,
     failed: Vec<bool>,
     any_failed: bool,
     reach: HashMap<(SwitchIdx, SwitchIdx), bool>,
@@ -39,8 +64,8 @@ pub struct Fabric<'t> {
 const MAX_GROUP_TABLE: usize = 1 << 24;
 
 impl<'t> Fabric<'t> {
-    /// All links up.
-    pub fn new(topo: &'t Topology) -> Fabric<'t> {
+    /// All links up; switches seeded as `seeds` says.
+    pub fn new(topo: &'t Topology, seeds: SeedPolicy) -> Fabric<'t> {
         let mut out = Vec::new();
         let mut out_off = vec![0u32];
         for s in 0..topo.switches().len() as SwitchIdx {
@@ -58,6 +83,7 @@ impl<'t> Fabric<'t> {
         let cells = topo.switches().len() * topo.leaves().len();
         Fabric {
             topo,
+            seed_terms: seeds.seeds(topo).into_iter().map(seed_term).collect(),
             failed: vec![false; topo.edge_count()],
             any_failed: false,
             reach: HashMap::new(),
@@ -175,13 +201,14 @@ impl<'t> Fabric<'t> {
             && !self.failed[self.topo.host_down_edge(dst) as usize]
     }
 
-    /// Walks from the source leaf choosing a member per switch; `None` if
-    /// the destination is unreachable.
+    /// Walks from the source leaf choosing a member per switch
+    /// (`pick(switch's seed term, group)`); `false` if the destination is
+    /// unreachable.
     fn walk(
         &mut self,
         src: HostIdx,
         dst: HostIdx,
-        mut pick: impl FnMut(&[EdgeId]) -> usize,
+        mut pick: impl FnMut(u32, &[EdgeId]) -> usize,
         out: &mut Vec<Use>,
     ) -> bool {
         out.clear();
@@ -198,7 +225,7 @@ impl<'t> Fabric<'t> {
                 out.clear();
                 return false;
             }
-            let e = self.group[pick(&self.group)];
+            let e = self.group[pick(self.seed_terms[s as usize], &self.group)];
             out.push((e, 1.0));
             s = self.to_switch(e).expect("next hops lead to switches");
         }
@@ -207,24 +234,26 @@ impl<'t> Fabric<'t> {
     }
 
     /// The path switches give a flow with this hash: member
-    /// `hash % |group|` at every switch (the planner's [`member_index`]).
-    pub fn hashed(&mut self, src: HostIdx, dst: HostIdx, hash: u32, out: &mut Vec<Use>) -> bool {
-        self.walk(src, dst, |g| member_index(hash, g.len()), out)
+    /// `key.hash(seed) % |group|` at every switch, with that switch's seed
+    /// (the planner's [`HashKey::hash`] and [`member_index`]).
+    pub fn hashed(&mut self, src: HostIdx, dst: HostIdx, h: FlowHash, out: &mut Vec<Use>) -> bool {
+        self.walk(src, dst, |t, g| member_index(h.0 ^ t, g.len()), out)
     }
 
-    /// Per hop, the usable next hop with the least `load` (ties: by hash).
+    /// Per hop, the usable next hop with the least `load` (ties: by the
+    /// switch's seeded hash).
     pub fn least_loaded(
         &mut self,
         src: HostIdx,
         dst: HostIdx,
-        hash: u32,
+        h: FlowHash,
         load: &[f64],
         out: &mut Vec<Use>,
     ) -> bool {
         self.walk(
             src,
             dst,
-            |g| {
+            |t, g| {
                 let min = g
                     .iter()
                     .map(|&e| load[e as usize])
@@ -233,7 +262,7 @@ impl<'t> Fabric<'t> {
                     .iter()
                     .filter(|&&e| load[e as usize] <= min + 1e-9)
                     .count();
-                let k = member_index(hash, ties);
+                let k = member_index(h.0 ^ t, ties);
                 g.iter()
                     .enumerate()
                     .filter(|(_, &e)| load[e as usize] <= min + 1e-9)
@@ -309,7 +338,7 @@ impl<'t> Fabric<'t> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use planner::ecmp::ecmp_path;
+    use planner::ecmp::{ecmp_path, ecmp_path_avoiding};
     use planner::topology::generate::{multi_pod, MultiPod};
 
     fn three_tier() -> Topology {
@@ -327,29 +356,98 @@ mod tests {
         .unwrap()
     }
 
+    /// The seed term is exact: every switch computes `key.hash(seed)`
+    /// bit for bit, for RoCEv2 and 5-tuple keys and any seed.
+    #[test]
+    fn seeded_hash_is_the_planner_hash() {
+        let mut rng = planner::rng::Rng::new(11);
+        let mut byte = || rng.below(256) as u8;
+        for i in 0..5000u32 {
+            let key = HashKey(std::array::from_fn(|_| byte()));
+            let seed = match i % 3 {
+                0 => i.wrapping_mul(0x9e37_79b9),
+                1 => planner::ecmp::switch_seed(&format!("spine{i}")),
+                _ => u32::MAX - i,
+            };
+            assert_eq!(
+                FlowHash::of(&key).0 ^ seed_term(seed),
+                key.hash(seed),
+                "{key:?} {seed}"
+            );
+        }
+    }
+
+    /// The sim's walk is the planner's `ecmp_path`, switch by switch, under
+    /// either seed policy.
     #[test]
     fn hashed_walk_matches_the_planner_ecmp_path() {
         let t = three_tier();
-        let mut f = Fabric::new(&t);
+        let n = t.hosts().len() as u32;
+        for seeds in [
+            SeedPolicy::PerSwitch,
+            SeedPolicy::Same(0),
+            SeedPolicy::Same(77),
+        ] {
+            let mut f = Fabric::new(&t, seeds);
+            let by_switch = seeds.seeds(&t);
+            let mut out = Vec::new();
+            for h in 0..2000u32 {
+                let (a, b) = (h % n, (h * 7 + 3) % n);
+                if a == b {
+                    continue;
+                }
+                let key = HashKey::roce_qp(
+                    t.hosts()[a as usize].ip,
+                    t.hosts()[b as usize].ip,
+                    49152 + (h % 16384) as u16,
+                    h.wrapping_mul(0x9e37_79b9) & 0xff_ffff,
+                );
+                assert!(f.hashed(a, b, FlowHash::of(&key), &mut out));
+                let p = ecmp_path(&t, a, b, &key, &by_switch);
+                let mine: Vec<u32> = out[1..].iter().map(|u| u.0).collect();
+                assert_eq!(mine, p.edges(), "{seeds}");
+            }
+        }
+    }
+
+    /// With a spine uplink down, the sim's walk is the planner's
+    /// `ecmp_path_avoiding` (the groups the controller installs then).
+    #[test]
+    fn hashed_walk_after_a_failure_matches_the_planner() {
+        let t = three_tier();
+        let by_switch = SeedPolicy::PerSwitch.seeds(&t);
+        let mut f = Fabric::new(&t, SeedPolicy::PerSwitch);
         let mut out = Vec::new();
+        let (a, b) = (0, t.hosts().len() as u32 - 1);
+        let (sa, sb) = (t.hosts()[a as usize].ip, t.hosts()[b as usize].ip);
+        assert!(f.hashed(
+            a,
+            b,
+            FlowHash::of(&HashKey::roce_qp(sa, sb, 49152, 1)),
+            &mut out
+        ));
+        let hop = out[2].0;
+        f.fail(hop);
         let n = t.hosts().len() as u32;
         for h in 0..2000u32 {
-            let (a, b) = (h % n, (h * 7 + 3) % n);
+            let (a, b) = (h % n, (h * 5 + 1) % n);
             if a == b {
                 continue;
             }
-            let hash = h.wrapping_mul(0x9e37_79b9);
-            assert!(f.hashed(a, b, hash, &mut out));
-            let p = ecmp_path(&t, a, b, hash);
-            let mine: Vec<u32> = out[1..].iter().map(|u| u.0).collect();
-            assert_eq!(mine, p.edges());
+            let (sa, sb) = (t.hosts()[a as usize].ip, t.hosts()[b as usize].ip);
+            let key = HashKey::roce_qp(sa, sb, 49152 + h as u16, h);
+            let want = ecmp_path_avoiding(&t, a, b, &key, &by_switch, |e| e == hop);
+            let got = f.hashed(a, b, FlowHash::of(&key), &mut out);
+            assert_eq!(got, want.is_some());
+            let mine: Vec<u32> = out.iter().skip(1).map(|u| u.0).collect();
+            assert_eq!(mine, want.map_or(Vec::new(), |p| p.edges().to_vec()));
         }
     }
 
     #[test]
     fn spraying_splits_evenly_and_conserves_flow() {
         let t = three_tier();
-        let mut f = Fabric::new(&t);
+        let mut f = Fabric::new(&t, SeedPolicy::PerSwitch);
         let mut out = Vec::new();
         let a = t.host_by_name("h1").unwrap();
         let b = t.hosts().len() as u32 - 1;
@@ -365,15 +463,17 @@ mod tests {
     #[test]
     fn failures_are_routed_around() {
         let t = three_tier();
-        let mut f = Fabric::new(&t);
+        let mut f = Fabric::new(&t, SeedPolicy::PerSwitch);
         let mut out = Vec::new();
         let a = t.host_by_name("h1").unwrap();
         let b = t.hosts().len() as u32 - 1;
-        assert!(f.hashed(a, b, 12345, &mut out));
+        let (sa, sb) = (t.hosts()[a as usize].ip, t.hosts()[b as usize].ip);
+        let key = |qp| FlowHash::of(&HashKey::roce_qp(sa, sb, 49152, qp));
+        assert!(f.hashed(a, b, key(12345), &mut out));
         let hop = out[2].0; // spine -> super-spine
         f.fail(hop);
-        for h in 0..200 {
-            assert!(f.hashed(a, b, h, &mut out));
+        for qp in 0..200 {
+            assert!(f.hashed(a, b, key(qp), &mut out));
             assert!(out.iter().all(|u| u.0 != hop));
             assert!(f.sprayed(a, b, &mut out));
             assert!(out.iter().all(|u| u.0 != hop));

@@ -1,6 +1,7 @@
 //! The policy × workload × size table (`foresight sim table`): which
 //! workloads on which fabrics, at which sizes.
 
+use planner::ecmp::SeedPolicy;
 use planner::topology::{NodeRef, Topology};
 
 use crate::workload::{build, WorkloadKind, WorkloadSpec};
@@ -89,12 +90,15 @@ pub fn scenarios() -> Vec<Scenario> {
 }
 
 /// Runs one scenario at `gpus` GPUs: the ideal, then `policies`
-/// (`threads` at a time, see [`run_all`]); `seed` as in [`WorkloadSpec`].
+/// (`threads` at a time, see [`run_all`]); `seed` as in [`WorkloadSpec`],
+/// switches hashing with their seeds under `seeds`.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     sc: &Scenario,
     gpus: u32,
     policies: &[Policy],
     seed: u64,
+    seeds: SeedPolicy,
     progress: bool,
     threads: usize,
 ) -> anyhow::Result<Vec<PolicyResult>> {
@@ -111,7 +115,9 @@ pub fn run(
     } else {
         FailSpec::default()
     };
-    Ok(run_all(&topo, &w, policies, &fail, progress, threads))
+    Ok(run_all(
+        &topo, &w, policies, seeds, &fail, progress, threads,
+    ))
 }
 
 /// Both directions of the first leaf's first uplink, down from time 0.
@@ -141,7 +147,10 @@ mod tests {
     #[test]
     fn rows_have_unique_comma_free_names_and_a2a_kinds_stop_at_8k() {
         let s = scenarios();
-        assert!(s.iter().all(|r| !r.name.contains(',')), "names go in a comma list");
+        assert!(
+            s.iter().all(|r| !r.name.contains(',')),
+            "names go in a comma list"
+        );
         let mut names: Vec<_> = s.iter().map(|r| r.name).collect();
         names.sort_unstable();
         names.dedup();

@@ -4,12 +4,12 @@
 
 use planner::conventions::{FIRST_QP, QP_MASK};
 use planner::demand::Flow;
-use planner::ecmp::{flow_hash, no_collision_probability, HashMode};
+use planner::ecmp::{no_collision_probability, HashKey, HashMode, SeedPolicy};
 use planner::rng::Rng;
 use planner::topology::generate::{leaf_spine, LeafSpine};
 use planner::topology::Topology;
 
-use crate::routing::Fabric;
+use crate::routing::{Fabric, FlowHash};
 
 /// One Monte-Carlo estimate.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -30,7 +30,8 @@ pub struct Collision {
 
 /// `flows` flows from distinct NICs of one leaf to distinct NICs of another
 /// over `paths` spines, each with a random destination QP, routed by the
-/// switch hash (QP-aware): how often do they all take different spines?
+/// switch hash (QP-aware, per-switch seeds): how often do they all take
+/// different spines?
 pub fn collision_monte_carlo(paths: u32, flows: u32, trials: u32, seed: u64) -> Collision {
     let t = Topology::from_spec(
         leaf_spine(&LeafSpine {
@@ -42,7 +43,7 @@ pub fn collision_monte_carlo(paths: u32, flows: u32, trials: u32, seed: u64) -> 
         .expect("valid leaf-spine"),
     )
     .expect("valid topology");
-    let mut fabric = Fabric::new(&t);
+    let mut fabric = Fabric::new(&t, SeedPolicy::PerSwitch);
     let mut rng = Rng::new(seed);
     let mut route = Vec::new();
     let mut seen = vec![u32::MAX; t.edge_count()];
@@ -52,7 +53,12 @@ pub fn collision_monte_carlo(paths: u32, flows: u32, trials: u32, seed: u64) -> 
         for h in 0..flows {
             let qp = FIRST_QP + rng.below((QP_MASK - FIRST_QP) as u64) as u32;
             let f = Flow::new(&t, h, flows + h, qp, 0, 1000, 1_000_000_000);
-            fabric.hashed(f.src, f.dst, flow_hash(&f, HashMode::QpAware), &mut route);
+            fabric.hashed(
+                f.src,
+                f.dst,
+                FlowHash::of(&HashKey::of_flow(&f, HashMode::QpAware)),
+                &mut route,
+            );
             let spine_link = route[1].0 as usize;
             if std::mem::replace(&mut seen[spine_link], trial) == trial {
                 ok = false;

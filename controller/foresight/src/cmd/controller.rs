@@ -8,11 +8,14 @@ use anyhow::{bail, Context};
 use clap::Args;
 use installer::ecn::{EcnProfile, PREDRAIN_ALWAYS};
 use installer::static_state::Collector;
-use planner::ecmp::HashMode;
+use installer::target::{Artifacts, PortMap, Target};
+use installer::Devices;
+use planner::ecmp::{HashMode, SeedPolicy};
 use planner::topology::yaml;
 use planner::PlannerConfig;
 use serde::Deserialize;
 
+use super::target_args::TargetArgs;
 use crate::daemon::telemetry::{MismatchTolerance, TelemetryConfig};
 use crate::daemon::{self, desired::Policy, Switches};
 use crate::fabric::{Endpoint, Pipeline};
@@ -27,16 +30,22 @@ pub struct ControllerCmd {
     /// Fabric topology (YAML, see `foresight topo`).
     #[arg(long)]
     topology: PathBuf,
-    /// Switch endpoints: YAML map of switch name to {addr: host:port, device_id: N}
-    /// (device_id defaults to the topology's switch id).
+    /// Switch endpoints: YAML map of switch name to {addr: host:port,
+    /// device_id: N, ports: {topology port: device port, ...}} (device_id
+    /// defaults to the topology's switch id, ports to topology numbering).
     #[arg(long, conflicts_with = "bmv2", required_unless_present = "bmv2")]
     switches: Option<PathBuf>,
     /// Start one BMv2 simple_switch_grpc per topology switch (stopped on exit).
     #[arg(long)]
     bmv2: bool,
-    /// Compiled pipeline `<prefix>.p4info.binpb` + `<prefix>.json` (default: the embedded one).
+    #[command(flatten)]
+    target: TargetArgs,
+    /// BMv2: compiled pipeline `<prefix>.p4info.binpb` + `<prefix>.json` (default: the embedded one).
     #[arg(long)]
     pipeline: Option<String>,
+    /// Tofino: the TNA program's P4Info [default: p4src/build/tna/foresight.p4info.binpb of this checkout].
+    #[arg(long, value_name = "FILE")]
+    p4info: Option<PathBuf>,
     /// NDSP gRPC listen address.
     #[arg(long, default_value = DEFAULT_NDSP)]
     ndsp: SocketAddr,
@@ -77,6 +86,11 @@ pub struct ControllerCmd {
     /// like a fabric without QP-aware hashing; the lab compares the two).
     #[arg(long, value_enum, default_value = "qp-aware")]
     ecmp_hash: EcmpHash,
+    /// ECMP hash seed of every switch (routing.hash_seed): per-switch
+    /// (CRC-32 of the switch's name) or same:N (every switch N, the
+    /// polarised fabric). The planner predicts ECMP fallback paths with it.
+    #[arg(long, default_value = "per-switch")]
+    hash_seed: SeedPolicy,
     /// BMv2 priority queue (MPLS traffic class) of reserved traffic, 0-7.
     /// The lab uses the RoCE queue (3), because BMv2 rate-limits each
     /// priority queue separately: a queue of its own would give reserved
@@ -164,33 +178,42 @@ fn parse_profile(s: &str) -> Result<EcnProfile, String> {
 struct SwitchEntry {
     addr: String,
     device_id: Option<u64>,
+    /// Topology port -> device port (e.g. Tofino `D_P`).
+    ports: Option<BTreeMap<u16, u16>>,
 }
 
-fn load_switches(
-    path: &PathBuf,
-    topo: &planner::Topology,
-) -> anyhow::Result<BTreeMap<String, Endpoint>> {
+/// The endpoints of a switches file, and the port maps it gives.
+type SwitchesFile = (BTreeMap<String, Endpoint>, BTreeMap<String, PortMap>);
+
+fn load_switches(path: &PathBuf, topo: &planner::Topology) -> anyhow::Result<SwitchesFile> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading switches file {}", path.display()))?;
-    let map: BTreeMap<String, SwitchEntry> = serde_yaml::from_str(&text).with_context(|| {
-        format!(
-            "switches file {}: want a map of switch name to {{addr: host:port, device_id: N}}",
-            path.display()
-        )
-    })?;
-    let mut out = BTreeMap::new();
+    parse_switches(&text, topo).with_context(|| format!("switches file {}", path.display()))
+}
+
+fn parse_switches(text: &str, topo: &planner::Topology) -> anyhow::Result<SwitchesFile> {
+    let map: BTreeMap<String, SwitchEntry> = serde_yaml::from_str(text).context(
+        "want a map of switch name to {addr: host:port, device_id: N, \
+         ports: {topology port: device port, ...}}",
+    )?;
+    let mut endpoints = BTreeMap::new();
+    let mut port_maps = BTreeMap::new();
     for (name, e) in map {
         let Some(s) = topo.switch_by_name(&name) else {
-            bail!(
-                "switches file {}: {name} is not a switch of fabric {}",
-                path.display(),
-                topo.name()
-            );
+            bail!("{name} is not a switch of fabric {}", topo.name());
         };
+        if let Some(ports) = e.ports {
+            let own: Vec<u16> = (0..topo.edge_count() as u32)
+                .map(|e| topo.edge(e))
+                .filter(|l| l.from == planner::topology::NodeRef::Switch(s))
+                .map(|l| l.from_port)
+                .collect();
+            port_maps.insert(name.clone(), PortMap::new(&name, ports, &own)?);
+        }
         let device_id = e
             .device_id
             .unwrap_or(u64::from(topo.switches()[s as usize].id));
-        out.insert(
+        endpoints.insert(
             name,
             Endpoint {
                 addr: e.addr,
@@ -198,20 +221,65 @@ fn load_switches(
             },
         );
     }
-    Ok(out)
+    Ok((endpoints, port_maps))
+}
+
+impl ControllerCmd {
+    /// The pipeline for the target: BMv2's embedded or `--pipeline` one,
+    /// or the TNA P4Info with the Tofino compiler's output.
+    fn pipeline(&self) -> anyhow::Result<Pipeline> {
+        match self.target.tofino()? {
+            None => {
+                if self.p4info.is_some() {
+                    bail!("--p4info is for --target tofino; BMv2 takes --pipeline PREFIX");
+                }
+                match &self.pipeline {
+                    Some(prefix) => Pipeline::load(prefix),
+                    None => Pipeline::embedded(),
+                }
+            }
+            Some(out) => {
+                if self.bmv2 {
+                    bail!("--bmv2 starts BMv2 switches; --target tofino drives the switches of --switches");
+                }
+                if self.pipeline.is_some() {
+                    bail!(
+                        "--pipeline names BMv2 artifacts; with --target tofino the pipeline \
+                         is --tofino-out (and --p4info)"
+                    );
+                }
+                let p4info = match &self.p4info {
+                    Some(p) => p.clone(),
+                    None => {
+                        let p = Target::Tofino.committed_p4info();
+                        if !p.exists() {
+                            bail!(
+                                "the TNA P4Info {} is not there (the TNA build commits it); \
+                                 pass --p4info FILE",
+                                p.display()
+                            );
+                        }
+                        p
+                    }
+                };
+                Pipeline::from_artifacts(&p4info, &Artifacts::Tofino(out))
+            }
+        }
+    }
 }
 
 pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
     let topology = yaml::load_file(&cmd.topology)
         .with_context(|| format!("topology {}", cmd.topology.display()))?;
-    let pipeline = match &cmd.pipeline {
-        Some(prefix) => Pipeline::load(prefix)?,
-        None => Pipeline::embedded()?,
+    let pipeline = cmd.pipeline()?;
+    let (switches, port_maps) = match &cmd.switches {
+        Some(path) => {
+            let (endpoints, port_maps) = load_switches(path, &topology)?;
+            (Switches::Endpoints(endpoints), port_maps)
+        }
+        None => (Switches::Bmv2, BTreeMap::new()),
     };
-    let switches = match &cmd.switches {
-        Some(path) => Switches::Endpoints(load_switches(path, &topology)?),
-        None => Switches::Bmv2,
-    };
+    let devices = Devices::new(cmd.target.target, port_maps);
     if !(cmd.headroom > 0.0 && cmd.headroom <= 1.0) {
         bail!("--headroom {} must be in (0, 1]", cmd.headroom);
     }
@@ -234,6 +302,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
     let config = daemon::Config {
         topology,
         pipeline,
+        devices,
         switches,
         ndsp_listen: cmd.ndsp,
         http_listen: cmd.http,
@@ -243,6 +312,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         planner: PlannerConfig {
             headroom: cmd.headroom,
             ecmp_hash: cmd.ecmp_hash.into(),
+            ecmp_seeds: cmd.hash_seed,
             ..PlannerConfig::default()
         },
         policy: Policy {
@@ -252,6 +322,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             predrain_probability: cmd.predrain_probability,
             collector,
             ecmp_hash: cmd.ecmp_hash.into(),
+            ecmp_seeds: cmd.hash_seed,
             reserved_tc: cmd.reserved_tc,
         },
         telemetry: TelemetryConfig {
@@ -276,4 +347,148 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(daemon::run(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn topo() -> planner::Topology {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../bmv2-lab/topologies/leaf-spine-small.yaml"
+        );
+        yaml::load_file(path).unwrap()
+    }
+
+    fn err(text: &str) -> String {
+        format!("{:#}", parse_switches(text, &topo()).unwrap_err())
+    }
+
+    #[test]
+    fn switches_file_gives_endpoints_and_port_maps() {
+        let (endpoints, ports) = parse_switches(
+            "leaf1: {addr: \"10.0.0.1:9559\", device_id: 0, ports: {1: 128, 2: 136, 3: 144, 4: 152}}\n\
+             spine1: {addr: \"10.0.0.3:9559\"}\n",
+            &topo(),
+        )
+        .unwrap();
+        assert_eq!(endpoints["leaf1"].device_id, 0);
+        assert_eq!(endpoints["spine1"].device_id, 3, "topology id by default");
+        assert_eq!(ports["leaf1"].device_port(3), 144);
+        assert!(!ports.contains_key("spine1"), "topology numbering");
+    }
+
+    #[test]
+    fn bad_port_maps_are_refused_with_what_is_wrong() {
+        let e = err("leaf1: {addr: a, ports: [128, 136]}\n");
+        assert!(e.contains("ports: {topology port: device port"), "{e}");
+        assert!(e.contains("invalid type: sequence"), "{e}");
+        let e = err("leaf1: {addr: a, ports: {one: 128}}\n");
+        assert!(e.contains("want a map of switch name"), "{e}");
+        let e = err("leaf1: {addr: a, ports: {1: 128, 2: 136, 3: 144, 4: 152, 5: 160}}\n");
+        assert!(
+            e.contains(
+                "leaf1: port 5 is not a port of leaf1 in the topology (its ports: 1, 2, 3, 4)"
+            ),
+            "{e}"
+        );
+        let e = err("leaf1: {addr: a, ports: {1: 128}}\n");
+        assert!(
+            e.contains("no device port for topology port(s) 2, 3, 4"),
+            "{e}"
+        );
+        let e = err("leaf1: {addr: a, ports: {1: 128, 2: 128, 3: 144, 4: 152}}\n");
+        assert!(
+            e.contains("ports 1 and 2 both map to device port 128"),
+            "{e}"
+        );
+        let e = err("leaf1: {addr: a, port_map: {1: 128}}\n");
+        assert!(e.contains("unknown field `port_map`"), "{e}");
+        let e = err("leaf9: {addr: a}\n");
+        assert!(e.contains("leaf9 is not a switch of fabric"), "{e}");
+    }
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        cmd: ControllerCmd,
+    }
+
+    fn pipeline(args: &[&str]) -> anyhow::Result<Pipeline> {
+        let base = ["t", "--topology", "t.yaml"];
+        Cli::try_parse_from(base.iter().chain(args))
+            .map_err(anyhow::Error::from)?
+            .cmd
+            .pipeline()
+    }
+
+    fn pipeline_err(args: &[&str]) -> String {
+        match pipeline(args) {
+            Ok(_) => panic!("{args:?} was accepted"),
+            Err(e) => format!("{e:#}"),
+        }
+    }
+
+    #[test]
+    fn target_flags_that_do_not_go_together_are_refused() {
+        let e = pipeline_err(&["--bmv2", "--target", "tofino", "--tofino-out", "/x"]);
+        assert!(e.starts_with("--bmv2 starts BMv2 switches"), "{e}");
+        let e = pipeline_err(&[
+            "--switches",
+            "s.yaml",
+            "--target",
+            "tofino",
+            "--tofino-out",
+            "/x",
+            "--pipeline",
+            "p",
+        ]);
+        assert!(e.starts_with("--pipeline names BMv2 artifacts"), "{e}");
+        let e = pipeline_err(&["--switches", "s.yaml", "--p4info", "x.binpb"]);
+        assert!(e.starts_with("--p4info is for --target tofino"), "{e}");
+        let e = pipeline_err(&["--switches", "s.yaml", "--target", "tofino"]);
+        assert!(e.contains("needs --tofino-out DIR"), "{e}");
+        let e = pipeline_err(&["--switches", "s.yaml", "--tofino-pipe", "pipe"]);
+        assert!(e.starts_with("--tofino-pipe is for --target tofino"), "{e}");
+        // The BMv2 default is untouched.
+        assert!(pipeline(&["--bmv2"]).is_ok());
+    }
+
+    #[test]
+    fn tofino_pipeline_is_the_p4info_and_the_packed_compiler_output() {
+        let out = tempfile::tempdir().unwrap();
+        std::fs::create_dir(out.path().join("pipe")).unwrap();
+        std::fs::write(out.path().join("pipe/tofino.bin"), [1, 2]).unwrap();
+        std::fs::write(out.path().join("bfrt.json"), b"{}").unwrap();
+        // The v1model P4Info stands in for the TNA one.
+        let p4info = Target::Bmv2.committed_p4info().display().to_string();
+        let dir = out.path().display().to_string();
+        let a = [
+            "--switches",
+            "s.yaml",
+            "--target",
+            "tofino",
+            "--tofino-out",
+            &dir,
+            "--p4info",
+            &p4info,
+        ];
+        let e = pipeline_err(&a);
+        assert!(e.contains("pipe/context.json is missing"), "{e}");
+        std::fs::write(out.path().join("pipe/context.json"), b"[]").unwrap();
+        let p = pipeline(&a).unwrap();
+        #[rustfmt::skip]
+        let expected: Vec<u8> = [
+            &[9, 0, 0, 0][..], b"foresight",
+            &[2, 0, 0, 0], &[1, 2],
+            &[2, 0, 0, 0], b"[]",
+            &[4, 0, 0, 0], b"pipe",
+            &[2, 0, 0, 0], b"{}",
+        ]
+        .concat();
+        assert_eq!(*p.device_config, expected);
+        assert!(p.info.table(installer::names::IPV4_LPM).is_ok());
+    }
 }

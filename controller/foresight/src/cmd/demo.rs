@@ -4,7 +4,7 @@
 //! `leaf-spine-small.yaml`, compiled in) and a 32-GPU ring all-reduce:
 //! plan it, and — when BMv2 is installed — start one `simple_switch_grpc`
 //! per fabric switch, push the Foresight pipeline, install the static state
-//! (routes, ECMP groups, SR adjacencies, INT, ECN), install the reservation
+//! (routes, ECMP groups and hash seeds, SR adjacencies, INT, ECN), install the reservation
 //! entries at the ingress leaves, read them back, then withdraw them at
 //! expiry and check they are gone. Without BMv2 it plans only, and says so.
 
@@ -14,10 +14,11 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::Args;
 use installer::reservations::{reserved_flows, ReservedFlow};
-use installer::static_state::{static_state, EcnProfile};
+use installer::static_state::{hash_seed_config, static_state, EcnProfile};
 use installer::Intent;
 use planner::collectives::{expand, select_servers, Collective, CollectiveKind};
 use planner::demand::{Demand, DemandKind, QpAllocator};
+use planner::ecmp::SeedPolicy;
 use planner::report::{self, ReportOptions};
 use planner::topology::yaml;
 use planner::{Planner, PlannerConfig, Topology};
@@ -35,6 +36,10 @@ pub struct DemoCmd {
     /// All-reduce buffer size in bytes.
     #[arg(long, default_value_t = 256 << 20)]
     bytes: u64,
+    /// ECMP hash seed of every switch: per-switch (CRC-32 of the switch's
+    /// name) or same:N (every switch N, the polarised fabric).
+    #[arg(long, default_value = "per-switch")]
+    hash_seed: SeedPolicy,
 }
 
 pub fn run(cmd: DemoCmd) -> anyhow::Result<()> {
@@ -46,7 +51,7 @@ pub fn run(cmd: DemoCmd) -> anyhow::Result<()> {
         topo.hosts().len(),
         topo.gpu_count()
     );
-    let (demands, planner_ms, plan_text, flows) = plan(&topo, cmd.bytes)?;
+    let (demands, planner_ms, plan_text, flows) = plan(&topo, cmd.bytes, cmd.hash_seed)?;
     print!("{plan_text}");
     println!(
         "planned in {planner_ms:.2} ms; {} flows reserved with SR label stacks",
@@ -65,12 +70,13 @@ pub fn run(cmd: DemoCmd) -> anyhow::Result<()> {
         }
     };
     let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(on_bmv2(&tools, &topo, &demands, &flows))
+    runtime.block_on(on_bmv2(&tools, &topo, &demands, &flows, cmd.hash_seed))
 }
 
 fn plan(
     topo: &Topology,
     bytes: u64,
+    seeds: SeedPolicy,
 ) -> anyhow::Result<(Vec<Demand>, f64, String, Vec<ReservedFlow>)> {
     let gpus = u32::try_from(topo.gpu_count())?;
     let servers = select_servers(topo, gpus)?;
@@ -86,7 +92,11 @@ fn plan(
         kind: DemandKind::Collective(CollectiveKind::RingAllreduce),
         flows,
     }];
-    let mut planner = Planner::new(topo, PlannerConfig::default());
+    let config = PlannerConfig {
+        ecmp_seeds: seeds,
+        ..PlannerConfig::default()
+    };
+    let mut planner = Planner::new(topo, config);
     let start = Instant::now();
     let plan = planner.plan(&demands);
     let ms = start.elapsed().as_secs_f64() * 1e3;
@@ -104,9 +114,22 @@ fn plan(
     Ok((demands, ms, report::render_text(&report), reserved))
 }
 
-/// Intended state: static everywhere, plus reservations at ingress leaves.
-fn intents(topo: &Topology, reserved: &[ReservedFlow]) -> BTreeMap<String, Intent> {
+/// The static state of every switch, with its ECMP hash seed.
+fn static_intents(topo: &Topology, seeds: SeedPolicy) -> BTreeMap<String, Intent> {
     let mut intents = static_state(topo, EcnProfile::default());
+    for (name, intent) in intents.iter_mut() {
+        intent.push(hash_seed_config(seeds.seed(name)));
+    }
+    intents
+}
+
+/// Intended state: static everywhere, plus reservations at ingress leaves.
+fn intents(
+    topo: &Topology,
+    seeds: SeedPolicy,
+    reserved: &[ReservedFlow],
+) -> BTreeMap<String, Intent> {
+    let mut intents = static_intents(topo, seeds);
     for flow in reserved {
         let leaf = &topo.switches()[flow.ingress_leaf as usize].name;
         intents
@@ -122,6 +145,7 @@ async fn on_bmv2(
     topo: &Topology,
     _demands: &[Demand],
     reserved: &[ReservedFlow],
+    seeds: SeedPolicy,
 ) -> anyhow::Result<()> {
     let pipeline = Pipeline::embedded()?;
     let mut processes = Vec::new();
@@ -150,7 +174,7 @@ async fn on_bmv2(
             .join(", ")
     );
 
-    let fabric = Fabric::connect(pipeline, &endpoints, 1).await?;
+    let fabric = Fabric::connect(pipeline, installer::Devices::bmv2(), &endpoints, 1).await?;
     let start = Instant::now();
     fabric.push_pipeline().await?;
     println!(
@@ -158,7 +182,7 @@ async fn on_bmv2(
         start.elapsed().as_secs_f64() * 1e3
     );
 
-    let static_only = static_state(topo, EcnProfile::default());
+    let static_only = static_intents(topo, seeds);
     let (diffs, took) = fabric.reconcile(&static_only).await?;
     let installed: usize = diffs.values().map(|d| d.insert.len()).sum();
     println!(
@@ -166,8 +190,16 @@ async fn on_bmv2(
         diffs.len(),
         took.as_secs_f64() * 1e3
     );
+    println!(
+        "ECMP hash seeds ({seeds}): {}",
+        topo.switches()
+            .iter()
+            .map(|s| format!("{} {:#010x}", s.name, seeds.seed(&s.name)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
 
-    let with_reservations = intents(topo, reserved);
+    let with_reservations = intents(topo, seeds, reserved);
     let (diffs, took) = fabric.reconcile(&with_reservations).await?;
     let inserted: usize = diffs.values().map(|d| d.insert.len()).sum();
     if inserted != reserved.len()

@@ -11,6 +11,7 @@ mod reserve;
 mod sim;
 mod status;
 mod switch;
+mod target_args;
 mod topo;
 
 use clap::Subcommand;
@@ -27,7 +28,7 @@ pub enum Command {
     /// Plan reservations for demands or a collective; predicted completion.
     Plan(plan::PlanCmd),
     /// Run the controller daemon: NDSP server, planner, switch sessions.
-    Controller(controller::ControllerCmd),
+    Controller(Box<controller::ControllerCmd>),
     /// Reserve a demand or a collective on a running controller.
     Reserve(reserve::ReserveCmd),
     /// Cancel a demand, collective, reservation or job on a running controller.
@@ -60,7 +61,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Switch(cmd) => switch::run(cmd),
         Command::Topo(cmd) => topo::run(cmd),
         Command::Plan(cmd) => plan::run(cmd),
-        Command::Controller(cmd) => controller::run(cmd),
+        Command::Controller(cmd) => controller::run(*cmd),
         Command::Reserve(cmd) => reserve::run(cmd),
         Command::Cancel(cmd) => reserve::cancel(cmd),
         Command::Status(cmd) => status::run(cmd),

@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use planner::collectives::{expand, select_servers, Collective, CollectiveKind};
 use planner::conventions::gbps_to_bps;
 use planner::demand::{self, parse_bytes, Demand, DemandKind, QpAllocator};
-use planner::ecmp::{self, HashMode};
+use planner::ecmp::{self, HashMode, SeedPolicy};
 use planner::report::{self, EcmpComparison, ReportOptions};
 use planner::topology::{generate, yaml, Topology};
 use planner::{Planner, PlannerConfig};
@@ -91,6 +91,10 @@ pub struct PlanCmd {
     /// Also predict the same flows on ECMP (QP-aware, 5-tuple, ideal random).
     #[arg(long)]
     ecmp: bool,
+    /// Switch ECMP hash seeds, for ECMP fallback and --ecmp: per-switch
+    /// (CRC-32 of the switch name) or same:N (every switch N).
+    #[arg(long, default_value = "per-switch")]
+    hash_seed: SeedPolicy,
     /// Flows listed per demand.
     #[arg(long, default_value_t = 8)]
     flows: usize,
@@ -165,6 +169,7 @@ pub fn run(cmd: PlanCmd) -> anyhow::Result<()> {
     let config = PlannerConfig {
         headroom: cmd.headroom,
         allow_partial: !cmd.no_partial,
+        ecmp_seeds: cmd.hash_seed,
         ..Default::default()
     };
     let mut planner = Planner::new(&topo, config);
@@ -187,8 +192,18 @@ pub fn run(cmd: PlanCmd) -> anyhow::Result<()> {
             .flat_map(|d| d.flows.iter().cloned())
             .collect();
         r.ecmp = vec![
-            EcmpComparison::from(&ecmp::baseline(&topo, &flows, HashMode::QpAware)),
-            EcmpComparison::from(&ecmp::baseline(&topo, &flows, HashMode::FiveTuple)),
+            EcmpComparison::from(&ecmp::baseline(
+                &topo,
+                &flows,
+                HashMode::QpAware,
+                cmd.hash_seed,
+            )),
+            EcmpComparison::from(&ecmp::baseline(
+                &topo,
+                &flows,
+                HashMode::FiveTuple,
+                cmd.hash_seed,
+            )),
             EcmpComparison::from(&ecmp::random_baseline(&topo, &flows, 1)),
         ];
     }

@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use planner::demand::parse_bytes;
+use planner::ecmp::SeedPolicy;
 use planner::topology::{generate, yaml, Topology};
 use sim::workload::{build, WorkloadKind, WorkloadSpec};
 use sim::{FailSpec, Policy};
@@ -57,6 +58,11 @@ struct PolicyArgs {
     /// instead of the planner's allocator order.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Switch ECMP hash seeds: per-switch (CRC-32 of the switch name, as
+    /// the controller installs them) or same:N (every switch N: the
+    /// polarised fabric).
+    #[arg(long, default_value = "per-switch")]
+    hash_seed: SeedPolicy,
     /// Policies simulated at once (0: one per core; each holds its own
     /// simulation in memory).
     #[arg(long, default_value_t = 0)]
@@ -261,6 +267,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<()> {
         &topo,
         &w,
         &policies,
+        a.common.policy.hash_seed,
         &fail,
         progress(),
         a.common.policy.jobs,
@@ -271,7 +278,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<()> {
         .map(|j| format!("{} × {}", j.name, j.iterations))
         .collect();
     println!(
-        "{}: {} NICs, {} switches; workload {} ({} connections per round of every job, {} background flows, {} streams); jobs {}{}",
+        "{}: {} NICs, {} switches; workload {} ({} connections per round of every job, {} background flows, {} streams); jobs {}; hash seeds {}{}",
         topo.name(),
         topo.hosts().len(),
         topo.switches().len(),
@@ -280,6 +287,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<()> {
         w.background.len(),
         w.streams.len(),
         jobs.join(", "),
+        a.common.policy.hash_seed,
         if fail.edges.is_empty() {
             String::new()
         } else {
@@ -326,9 +334,16 @@ fn table(a: TableArgs) -> anyhow::Result<()> {
         };
         for &g in sizes {
             let t0 = Instant::now();
-            let results =
-                sim::suite::run(sc, g, &policies, a.policy.seed, progress(), a.policy.jobs)
-                    .with_context(|| format!("{} at {g} GPUs", sc.name))?;
+            let results = sim::suite::run(
+                sc,
+                g,
+                &policies,
+                a.policy.seed,
+                a.policy.hash_seed,
+                progress(),
+                a.policy.jobs,
+            )
+            .with_context(|| format!("{} at {g} GPUs", sc.name))?;
             eprintln!(
                 "{} at {g} GPUs: {:.1} s, peak RSS so far {} MiB",
                 sc.name,
@@ -343,6 +358,7 @@ fn table(a: TableArgs) -> anyhow::Result<()> {
         }
     }
     let md = sim::output::suite_markdown(&rows);
+    println!("switch hash seeds: {}", a.policy.hash_seed);
     print!("{md}");
     let out = &a.policy.out;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;

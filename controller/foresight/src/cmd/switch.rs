@@ -9,8 +9,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
+use installer::target::Artifacts;
 use p4rt::proto::p4::v1 as p4;
 use p4rt::{EntrySpec, P4Info, Switch, SwitchOptions};
+
+use super::target_args::TargetArgs;
 
 #[derive(Args)]
 pub struct SwitchCmd {
@@ -20,7 +23,7 @@ pub struct SwitchCmd {
 
 /// How to reach the switch.
 #[derive(Args, Clone)]
-struct Target {
+struct Conn {
     /// P4Runtime server, host:port.
     #[arg(long, default_value = "127.0.0.1:9559")]
     addr: String,
@@ -43,15 +46,17 @@ enum SwitchAction {
     /// Push a pipeline (SetForwardingPipelineConfig, VERIFY_AND_COMMIT).
     Push {
         #[command(flatten)]
-        target: Target,
-        /// Target device config: the BMv2 JSON from p4c.
+        conn: Conn,
+        #[command(flatten)]
+        target: TargetArgs,
+        /// BMv2: the device config, the BMv2 JSON from p4c.
         #[arg(long)]
-        config: PathBuf,
+        config: Option<PathBuf>,
     },
     /// Write table entries from a YAML list of {table, match, action, params, priority}.
     Write {
         #[command(flatten)]
-        target: Target,
+        conn: Conn,
         /// YAML file with a list of entries.
         #[arg(long)]
         entries: PathBuf,
@@ -65,7 +70,7 @@ enum SwitchAction {
     /// Read table entries (one table, or all) and print them by name.
     Read {
         #[command(flatten)]
-        target: Target,
+        conn: Conn,
         /// Only this table.
         #[arg(long)]
         table: Option<String>,
@@ -88,43 +93,56 @@ pub fn run(cmd: SwitchCmd) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
         match cmd.action {
-            SwitchAction::Push { target, config } => push(target, config).await,
-            SwitchAction::Write {
+            SwitchAction::Push {
+                conn,
                 target,
+                config,
+            } => push(conn, artifacts(&target, config)?).await,
+            SwitchAction::Write {
+                conn,
                 entries,
                 op,
                 batch_size,
-            } => write(target, entries, op, batch_size).await,
-            SwitchAction::Read {
-                target,
-                table,
-                json,
-            } => read(target, table, json).await,
+            } => write(conn, entries, op, batch_size).await,
+            SwitchAction::Read { conn, table, json } => read(conn, table, json).await,
         }
     })
 }
 
-async fn connect(target: &Target) -> anyhow::Result<(Switch, P4Info)> {
-    let info = P4Info::load(&target.p4info)?;
-    let options =
-        SwitchOptions::new(&target.addr, target.device_id).election_id(target.election_id);
+async fn connect(conn: &Conn) -> anyhow::Result<(Switch, P4Info)> {
+    let info = P4Info::load(&conn.p4info)?;
+    let options = SwitchOptions::new(&conn.addr, conn.device_id).election_id(conn.election_id);
     let switch =
-        Switch::connect_with_retry(options, Duration::from_secs(target.connect_timeout)).await?;
+        Switch::connect_with_retry(options, Duration::from_secs(conn.connect_timeout)).await?;
     Ok((switch, info))
 }
 
-async fn connect_primary(target: &Target) -> anyhow::Result<(Switch, P4Info)> {
-    let (switch, info) = connect(target).await?;
+async fn connect_primary(conn: &Conn) -> anyhow::Result<(Switch, P4Info)> {
+    let (switch, info) = connect(conn).await?;
     switch.wait_primary(Duration::from_secs(2)).await.context(
         "another client with a higher election id is primary; pass a higher --election-id",
     )?;
     Ok((switch, info))
 }
 
-async fn push(target: Target, config: PathBuf) -> anyhow::Result<()> {
-    let device_config =
-        std::fs::read(&config).with_context(|| format!("reading {}", config.display()))?;
-    let (switch, info) = connect_primary(&target).await?;
+/// Where the pipeline to push is: `--config` for BMv2, the Tofino flags
+/// for Tofino.
+fn artifacts(target: &TargetArgs, config: Option<PathBuf>) -> anyhow::Result<Artifacts> {
+    match (target.tofino()?, config) {
+        (None, Some(json)) => Ok(Artifacts::Bmv2 { json }),
+        (None, None) => bail!("--target bmv2 needs --config FILE, the BMv2 JSON from p4c"),
+        (Some(out), None) => Ok(Artifacts::Tofino(out)),
+        (Some(_), Some(_)) => bail!(
+            "--config is the BMv2 JSON; with --target tofino the pipeline comes from --tofino-out"
+        ),
+    }
+}
+
+async fn push(conn: Conn, artifacts: Artifacts) -> anyhow::Result<()> {
+    // Built before connecting: a missing file fails at once.
+    let device_config = artifacts.device_config()?;
+    let device_config_len = device_config.len();
+    let (switch, info) = connect_primary(&conn).await?;
     switch
         .set_pipeline(
             &info,
@@ -132,27 +150,24 @@ async fn push(target: Target, config: PathBuf) -> anyhow::Result<()> {
             p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit,
         )
         .await?;
+    let what = match &artifacts {
+        Artifacts::Bmv2 { json } => json.display().to_string(),
+        Artifacts::Tofino(out) => format!("Tofino pipeline of {}", out.dir.display()),
+    };
     println!(
-        "pushed {} to {} (device {})",
-        config.display(),
-        target.addr,
-        target.device_id
+        "pushed {what} ({} bytes) to {} (device {})",
+        device_config_len, conn.addr, conn.device_id
     );
     switch.shutdown().await;
     Ok(())
 }
 
-async fn write(
-    target: Target,
-    path: PathBuf,
-    op: WriteOp,
-    batch_size: usize,
-) -> anyhow::Result<()> {
+async fn write(conn: Conn, path: PathBuf, op: WriteOp, batch_size: usize) -> anyhow::Result<()> {
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let specs: Vec<EntrySpec> = serde_yaml::from_str(&text)
         .with_context(|| format!("{}: not a YAML list of entries", path.display()))?;
-    let (switch, info) = connect_primary(&target).await?;
+    let (switch, info) = connect_primary(&conn).await?;
     // Build everything first: a bad entry stops the command before any write.
     let entities = specs
         .iter()
@@ -187,7 +202,7 @@ async fn write(
     };
     switch.shutdown().await;
     result?;
-    println!("wrote {count} entries to {}", target.addr);
+    println!("wrote {count} entries to {}", conn.addr);
     Ok(())
 }
 
@@ -222,8 +237,8 @@ async fn insert_all_or_nothing(
     bail!("{err}; rolled back the {rolled_back} entries that were inserted")
 }
 
-async fn read(target: Target, table: Option<String>, json: bool) -> anyhow::Result<()> {
-    let (switch, info) = connect(&target).await?;
+async fn read(conn: Conn, table: Option<String>, json: bool) -> anyhow::Result<()> {
+    let (switch, info) = connect(&conn).await?;
     let tables: Vec<String> = match table {
         Some(t) => vec![t],
         None => info.table_names().to_vec(),
@@ -249,4 +264,53 @@ async fn read(target: Target, table: Option<String>, json: bool) -> anyhow::Resu
         print!("{}", serde_yaml::to_string(&specs)?);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        action: SwitchAction,
+    }
+
+    fn push_artifacts(args: &[&str]) -> anyhow::Result<Artifacts> {
+        let base = ["t", "push", "--p4info", "x.binpb"];
+        match Cli::try_parse_from(base.iter().chain(args))?.action {
+            SwitchAction::Push { target, config, .. } => artifacts(&target, config),
+            _ => unreachable!("parsed a push"),
+        }
+    }
+
+    #[test]
+    fn push_takes_the_bmv2_json_or_the_tofino_output() {
+        assert_eq!(
+            push_artifacts(&["--config", "f.json"]).unwrap(),
+            Artifacts::Bmv2 {
+                json: "f.json".into()
+            }
+        );
+        let e = push_artifacts(&[]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "--target bmv2 needs --config FILE, the BMv2 JSON from p4c"
+        );
+        let Artifacts::Tofino(out) =
+            push_artifacts(&["--target", "tofino", "--tofino-out", "/out"]).unwrap()
+        else {
+            panic!("not Tofino");
+        };
+        assert_eq!(out.dir, PathBuf::from("/out"));
+        let e = push_artifacts(&["--target", "tofino", "--tofino-out", "/o", "--config", "f"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--config is the BMv2 JSON"), "{e}");
+        let e = push_artifacts(&["--target", "tofino", "--config", "f"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs --tofino-out DIR"), "{e}");
+    }
 }

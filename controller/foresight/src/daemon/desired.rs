@@ -1,6 +1,6 @@
 //! What every switch should hold at a given moment, derived from the
-//! reservation records: the static state (routes, ECMP, SR adjacencies,
-//! INT, ECN, collector), plus, for every reserved flow whose install window
+//! reservation records: the static state (routes, ECMP groups, hash mode
+//! and seed, SR adjacencies, INT, ECN, collector), plus, for every reserved flow whose install window
 //! `[start - lead, end)` contains the moment:
 //!
 //! * at its ingress leaf, the SR push entry (label stack and priority
@@ -26,12 +26,13 @@ use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile};
 use installer::intent::{Key, Resolved};
 use installer::reservations::ReservedFlow;
 use installer::static_state::{
-    collector_config_with_down, hash_mode_config, static_state_with_down, Collector,
+    collector_config_with_down, hash_mode_config, hash_seed_config, static_state_with_down,
+    Collector,
 };
-use installer::{Intent, IntentError, Object};
+use installer::{Devices, Intent, IntentError, Object};
 use p4rt::proto::p4::v1 as p4;
 use p4rt::P4Info;
-use planner::ecmp::HashMode;
+use planner::ecmp::{HashMode, SeedPolicy};
 use planner::topology::EdgeId;
 use planner::Topology;
 
@@ -52,6 +53,8 @@ pub struct Policy {
     pub collector: Option<Collector>,
     /// The switches' ECMP hash mode.
     pub ecmp_hash: HashMode,
+    /// Where each switch's ECMP hash seed comes from.
+    pub ecmp_seeds: SeedPolicy,
     /// Priority queue (MPLS traffic class) of reserved traffic.
     pub reserved_tc: u8,
 }
@@ -67,6 +70,7 @@ struct FlowEntities {
 pub struct Compiler {
     topo: &'static Topology,
     info: Arc<P4Info>,
+    devices: Arc<Devices>,
     policy: Policy,
     base: BTreeMap<String, Resolved>,
     lowered: HashMap<(String, u16), Resolved1>,
@@ -74,11 +78,16 @@ pub struct Compiler {
     predrain: HashMap<(String, u64, usize, String, u16), Arc<Resolved1>>,
 }
 
-fn resolve_one(switch: &str, object: Object, info: &P4Info) -> Result<Resolved1, IntentError> {
+fn resolve_one(
+    switch: &str,
+    object: Object,
+    info: &P4Info,
+    devices: &Devices,
+) -> Result<Resolved1, IntentError> {
     let resolved = Intent {
         objects: vec![object],
     }
-    .resolve(switch, info)?;
+    .resolve(switch, info, devices)?;
     Ok(resolved
         .entities
         .into_iter()
@@ -96,12 +105,14 @@ type Base = (
 fn base_state(
     topo: &Topology,
     info: &P4Info,
+    devices: &Devices,
     policy: &Policy,
     down: &BTreeSet<EdgeId>,
 ) -> Result<Base, IntentError> {
     let mut intents = static_state_with_down(topo, policy.ecn, down);
-    for intent in intents.values_mut() {
+    for (name, intent) in intents.iter_mut() {
         intent.push(hash_mode_config(policy.ecmp_hash));
+        intent.push(hash_seed_config(policy.ecmp_seeds.seed(name)));
     }
     if let Some(c) = policy.collector {
         for (switch, objects) in collector_config_with_down(topo, c, down) {
@@ -114,13 +125,13 @@ fn base_state(
     let mut base = BTreeMap::new();
     let mut lowered = HashMap::new();
     for (name, intent) in &intents {
-        let resolved = intent.resolve(name, info)?;
+        let resolved = intent.resolve(name, info, devices)?;
         // Every port with a static DCQCN profile can be lowered.
         for o in &intent.objects {
             if let Object::Entry(e) = o {
                 if e.table == installer::names::DCQCN_PORT {
                     let port: u16 = e.matches["egress_port"].parse().expect("ports are numbers");
-                    let r = resolve_one(name, dcqcn_entry(port, policy.lowered), info)?;
+                    let r = resolve_one(name, dcqcn_entry(port, policy.lowered), info, devices)?;
                     lowered.insert((name.clone(), port), r);
                 }
             }
@@ -131,15 +142,19 @@ fn base_state(
 }
 
 impl Compiler {
+    /// Intended state for the switches `devices` describes, resolved
+    /// against `info`.
     pub fn new(
         topo: &'static Topology,
         info: Arc<P4Info>,
+        devices: Arc<Devices>,
         policy: Policy,
     ) -> Result<Compiler, IntentError> {
-        let (base, lowered) = base_state(topo, &info, &policy, &BTreeSet::new())?;
+        let (base, lowered) = base_state(topo, &info, &devices, &policy, &BTreeSet::new())?;
         Ok(Compiler {
             topo,
             info,
+            devices,
             policy,
             base,
             lowered,
@@ -151,7 +166,7 @@ impl Compiler {
     /// Take the directed edges in `down` out of the static state (routes,
     /// ECMP groups, the report path of INT sinks), or put them back.
     pub fn set_down_edges(&mut self, down: &BTreeSet<EdgeId>) -> Result<(), IntentError> {
-        let (base, lowered) = base_state(self.topo, &self.info, &self.policy, down)?;
+        let (base, lowered) = base_state(self.topo, &self.info, &self.devices, &self.policy, down)?;
         self.base = base;
         self.lowered = lowered;
         Ok(())
@@ -197,9 +212,15 @@ impl Compiler {
         }
         let rf = self.reserved_flow(f);
         let leaf = &f.hops[0].switch;
+        let (info, devices) = (&self.info, &self.devices);
         let entities = Arc::new(FlowEntities {
-            sr: resolve_one(leaf, rf.entry_in_queue(self.policy.reserved_tc), &self.info)?,
-            watch: resolve_one(leaf, rf.watch_entry(), &self.info)?,
+            sr: resolve_one(
+                leaf,
+                rf.entry_in_queue(self.policy.reserved_tc),
+                info,
+                devices,
+            )?,
+            watch: resolve_one(leaf, rf.watch_entry(), info, devices)?,
         });
         self.flows.insert(key, entities.clone());
         Ok(entities)
@@ -225,7 +246,7 @@ impl Compiler {
             f.dst_qp(),
             self.policy.predrain_probability,
         );
-        let e = Arc::new(resolve_one(switch, object, &self.info)?);
+        let e = Arc::new(resolve_one(switch, object, &self.info, &self.devices)?);
         self.predrain.insert(key, e.clone());
         Ok(e)
     }

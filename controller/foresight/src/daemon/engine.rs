@@ -1543,6 +1543,14 @@ mod tests {
     }
 
     fn compiler(topo: &'static Topology, lead_ns: u64) -> Compiler {
+        seeded_compiler(topo, lead_ns, planner::ecmp::SeedPolicy::PerSwitch)
+    }
+
+    fn seeded_compiler(
+        topo: &'static Topology,
+        lead_ns: u64,
+        seeds: planner::ecmp::SeedPolicy,
+    ) -> Compiler {
         let pipeline = crate::fabric::Pipeline::embedded().unwrap();
         let policy = Policy {
             lead_ns,
@@ -1551,9 +1559,11 @@ mod tests {
             predrain_probability: 0xffff,
             collector: None,
             ecmp_hash: planner::ecmp::HashMode::QpAware,
+            ecmp_seeds: seeds,
             reserved_tc: installer::reservations::RESERVED_TC,
         };
-        Compiler::new(topo, pipeline.info, policy).unwrap()
+        let devices = std::sync::Arc::new(installer::Devices::bmv2());
+        Compiler::new(topo, pipeline.info, devices, policy).unwrap()
     }
 
     fn header() -> Option<proto::RequestHeader> {
@@ -1671,6 +1681,42 @@ mod tests {
             .flat_map(|r| r.entities.values())
             .filter(|e| matches!(&e.entity, Some(p4rt::proto::p4::v1::entity::Entity::TableEntry(t)) if t.table_id == id))
             .count()
+    }
+
+    /// The static state gives every switch one `hash_seed` default entry
+    /// carrying its seed under the policy.
+    #[test]
+    fn every_switch_is_given_its_hash_seed() {
+        use p4rt::proto::p4::v1::table_action::Type;
+        use planner::ecmp::SeedPolicy;
+        let topo = topo();
+        let info = crate::fabric::Pipeline::embedded().unwrap().info;
+        let table = info
+            .table(installer::names::HASH_SEED)
+            .unwrap()
+            .preamble
+            .as_ref()
+            .unwrap()
+            .id;
+        let state = State::new(topo.name(), T0);
+        for seeds in [SeedPolicy::PerSwitch, SeedPolicy::Same(7)] {
+            let desired = seeded_compiler(topo, 0, seeds).desired(&state, T0).unwrap();
+            assert_eq!(desired.len(), topo.switches().len());
+            for (name, r) in &desired {
+                let entries: Vec<_> = r.defaults.iter().filter(|t| t.table_id == table).collect();
+                assert_eq!(entries.len(), 1, "{name}");
+                let Some(Type::Action(a)) =
+                    entries[0].action.as_ref().and_then(|a| a.r#type.as_ref())
+                else {
+                    panic!("{name}: hash_seed default without an action");
+                };
+                let seed = a.params[0]
+                    .value
+                    .iter()
+                    .fold(0u32, |v, b| (v << 8) | u32::from(*b));
+                assert_eq!(seed, seeds.seed(name), "{name} under {seeds}");
+            }
+        }
     }
 
     #[test]

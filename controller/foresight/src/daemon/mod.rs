@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
+use installer::Devices;
 use p4rt::P4Info;
 use planner::{PlannerConfig, Topology};
 use serde::Serialize;
@@ -65,6 +66,8 @@ pub enum Switches {
 pub struct Config {
     pub topology: Topology,
     pub pipeline: Pipeline,
+    /// The switches' target and port numbering.
+    pub devices: Devices,
     pub switches: Switches,
     pub ndsp_listen: SocketAddr,
     pub http_listen: SocketAddr,
@@ -626,7 +629,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             tracing::warn!(reservation = %id, "recorded path crosses a link that is down; re-planned");
         }
     }
-    let mut compiler = Compiler::new(topo, config.pipeline.info.clone(), config.policy)?;
+    let devices = Arc::new(config.devices);
+    let mut compiler = Compiler::new(
+        topo,
+        config.pipeline.info.clone(),
+        devices.clone(),
+        config.policy,
+    )?;
     if !engine.state.links_down.is_empty() {
         compiler.set_down_edges(&engine.down_edges())?;
         for l in &engine.state.links_down {
@@ -697,7 +706,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let http_addr = http_listener.local_addr()?;
 
     let metrics = Arc::new(Metrics::default());
-    let loads = Arc::new(LinkLoads::with_config(topo, config.telemetry));
+    let loads = Arc::new(LinkLoads::with_config(topo, &devices, config.telemetry));
     if let Some(addr) = config.int_listen {
         let socket = tokio::net::UdpSocket::bind(addr)
             .await

@@ -17,6 +17,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use installer::Devices;
 use planner::topology::{EdgeId, NodeRef};
 use planner::Topology;
 
@@ -362,7 +363,7 @@ const FLOW_IDLE_NS: u64 = 60_000_000_000;
 
 /// Per-port loads, congestion episodes and flow observations from reports.
 pub struct LinkLoads {
-    /// (switch name, port, edge) by (INT node id, port).
+    /// (switch name, topology port, edge) by (INT node id, device port).
     ports: HashMap<(u32, u16), (String, u16, EdgeId)>,
     config: TelemetryConfig,
     state: Mutex<PortState>,
@@ -373,16 +374,19 @@ pub struct LinkLoads {
 impl LinkLoads {
     #[cfg(test)]
     pub fn new(topo: &Topology) -> LinkLoads {
-        LinkLoads::with_config(topo, TelemetryConfig::default())
+        LinkLoads::with_config(topo, &Devices::bmv2(), TelemetryConfig::default())
     }
 
-    pub fn with_config(topo: &Topology, config: TelemetryConfig) -> LinkLoads {
+    /// Loads of `topo`'s links, whose switches report the ports `devices`
+    /// numbers (INT carries device ports).
+    pub fn with_config(topo: &Topology, devices: &Devices, config: TelemetryConfig) -> LinkLoads {
         let mut ports = HashMap::new();
         for e in 0..topo.edge_count() as u32 {
             let l = topo.edge(e);
             if let NodeRef::Switch(s) = l.from {
                 let sw = &topo.switches()[s as usize];
-                ports.insert((sw.id, l.from_port), (sw.name.clone(), l.from_port, e));
+                let reported = devices.device_port(&sw.name, l.from_port);
+                ports.insert((sw.id, reported), (sw.name.clone(), l.from_port, e));
             }
         }
         LinkLoads {
@@ -405,14 +409,14 @@ impl LinkLoads {
         {
             let mut state = self.state.lock().expect("loads lock");
             for h in &report.hops {
-                let (Some(node), Some(port), Some(tx), Some(ts)) =
+                let (Some(node), Some(reported), Some(tx), Some(ts)) =
                     (h.node_id, h.egress_port, h.tx_bytes, h.egress_ts)
                 else {
                     continue;
                 };
-                if !self.ports.contains_key(&(node, port)) {
+                let Some(&(_, port, _)) = self.ports.get(&(node, reported)) else {
                     continue;
-                }
+                };
                 let sample = Sample {
                     tx_bytes: tx,
                     ts_us: ts,
@@ -439,12 +443,12 @@ impl LinkLoads {
             let mut c = self.congestion.lock().expect("congestion lock");
             c.expire(now_unix_ns, self.config.congestion_gap_ns);
             for h in &report.hops {
-                let (Some(node), Some(port), Some(q)) =
+                let (Some(node), Some(reported), Some(q)) =
                     (h.node_id, h.egress_port, h.queue_occupancy)
                 else {
                     continue;
                 };
-                let Some(&(_, _, edge)) = self.ports.get(&(node, port)) else {
+                let Some(&(_, port, edge)) = self.ports.get(&(node, reported)) else {
                     continue;
                 };
                 if q > self.config.congestion_queue_packets {
@@ -493,7 +497,7 @@ impl LinkLoads {
         }
     }
 
-    /// Recent load of (switch, port), if a report measured it in the last
+    /// Recent load of (switch, topology port), if a report measured it in the last
     /// `max_age`.
     pub fn load(
         &self,
@@ -708,6 +712,7 @@ pub mod tests {
         let topo = topo();
         let loads = LinkLoads::with_config(
             &topo,
+            &Devices::bmv2(),
             TelemetryConfig {
                 congestion_queue_packets: 10,
                 congestion_gap_ns: 5_000,
@@ -845,5 +850,61 @@ pub mod tests {
         assert!(loads
             .load(1, 4, std::time::Duration::from_secs(5))
             .is_none());
+    }
+
+    #[test]
+    fn reports_in_device_ports_land_on_topology_ports() {
+        use installer::target::{PortMap, Target};
+        let topo = topo();
+        let map = PortMap::new(
+            "leaf1",
+            [(1, 128), (2, 136), (3, 144), (4, 152)].into(),
+            &[1, 2, 3, 4],
+        )
+        .unwrap();
+        let devices = Devices::new(Target::Tofino, [("leaf1".to_string(), map)].into());
+        let loads = LinkLoads::with_config(
+            &topo,
+            &devices,
+            TelemetryConfig {
+                congestion_queue_packets: 10,
+                congestion_gap_ns: 5_000,
+            },
+        );
+        // leaf1 (id 1) reports device port 144, its topology port 3.
+        loads.record_at(
+            &parse_report(&report_bytes(2, 1, &[(1, 128, 144, 20, 10_000, 1_000)])).unwrap(),
+            1,
+        );
+        loads.record_at(
+            &parse_report(&report_bytes(2, 2, &[(1, 128, 144, 30, 20_000, 126_000)])).unwrap(),
+            2,
+        );
+        let l = loads.load(1, 3, std::time::Duration::from_secs(5)).unwrap();
+        assert!((l.rate_bps - 100e6).abs() < 1.0, "{}", l.rate_bps);
+        assert!(loads
+            .load(1, 144, std::time::Duration::from_secs(5))
+            .is_none());
+        let (episodes, _) = loads.congestion_since(0, 3);
+        let leaf1_port3 = (0..topo.edge_count() as u32)
+            .find(|&e| {
+                let l = topo.edge(e);
+                l.from == NodeRef::Switch(topo.switch_by_name("leaf1").unwrap()) && l.from_port == 3
+            })
+            .unwrap();
+        assert_eq!(episodes.len(), 1);
+        assert_eq!(episodes[0].edge, leaf1_port3);
+        // A device port the map does not know is no link of the fabric.
+        loads.record_at(
+            &parse_report(&report_bytes(2, 3, &[(1, 128, 3, 0, 30_000, 1)])).unwrap(),
+            4,
+        );
+        assert_eq!(
+            loads
+                .load(1, 3, std::time::Duration::from_secs(5))
+                .unwrap()
+                .queue_packets,
+            30
+        );
     }
 }

@@ -1,0 +1,22 @@
+// tna/foresight.p4 — Foresight's switch pipeline for Tofino (TNA).
+//
+// The same data plane as p4src/foresight.p4 (v1model) with the same
+// P4Runtime names: SR-MPLS push/pop, QP-aware ECMP (the same CRC-32),
+// INT-MD with Telemetry Reports, DCQCN and pre-drain ECN marking, priority
+// queues, counters and drop reasons. Formats and constants are shared
+// (include/formats.p4, include/ecmp_hash.p4); sizes are tna/sizes.p4.
+// Compiled by p4c's Tofino backend: p4src/compile.sh --tna.
+
+#include <core.p4>
+#include <tna.p4>
+
+#include "sizes.p4"
+#include "headers.p4"
+#include "parser.p4"
+#include "ingress.p4"
+#include "egress.p4"
+
+Pipeline(FsIngressParser(), FsIngress(), FsIngressDeparser(),
+         FsEgressParser(), FsEgress(), FsEgressDeparser()) pipe;
+
+Switch(pipe) main;

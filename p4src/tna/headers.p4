@@ -1,0 +1,153 @@
+// tna/headers.p4 — the TNA program's header and metadata structs.
+//
+// Formats and constants come from include/formats.p4, shared with the
+// v1model program. What differs on Tofino:
+//   * the INT metadata stack is parsed as 32-bit words (PHV holds no varbit),
+//     at most FS_TNA_INT_STACK_WORDS of them;
+//   * ingress hands egress what it decided in a bridged header, and the INT
+//     report copy carries the sink's ingress-side values in a mirror header;
+//     the first byte of both says which one follows (FS_PKT_*).
+
+#ifndef FS_TNA_HEADERS_P4
+#define FS_TNA_HEADERS_P4
+
+#include "../include/formats.p4"
+
+// What precedes the packet in egress.
+const bit<8> FS_PKT_BRIDGED = 1;    // ingress -> egress, every normal packet
+const bit<8> FS_PKT_REPORT = 2;     // I2E mirror copy that becomes an INT report
+
+// TNA mirror type of the INT report copy (ig_dprsr_md.mirror_type).
+const bit<3> FS_MIRROR_TYPE_REPORT = 1;
+
+header int_word_t {
+    bit<32> data;
+}
+
+// Ingress -> egress. Byte-aligned: Tofino bridges whole bytes.
+header fs_bridge_t {
+    bit<8>  pkt_kind;               // FS_PKT_BRIDGED
+    bit<24> dst_qp;                 // flow_key: predrain matches on it
+    bit<48> ingress_ts;             // ns, global timestamp at the ingress parser
+    @padding bit<7> _pad0;
+    bit<9>  ingress_port;
+    @padding bit<5> _pad1;
+    bit<1>  int_source;             // insert INT in egress (watchlist hit)
+    bit<1>  int_sink;               // egress port ends INT
+    bit<1>  int_stack_parsed;       // 0: stack deeper than FS_TNA_INT_STACK_WORDS
+    bit<8>  int_max_hop;
+    bit<16> int_instruction_bitmap;
+    bit<16> int_ds_instruction;
+}
+
+// The INT report copy: what the sink knew in ingress.
+header fs_report_mirror_t {
+    bit<8>  pkt_kind;               // FS_PKT_REPORT
+    bit<48> ingress_ts;
+    @padding bit<7> _pad0;
+    bit<9>  ingress_port;
+    @padding bit<7> _pad1;
+    bit<9>  sink_egress_port;
+    @padding bit<3> _pad2;
+    bit<5>  sink_queue;
+    @padding bit<7> _pad3;
+    bit<1>  int_source;             // source and sink on this switch
+    bit<8>  int_max_hop;
+    bit<16> int_instruction_bitmap;
+    bit<16> int_ds_instruction;
+}
+
+struct fs_ingress_headers_t {
+    fs_bridge_t         bridge;
+    ethernet_t          ethernet;
+    mpls_t[FS_MPLS_MAX_DEPTH] mpls;
+    ipv4_t              ipv4;
+    udp_t               udp;
+    tcp_t               tcp;
+    int_shim_t          int_shim;
+    int_md_t            int_md;
+    int_word_t[FS_TNA_INT_STACK_WORDS] int_stack;
+    bth_t               bth;
+}
+
+struct fs_egress_headers_t {
+    fs_bridge_t         bridge;
+    fs_report_mirror_t  report_mirror;
+    // Telemetry report encapsulation (report copies only).
+    ethernet_t          report_ethernet;
+    ipv4_t              report_ipv4;
+    udp_t               report_udp;
+    report_group_t      report_group;
+    report_individual_t report_individual;
+    // The packet.
+    ethernet_t          ethernet;
+    mpls_t[FS_MPLS_MAX_DEPTH] mpls;
+    ipv4_t              ipv4;
+    udp_t               udp;
+    tcp_t               tcp;
+    int_shim_t          int_shim;
+    int_md_t            int_md;
+    int_node_id_t       int_node_id;
+    int_l1_ports_t      int_l1_ports;
+    int_hop_latency_t   int_hop_latency;
+    int_queue_t         int_queue;
+    int_ingress_ts_t    int_ingress_ts;
+    int_egress_ts_t     int_egress_ts;
+    int_l2_ports_t      int_l2_ports;
+    int_tx_util_t       int_tx_util;
+    int_buffer_t        int_buffer;
+    int_ds_tx_bytes_t   int_ds_tx_bytes;
+    int_word_t[FS_TNA_INT_STACK_WORDS] int_stack;
+}
+
+// Flow identity (as flow_meta_t in the v1model program).
+struct fs_flow_t {
+    bit<16> l4_src_port;
+    bit<16> l4_dst_port;
+    bit<24> dst_qp;
+    bit<1>  is_roce;
+    bit<6>  qos_dscp;
+    bit<32> ecmp_hash;
+}
+
+struct fs_sr_t {
+    bit<1> forwarded;
+    bit<1> tc_valid;
+    bit<3> tc;
+}
+
+struct fs_ingress_metadata_t {
+    fs_flow_t flow;
+    fs_sr_t   sr;
+    bit<8>    parse_drop;           // drop reason the parser found (DROP_*)
+    bool      ipv4_checksum_error;
+    bit<1>    int_stack_parsed;
+    bit<8>    drop_reason;
+    bit<1>    int_source;
+    bit<1>    int_sink;
+    bit<8>    int_max_hop;
+    bit<16>   int_instruction_bitmap;
+    bit<16>   int_ds_instruction;
+    MirrorId_t mirror_session;
+    bit<48>   ingress_ts;
+    PortId_t  ingress_port;
+    PortId_t  int_sink_port;        // the report copy's view of the data packet
+    QueueId_t int_sink_queue;
+}
+
+struct fs_egress_metadata_t {
+    bit<1>  report;                 // this is an INT report copy
+    bit<1>  int_stack_parsed;
+    bit<19> kmin;
+    bit<19> kmax;
+    bit<16> pmax;
+    bit<16> predrain_probability;
+    bit<32> node_id;
+    bit<1>  report_configured;
+    bit<1>  egress_drop;
+    bit<8>  hop_words;              // metadata words one hop pushes
+    int_hop_t hop;                  // values this hop stamps
+    bit<32> tx_bytes_add;           // bytes this packet adds to port_tx_bytes
+}
+
+#endif  // FS_TNA_HEADERS_P4

@@ -1,0 +1,446 @@
+// tna/ingress.p4 — the TNA ingress pipeline: validation, forwarding (SR
+// adjacency or IPv4 LPM/ECMP), queue selection, INT decisions, counters.
+//
+// Control and object names are those of the v1model program
+// (include/ingress.p4 and the files it includes), so the controller writes
+// one P4Runtime name set to both targets. What is done the Tofino way is
+// said where it happens.
+
+#ifndef FS_TNA_INGRESS_P4
+#define FS_TNA_INGRESS_P4
+
+#include "headers.p4"
+#include "../include/ecmp_hash.p4"
+
+// Parser findings and header checks -> drop reason (include/validation.p4).
+// Not checked on Tofino: a frame shorter than the IPv4 total length
+// (DROP_IPV4_TRUNCATED): ingress does not know the frame length.
+control Validation(in fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta,
+                   in ingress_intrinsic_metadata_from_parser_t ig_prsr_md) {
+    apply {
+        bit<16> ipv4_payload = hdr.ipv4.total_len - 20;
+        if ((ig_prsr_md.parser_err & PARSER_ERROR_PARTIAL_HDR) != 0) {
+            meta.drop_reason = DROP_TRUNCATED;
+        } else if (ig_prsr_md.parser_err != PARSER_ERROR_OK) {
+            meta.drop_reason = DROP_PARSER_OTHER;
+        } else if (meta.parse_drop != DROP_NONE) {
+            meta.drop_reason = meta.parse_drop;
+        } else if (!hdr.ipv4.isValid()) {
+            meta.drop_reason = DROP_NOT_IPV4;
+        } else if (hdr.ipv4.total_len < 20) {
+            meta.drop_reason = DROP_IPV4_INVALID;
+        } else if ((hdr.udp.isValid() && hdr.udp.length < 8) ||
+                   (hdr.tcp.isValid() && hdr.tcp.data_offset < 5)) {
+            meta.drop_reason = DROP_L4_INVALID;
+        } else if (hdr.int_shim.isValid() &&
+                   (hdr.int_shim.int_type != INT_TYPE_MD || hdr.int_shim.npt != 0 ||
+                    hdr.int_shim.len < INT_MD_HEADER_WORDS ||
+                    hdr.int_md.ver != INT_MD_VERSION)) {
+            meta.drop_reason = DROP_INT_INVALID;
+        } else if (meta.ipv4_checksum_error) {
+            meta.drop_reason = DROP_IPV4_CHECKSUM;
+        } else if (hdr.udp.isValid() && hdr.ipv4.flags[0:0] == 0 &&
+                   hdr.udp.length > ipv4_payload) {
+            meta.drop_reason = DROP_L4_INVALID;
+        }
+    }
+}
+
+// include/flow_key.p4, on TNA metadata.
+control FlowKey(in fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta) {
+    apply {
+        meta.flow.l4_src_port = 0;
+        meta.flow.l4_dst_port = 0;
+        meta.flow.dst_qp = 0;
+        meta.flow.is_roce = 0;
+        if (hdr.ipv4.flags[0:0] == 0 && hdr.ipv4.frag_offset == 0) {
+            if (hdr.udp.isValid()) {
+                meta.flow.l4_src_port = hdr.udp.src_port;
+                meta.flow.l4_dst_port = hdr.udp.dst_port;
+            } else if (hdr.tcp.isValid()) {
+                meta.flow.l4_src_port = hdr.tcp.src_port;
+                meta.flow.l4_dst_port = hdr.tcp.dst_port;
+            }
+            if (hdr.bth.isValid()) {
+                meta.flow.dst_qp = hdr.bth.dst_qp;
+                meta.flow.is_roce = 1;
+            }
+        }
+        meta.flow.qos_dscp = hdr.ipv4.dscp & ~INT_DSCP_BIT;
+    }
+}
+
+// include/routing.p4 the Tofino way: the same CRC-32 over the same fields
+// (include/ecmp_hash.p4) computed by Hash<> into meta.flow.ecmp_hash, and an
+// ActionSelector whose own hash is the identity over that value. The hash
+// value is therefore bit for bit the BMv2 one. Which member a given hash
+// picks is the Tofino selector's (FAIR mode: the driver lays the members out
+// in the selector RAM and the hardware reduces the hash over the active
+// members), not BMv2's `hash mod n` in creation order, so the planner's
+// member-level ECMP prediction holds on BMv2 only.
+control Routing(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta,
+                inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+
+    Hash<bit<32>>(HashAlgorithm_t.CRC32) qp_aware_hash;
+    Hash<bit<32>>(HashAlgorithm_t.CRC32) five_tuple_hash;
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) selector_hash;
+    ActionProfile(FS_ECMP_SELECTOR_SIZE) ecmp_members;
+    ActionSelector(ecmp_members, selector_hash, SelectorMode_t.FAIR,
+                   FS_ECMP_MAX_GROUP_SIZE, FS_ECMP_GROUPS) ecmp_selector;
+
+    bit<1> qp_aware = 1;
+    bit<32> ecmp_seed = 0;
+
+    /// Forward to a next hop: egress port and the MACs of the link, TTL - 1.
+    action set_nexthop(PortId_t port, mac_addr_t src_mac, mac_addr_t dst_mac) {
+        ig_tm_md.ucast_egress_port = port;
+        hdr.ethernet.src_addr = src_mac;
+        hdr.ethernet.dst_addr = dst_mac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    action hash_qp_aware() { qp_aware = 1; }
+    action hash_five_tuple() { qp_aware = 0; }
+
+    table hash_mode {
+        key = {}
+        actions = { hash_qp_aware; hash_five_tuple; }
+        default_action = hash_qp_aware();
+        size = 1;
+    }
+
+    action set_hash_seed(bit<32> seed) { ecmp_seed = seed; }
+
+    table hash_seed {
+        key = {}
+        actions = { set_hash_seed; }
+        default_action = set_hash_seed(0);
+        size = 1;
+    }
+
+    table ipv4_lpm {
+        key = {
+            hdr.ipv4.dst_addr   : lpm @name("dst_addr");
+            meta.flow.ecmp_hash : selector;
+        }
+        actions = {
+            set_nexthop;
+            @defaultonly NoAction;
+        }
+        implementation = ecmp_selector;
+        size = FS_IPV4_LPM_SIZE;
+    }
+
+    apply {
+        hash_mode.apply();
+        hash_seed.apply();
+        if (meta.flow.is_roce == 1 && qp_aware == 1) {
+            meta.flow.ecmp_hash = qp_aware_hash.get(
+                FS_ECMP_QP_AWARE_FIELDS(ecmp_seed, hdr, meta.flow));
+        } else {
+            meta.flow.ecmp_hash = five_tuple_hash.get(
+                FS_ECMP_FIVE_TUPLE_FIELDS(ecmp_seed, hdr, meta.flow));
+        }
+        if (!ipv4_lpm.apply().hit) {
+            meta.drop_reason = DROP_NO_ROUTE;
+        }
+    }
+}
+
+// include/segment_routing.p4: reservation push at the ingress leaf, pop of
+// the top label at every hop. TNA direct counters count in the actions.
+control SegmentRouting(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta,
+                       inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+
+    DirectCounter<bit<64>>(CounterType_t.PACKETS_AND_BYTES) reservation_counter;
+
+    action push_1(bit<3> tc, mpls_label_t label0) {
+        hdr.mpls[0].setValid();
+        hdr.mpls[0] = { label0, tc, 1, hdr.ipv4.ttl };
+        hdr.ethernet.ether_type = ETHERTYPE_MPLS;
+        reservation_counter.count();
+    }
+    action push_2(bit<3> tc, mpls_label_t label0, mpls_label_t label1) {
+        hdr.mpls[0].setValid();
+        hdr.mpls[0] = { label0, tc, 0, hdr.ipv4.ttl };
+        hdr.mpls[1].setValid();
+        hdr.mpls[1] = { label1, tc, 1, hdr.ipv4.ttl };
+        hdr.ethernet.ether_type = ETHERTYPE_MPLS;
+        reservation_counter.count();
+    }
+    action push_3(bit<3> tc, mpls_label_t label0, mpls_label_t label1,
+                  mpls_label_t label2) {
+        hdr.mpls[0].setValid();
+        hdr.mpls[0] = { label0, tc, 0, hdr.ipv4.ttl };
+        hdr.mpls[1].setValid();
+        hdr.mpls[1] = { label1, tc, 0, hdr.ipv4.ttl };
+        hdr.mpls[2].setValid();
+        hdr.mpls[2] = { label2, tc, 1, hdr.ipv4.ttl };
+        hdr.ethernet.ether_type = ETHERTYPE_MPLS;
+        reservation_counter.count();
+    }
+    action push_4(bit<3> tc, mpls_label_t label0, mpls_label_t label1,
+                  mpls_label_t label2, mpls_label_t label3) {
+        hdr.mpls[0].setValid();
+        hdr.mpls[0] = { label0, tc, 0, hdr.ipv4.ttl };
+        hdr.mpls[1].setValid();
+        hdr.mpls[1] = { label1, tc, 0, hdr.ipv4.ttl };
+        hdr.mpls[2].setValid();
+        hdr.mpls[2] = { label2, tc, 0, hdr.ipv4.ttl };
+        hdr.mpls[3].setValid();
+        hdr.mpls[3] = { label3, tc, 1, hdr.ipv4.ttl };
+        hdr.ethernet.ether_type = ETHERTYPE_MPLS;
+        reservation_counter.count();
+    }
+
+    table reservation {
+        key = {
+            hdr.ipv4.src_addr : ternary @name("src_addr");
+            hdr.ipv4.dst_addr : ternary @name("dst_addr");
+            meta.flow.dst_qp  : ternary @name("dst_qp");
+        }
+        actions = {
+            push_1;
+            push_2;
+            push_3;
+            push_4;
+            @defaultonly NoAction;
+        }
+        counters = reservation_counter;
+        size = FS_RESERVATION_SIZE;
+    }
+
+    action forward_adjacency(PortId_t port, mac_addr_t src_mac, mac_addr_t dst_mac) {
+        ig_tm_md.ucast_egress_port = port;
+        hdr.ethernet.src_addr = src_mac;
+        hdr.ethernet.dst_addr = dst_mac;
+        meta.sr.forwarded = 1;
+    }
+
+    action unknown_label() {
+        meta.drop_reason = DROP_MPLS_UNKNOWN_LABEL;
+    }
+
+    table adjacency {
+        key = {
+            hdr.mpls[0].label : exact @name("label");
+        }
+        actions = {
+            forward_adjacency;
+            @defaultonly unknown_label;
+        }
+        const default_action = unknown_label();
+        size = FS_ADJACENCY_SIZE;
+    }
+
+    apply {
+        meta.sr.forwarded = 0;
+        meta.sr.tc_valid = 0;
+        if (!hdr.mpls[0].isValid()) {
+            reservation.apply();
+        }
+        if (hdr.mpls[0].isValid()) {
+            if (hdr.mpls[0].ttl <= 1) {
+                meta.drop_reason = DROP_TTL_EXPIRED;
+            } else {
+                meta.sr.tc_valid = 1;
+                meta.sr.tc = hdr.mpls[0].tc;
+                adjacency.apply();
+                if (meta.sr.forwarded == 1) {
+                    bit<8> ttl = hdr.mpls[0].ttl - 1;
+                    hdr.mpls.pop_front(1);
+                    if (hdr.mpls[0].isValid()) {
+                        hdr.mpls[0].ttl = ttl;
+                    } else {
+                        hdr.ethernet.ether_type = ETHERTYPE_IPV4;
+                        hdr.ipv4.ttl = ttl;
+                    }
+                }
+            }
+        }
+    }
+}
+
+// include/priority.p4: the queue is TNA's qid (and the ingress CoS, for
+// PFC): CNPs 7, reserved traffic its SR traffic class, the rest by DSCP.
+// The controller maps queues to priorities in the traffic manager's
+// configuration, which P4Runtime does not reach (see p4src/README.md).
+control Qos(in fs_ingress_headers_t hdr, in fs_ingress_metadata_t meta,
+            inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+
+    action set_priority(bit<3> priority) {
+        ig_tm_md.qid = (QueueId_t)priority;
+        ig_tm_md.ingress_cos = priority;
+    }
+
+    table dscp_priority {
+        key = {
+            meta.flow.qos_dscp : exact @name("dscp");
+        }
+        actions = {
+            set_priority;
+            @defaultonly NoAction;
+        }
+        size = FS_DSCP_PRIORITY_SIZE;
+    }
+
+    apply {
+        ig_tm_md.qid = 0;
+        ig_tm_md.ingress_cos = 0;
+        if (meta.flow.qos_dscp == DSCP_CNP ||
+            (hdr.bth.isValid() && hdr.bth.opcode == BTH_OPCODE_CNP)) {
+            ig_tm_md.qid = (QueueId_t)PRIORITY_CNP;
+            ig_tm_md.ingress_cos = PRIORITY_CNP;
+        } else if (meta.sr.tc_valid == 1) {
+            ig_tm_md.qid = (QueueId_t)meta.sr.tc;
+            ig_tm_md.ingress_cos = meta.sr.tc;
+        } else {
+            dscp_priority.apply();
+        }
+    }
+}
+
+// include/int.p4 (ingress part): the watchlist decides the source, the
+// sink ports end INT. The sink mirrors the packet as ingress leaves it
+// (I2E, session INT_REPORT_CLONE_SESSION, truncated by the session's
+// maximum packet length) with the sink's view in the mirror header; egress
+// turns the copy into a Telemetry Report.
+control IntIngress(in fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta,
+                   inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                   in ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+
+    DirectCounter<bit<64>>(CounterType_t.PACKETS_AND_BYTES) watchlist_counter;
+
+    action int_source(bit<8> max_hop, bit<16> instruction_bitmap,
+                      bit<16> ds_instruction) {
+        meta.int_source = 1;
+        meta.int_max_hop = max_hop;
+        meta.int_instruction_bitmap = instruction_bitmap;
+        meta.int_ds_instruction = ds_instruction;
+        watchlist_counter.count();
+    }
+
+    table watchlist {
+        key = {
+            hdr.ipv4.src_addr     : ternary @name("src_addr");
+            hdr.ipv4.dst_addr     : ternary @name("dst_addr");
+            meta.flow.l4_src_port : ternary @name("l4_src_port");
+            meta.flow.l4_dst_port : ternary @name("l4_dst_port");
+            meta.flow.dst_qp      : ternary @name("dst_qp");
+        }
+        actions = {
+            int_source;
+            @defaultonly NoAction;
+        }
+        counters = watchlist_counter;
+        size = FS_INT_WATCHLIST_SIZE;
+    }
+
+    action set_sink() {
+        meta.int_sink = 1;
+    }
+
+    table sink_ports {
+        key = {
+            ig_tm_md.ucast_egress_port : exact @name("egress_port");
+        }
+        actions = {
+            set_sink;
+            @defaultonly NoAction;
+        }
+        size = FS_INT_SINK_PORTS_SIZE;
+    }
+
+    apply {
+        meta.int_source = 0;
+        meta.int_sink = 0;
+        if (hdr.udp.isValid() && !hdr.int_shim.isValid() &&
+            hdr.ipv4.flags[0:0] == 0 && hdr.ipv4.frag_offset == 0) {
+            watchlist.apply();
+        }
+        if (hdr.int_shim.isValid() || meta.int_source == 1) {
+            sink_ports.apply();
+            if (meta.int_sink == 1) {
+                meta.int_sink_port = ig_tm_md.ucast_egress_port;
+                meta.int_sink_queue = ig_tm_md.qid;
+                meta.mirror_session = (MirrorId_t)INT_REPORT_CLONE_SESSION;
+                ig_dprsr_md.mirror_type = FS_MIRROR_TYPE_REPORT;
+                if (hdr.int_md.isValid() && hdr.int_md.d == 1) {
+                    meta.drop_reason = DROP_INT_DISCARD;
+                }
+            }
+        }
+    }
+}
+
+// include/counters.p4 (ingress part). drop_ctl 1 drops the packet but not
+// its mirror copy, so an INT_DISCARD packet is still reported.
+control IngressCounters(in fs_ingress_metadata_t meta,
+                        in ingress_intrinsic_metadata_t ig_intr_md,
+                        inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    Counter<bit<64>, PortId_t>(FS_PORT_COUNT, CounterType_t.PACKETS_AND_BYTES) rx_port;
+    Counter<bit<64>, bit<5>>(FS_DROP_REASON_COUNT, CounterType_t.PACKETS_AND_BYTES) drops;
+    Counter<bit<64>, bit<14>>(FS_PORT_DROP_COUNT, CounterType_t.PACKETS_AND_BYTES) port_drops;
+
+    apply {
+        rx_port.count(ig_intr_md.ingress_port);
+        if (meta.drop_reason != DROP_NONE) {
+            ig_dprsr_md.drop_ctl = 1;
+            drops.count(meta.drop_reason[4:0]);
+            port_drops.count(ig_intr_md.ingress_port ++ meta.drop_reason[4:0]);
+        }
+    }
+}
+
+control FsIngress(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta,
+                  in ingress_intrinsic_metadata_t ig_intr_md,
+                  in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                  inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                  inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    Validation() validation;
+    FlowKey() flow_key;
+    SegmentRouting() sr;
+    Routing() routing;
+    Qos() qos;
+    IntIngress() int_ingress;
+    IngressCounters() counters;
+
+    apply {
+        meta.drop_reason = DROP_NONE;
+        meta.ingress_ts = ig_prsr_md.global_tstamp;
+        meta.ingress_port = ig_intr_md.ingress_port;
+        validation.apply(hdr, meta, ig_prsr_md);
+        if (meta.drop_reason == DROP_NONE) {
+            flow_key.apply(hdr, meta);
+            if (!hdr.mpls[0].isValid() && hdr.ipv4.ttl <= 1) {
+                meta.drop_reason = DROP_TTL_EXPIRED;
+            } else {
+                sr.apply(hdr, meta, ig_tm_md);
+                if (meta.drop_reason == DROP_NONE && meta.sr.forwarded == 0) {
+                    routing.apply(hdr, meta, ig_tm_md);
+                }
+            }
+        }
+        if (meta.drop_reason == DROP_NONE) {
+            qos.apply(hdr, meta, ig_tm_md);
+            int_ingress.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
+        }
+
+        // What egress needs to know (fs_bridge_t).
+        hdr.bridge.setValid();
+        hdr.bridge.pkt_kind = FS_PKT_BRIDGED;
+        hdr.bridge.dst_qp = meta.flow.dst_qp;
+        hdr.bridge.ingress_ts = meta.ingress_ts;
+        hdr.bridge.ingress_port = ig_intr_md.ingress_port;
+        hdr.bridge.int_source = meta.int_source;
+        hdr.bridge.int_sink = meta.int_sink;
+        hdr.bridge.int_stack_parsed = meta.int_stack_parsed;
+        hdr.bridge.int_max_hop = meta.int_max_hop;
+        hdr.bridge.int_instruction_bitmap = meta.int_instruction_bitmap;
+        hdr.bridge.int_ds_instruction = meta.int_ds_instruction;
+
+        counters.apply(meta, ig_intr_md, ig_dprsr_md);
+    }
+}
+
+#endif  // FS_TNA_INGRESS_P4

@@ -1,0 +1,48 @@
+// tna/sizes.p4 — table, selector, counter and register sizes of the TNA
+// (Tofino) build, in one place. It replaces include/sizes.p4 (same macro
+// names; defining FS_SIZES_P4 first keeps that file out).
+//
+// The v1model sizes (include/sizes.p4) are dimensioned for a 32,768-GPU
+// three-tier Clos, which BMv2 allocates lazily. On Tofino every entry costs
+// SRAM or TCAM whether used or not, so where a size differs from the
+// v1model one the comment says why, and p4src/tna/RESOURCES.md gives what
+// the compiler allocated.
+
+#ifndef FS_SIZES_P4
+#define FS_SIZES_P4
+
+// Tofino PortId_t is bit<9>: 512 device ports per chip (4 pipes x 72 in
+// use); the same index space as v1model.
+#define FS_PORT_COUNT 512
+// Queues per port used by the program (TNA qid is 5 bits; Foresight uses
+// the 8 queues a default TM configuration maps to the 8 traffic classes).
+#define FS_QUEUES_PER_PORT 8
+#define FS_PORT_QUEUE_COUNT 4096
+
+#define FS_IPV4_LPM_SIZE 65536
+#define FS_ECMP_SELECTOR_SIZE 4096
+#define FS_ECMP_MAX_GROUP_SIZE 128
+// ECMP groups the selector holds (TNA sizes groups explicitly): one per
+// set of equal-cost next hops a switch uses, at most its uplink count times
+// the make-before-break factor.
+#define FS_ECMP_GROUPS 1024
+
+#define FS_RESERVATION_SIZE 8192
+#define FS_ADJACENCY_SIZE 1024
+#define FS_INT_WATCHLIST_SIZE 4096
+#define FS_INT_SINK_PORTS_SIZE 512
+#define FS_DCQCN_PORTS_SIZE 512
+#define FS_PREDRAIN_SIZE 8192
+#define FS_DSCP_PRIORITY_SIZE 64
+
+#define FS_DROP_REASON_COUNT 32
+#define FS_PORT_DROP_COUNT 16384
+
+// INT metadata stack words the TNA parsers hold (Tofino parses into PHV, no
+// varbit): 4 upstream hops of Foresight's 7-word instruction set, the most a
+// packet carries on a 3-tier Clos (source leaf, spine, super-spine, spine)
+// when the source sets max_hop <= 4. A deeper stack is not parsed: see
+// tna/README section in p4src/README.md.
+#define FS_TNA_INT_STACK_WORDS 28
+
+#endif  // FS_SIZES_P4

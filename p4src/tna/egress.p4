@@ -25,9 +25,12 @@ control Ecn(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta,
     Random<bit<16>>() predrain_random;
 
     action set_dcqcn(bit<19> kmin, bit<19> kmax, bit<16> pmax) {
-        meta.kmin = kmin;
-        meta.kmax = kmax;
-        meta.pmax = pmax;
+        // Zero once the queue reaches the threshold (the subtrahend of a
+        // Tofino subtraction cannot be action data, so the test is q >= K
+        // where v1model has q > K).
+        meta.kmax_slack = kmax |-| eg_intr_md.enq_qdepth;
+        meta.kmin_slack = kmin |-| eg_intr_md.enq_qdepth;
+        meta.under_pmax = pmax |-| meta.queue_random;
     }
 
     table dcqcn_port {
@@ -43,6 +46,7 @@ control Ecn(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta,
 
     action predrain_mark(bit<16> probability) {
         meta.predrain_probability = probability;
+        meta.under_probability = probability |-| meta.predrain_random;
         predrain_counter.count();
     }
 
@@ -63,19 +67,21 @@ control Ecn(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta,
 
     apply {
         if (hdr.ipv4.isValid()) {
-            bit<16> r1 = queue_random.get();
-            bit<16> r2 = predrain_random.get();
+            meta.queue_random = queue_random.get();
+            meta.predrain_random = predrain_random.get();
+            // Field-to-field magnitude compares are saturating differences
+            // the actions compute (a gateway compares with constants only).
             bool queue_mark = false;
             if (dcqcn_port.apply().hit) {
-                if (eg_intr_md.enq_qdepth > meta.kmax) {
+                if (meta.kmax_slack == 0) {
                     queue_mark = true;
-                } else if (eg_intr_md.enq_qdepth > meta.kmin && r1 < meta.pmax) {
+                } else if (meta.kmin_slack == 0 && meta.under_pmax != 0) {
                     queue_mark = true;
                 }
             }
             bool predrain_now = false;
             if (predrain.apply().hit) {
-                if (meta.predrain_probability == 0xffff || r2 < meta.predrain_probability) {
+                if (meta.predrain_probability == 0xffff || meta.under_probability != 0) {
                     predrain_now = true;
                 }
             }
@@ -117,7 +123,7 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
     RegisterAction<bit<32>, PortId_t, bit<32>>(port_tx_bytes) tx_bytes_add = {
         void apply(inout bit<32> value, out bit<32> before) {
             before = value;
-            value = value + meta.tx_bytes_add;
+            value = value + (bit<32>)meta.tx_bytes_add;
         }
     };
     RegisterAction<bit<32>, PortId_t, bit<32>>(port_tx_bytes) tx_bytes_read = {
@@ -131,7 +137,7 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
     Register<bit<32>, bit<12>>(FS_PORT_QUEUE_COUNT, 0) queue_occupancy;
     RegisterAction<bit<32>, bit<12>, bit<32>>(queue_occupancy) occupancy_write = {
         void apply(inout bit<32> value) {
-            value = (bit<32>)meta.hop.queue_occupancy;
+            value = (bit<32>)eg_intr_md.enq_qdepth;
         }
     };
     RegisterAction<bit<32>, bit<12>, bit<32>>(queue_occupancy) occupancy_read = {
@@ -201,33 +207,122 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
     }
 
     // Metadata words per hop for instruction bits 0-3 (one word each) and
-    // bits 4-7 (2, 2, 2, 1 words): the v1model int_hop_words() as lookups.
-    action words_0_3(bit<8> words) { meta.hop_words = words; }
+    // bits 4-7 (2, 2, 2, 1 words): the v1model int_hop_words() as lookups,
+    // with their bytes (an action cannot shift and then add on Tofino).
+    action words_0_3(bit<8> words, bit<16> bytes) {
+        meta.hop_words = words;
+        meta.hop_bytes = bytes;
+    }
     @hidden
     table int_words_0_3 {
-        key = { hdr.int_md.instruction_bitmap[15:12] : exact; }
+        key = { hdr.int_md.instruction_bitmap[15:12] : exact @name("instructions_0_3"); }
         actions = { words_0_3; }
         const entries = {
-            0: words_0_3(0);  1: words_0_3(1);  2: words_0_3(1);  3: words_0_3(2);
-            4: words_0_3(1);  5: words_0_3(2);  6: words_0_3(2);  7: words_0_3(3);
-            8: words_0_3(1);  9: words_0_3(2); 10: words_0_3(2); 11: words_0_3(3);
-           12: words_0_3(2); 13: words_0_3(3); 14: words_0_3(3); 15: words_0_3(4);
+            0: words_0_3(0, 0);  1: words_0_3(1, 4);  2: words_0_3(1, 4);  3: words_0_3(2, 8);
+            4: words_0_3(1, 4);  5: words_0_3(2, 8);  6: words_0_3(2, 8);  7: words_0_3(3, 12);
+            8: words_0_3(1, 4);  9: words_0_3(2, 8); 10: words_0_3(2, 8); 11: words_0_3(3, 12);
+           12: words_0_3(2, 8); 13: words_0_3(3, 12); 14: words_0_3(3, 12); 15: words_0_3(4, 16);
         }
         size = 16;
     }
     bit<8> words_hi = 0;
-    action words_4_7(bit<8> words) { words_hi = words; }
+    bit<16> bytes_hi = 0;
+    action words_4_7(bit<8> words, bit<16> bytes) {
+        words_hi = words;
+        bytes_hi = bytes;
+    }
     @hidden
     table int_words_4_7 {
-        key = { hdr.int_md.instruction_bitmap[11:8] : exact; }
+        key = { hdr.int_md.instruction_bitmap[11:8] : exact @name("instructions_4_7"); }
         actions = { words_4_7; }
         const entries = {
-            0: words_4_7(0);  1: words_4_7(1);  2: words_4_7(2);  3: words_4_7(3);
-            4: words_4_7(2);  5: words_4_7(3);  6: words_4_7(4);  7: words_4_7(5);
-            8: words_4_7(2);  9: words_4_7(3); 10: words_4_7(4); 11: words_4_7(5);
-           12: words_4_7(4); 13: words_4_7(5); 14: words_4_7(6); 15: words_4_7(7);
+            0: words_4_7(0, 0);  1: words_4_7(1, 4);  2: words_4_7(2, 8);  3: words_4_7(3, 12);
+            4: words_4_7(2, 8);  5: words_4_7(3, 12);  6: words_4_7(4, 16);  7: words_4_7(5, 20);
+            8: words_4_7(2, 8);  9: words_4_7(3, 12); 10: words_4_7(4, 16); 11: words_4_7(5, 20);
+           12: words_4_7(4, 16); 13: words_4_7(5, 20); 14: words_4_7(6, 24); 15: words_4_7(7, 28);
         }
         size = 16;
+    }
+
+    // The shim length after this hop's words, computed in a table's action
+    // so the compiler cannot fold the add into the condition (a gateway
+    // cannot add).
+    action compute_len_after() { meta.len_after = hdr.int_shim.len + meta.hop_words; }
+    @hidden
+    table int_len_after {
+        actions = { compute_len_after; }
+        const default_action = compute_len_after();
+        size = 1;
+    }
+
+    // Bytes a sink removes: shim and INT-MD + stack, (len + 1) words, for
+    // the lengths a TNA sink parses.
+    action strip_len(bit<16> bytes) { meta.strip_bytes = bytes; }
+    @hidden
+    table int_strip_bytes {
+        key = { hdr.int_shim.len : exact; }
+        actions = { strip_len; }
+        const entries = {
+            0: strip_len(4);  1: strip_len(8);  2: strip_len(12);  3: strip_len(16);
+            4: strip_len(20);  5: strip_len(24);  6: strip_len(28);  7: strip_len(32);
+            8: strip_len(36);  9: strip_len(40);  10: strip_len(44);  11: strip_len(48);
+            12: strip_len(52);  13: strip_len(56);  14: strip_len(60);  15: strip_len(64);
+            16: strip_len(68);  17: strip_len(72);
+        }
+        size = 18;
+    }
+
+    // A report's lengths for the inner packet's INT shim len and kind:
+    // inner words = IPv4 5 + UDP 2 + shim 1 + len (+ BTH 3 for RoCEv2);
+    // report_length = 2 + inner words; UDP = 8 + report headers 20 + inner
+    // bytes; IPv4 = 20 + UDP. Listed for the lengths a TNA sink parses
+    // (len <= FS_TNA_INT_MAX_LEN); a miss is a report too long to send.
+    action report_size(bit<8> report_length, bit<16> udp_length, bit<16> ipv4_length) {
+        hdr.report_individual.setValid();
+        hdr.report_individual.report_length = report_length;
+        hdr.report_udp.length = udp_length;
+        hdr.report_ipv4.total_len = ipv4_length;
+    }
+    @hidden
+    table report_sizes {
+        key = {
+            hdr.int_shim.len  : exact;
+            meta.report_roce  : exact;
+        }
+        actions = { report_size; @defaultonly NoAction; }
+        const entries = {
+            (3, 0): report_size(13, 72, 92);
+            (4, 0): report_size(14, 76, 96);
+            (5, 0): report_size(15, 80, 100);
+            (6, 0): report_size(16, 84, 104);
+            (7, 0): report_size(17, 88, 108);
+            (8, 0): report_size(18, 92, 112);
+            (9, 0): report_size(19, 96, 116);
+            (10, 0): report_size(20, 100, 120);
+            (11, 0): report_size(21, 104, 124);
+            (12, 0): report_size(22, 108, 128);
+            (13, 0): report_size(23, 112, 132);
+            (14, 0): report_size(24, 116, 136);
+            (15, 0): report_size(25, 120, 140);
+            (16, 0): report_size(26, 124, 144);
+            (17, 0): report_size(27, 128, 148);
+            (3, 1): report_size(16, 84, 104);
+            (4, 1): report_size(17, 88, 108);
+            (5, 1): report_size(18, 92, 112);
+            (6, 1): report_size(19, 96, 116);
+            (7, 1): report_size(20, 100, 120);
+            (8, 1): report_size(21, 104, 124);
+            (9, 1): report_size(22, 108, 128);
+            (10, 1): report_size(23, 112, 132);
+            (11, 1): report_size(24, 116, 136);
+            (12, 1): report_size(25, 120, 140);
+            (13, 1): report_size(26, 124, 144);
+            (14, 1): report_size(27, 128, 148);
+            (15, 1): report_size(28, 132, 152);
+            (16, 1): report_size(29, 136, 156);
+            (17, 1): report_size(30, 140, 160);
+        }
+        size = 32;
     }
 
     // Source: shim + INT-MD header for this flow (bits 9-15 cleared: reserved,
@@ -262,7 +357,7 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
         node_config.apply();
         meta.report_configured = 0;
         meta.egress_drop = 0;
-        bit<32> len_delta = 0;
+        bit<16> len_delta = 0xffee;   // -18: the bridged header
 
         if (meta.report == 1) {
             // The inner packet of a report starts at IPv4.
@@ -285,22 +380,27 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
                 insert_int_headers(hdr.bridge.int_instruction_bitmap,
                                    hdr.bridge.int_ds_instruction,
                                    hdr.bridge.int_max_hop);
-                len_delta = 16;
+                len_delta = 0xfffe;   // -18 + the 16 bytes inserted
             }
         }
 
         // Words one hop pushes for this packet's instructions.
         meta.hop_words = 0;
+        meta.hop_bytes = 0;
+        meta.strip_bytes = 0;
         if (hdr.int_md.isValid()) {
             int_words_0_3.apply();
             int_words_4_7.apply();
             meta.hop_words = meta.hop_words + words_hi;
+            meta.hop_bytes = meta.hop_bytes + bytes_hi;
             if (hdr.int_md.instruction_bitmap[7:7] == 1) {
                 meta.hop_words = meta.hop_words + 1;
+                meta.hop_bytes = meta.hop_bytes + 4;
             }
             if (hdr.int_md.domain_id == INT_DOMAIN_FORESIGHT &&
                 hdr.int_md.ds_instruction == INT_DS_INS_TX_BYTES) {
                 meta.hop_words = meta.hop_words + 1;
+                meta.hop_bytes = meta.hop_bytes + 4;
             }
             if (hdr.int_md.hop_ml == 0) {
                 // Just inserted by this switch.
@@ -314,13 +414,30 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
         if (hdr.int_md.isValid()) {
             if (meta.report == 0 && hdr.bridge.int_sink == 1) {
                 strip = true;
+                int_strip_bytes.apply();
             } else if (hdr.udp.checksum == 0 &&
-                       (hdr.int_md.instruction_bitmap & 0x007f) == 0 &&
-                       (hdr.int_md.ds_instruction == 0 ||
-                        (hdr.int_md.domain_id == INT_DOMAIN_FORESIGHT &&
-                         hdr.int_md.ds_instruction == INT_DS_INS_TX_BYTES)) &&
-                       (bit<8>)hdr.int_md.hop_ml == meta.hop_words) {
-                stamp = true;
+                       (hdr.int_md.instruction_bitmap & 0x007f) == 0) {
+                // Nested: one gateway takes 4 bytes of input.
+                if (hdr.int_md.ds_instruction == 0 ||
+                    (hdr.int_md.domain_id == INT_DOMAIN_FORESIGHT &&
+                     hdr.int_md.ds_instruction == INT_DS_INS_TX_BYTES)) {
+                    if ((bit<8>)hdr.int_md.hop_ml == meta.hop_words) {
+                        stamp = true;
+                    }
+                }
+            }
+        }
+
+        // Stamp only while the stack stays within what a TNA sink parses
+        // (FS_TNA_INT_STACK_WORDS); past that, or past the hop count, the
+        // hop sets the E bit instead.
+        bool push_hop = false;
+        if (stamp) {
+            int_len_after.apply();
+            if (hdr.int_md.remaining_hop_cnt != 0) {
+                if (meta.len_after <= FS_TNA_INT_MAX_LEN) {
+                    push_hop = true;
+                }
             }
         }
 
@@ -329,39 +446,46 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
         if (meta.report == 1) {
             meta.hop.ingress_port = (bit<16>)hdr.report_mirror.ingress_port;
             meta.hop.egress_port = (bit<16>)hdr.report_mirror.sink_egress_port;
+            meta.l1_word = (bit<32>)hdr.report_mirror.sink_egress_port;
             meta.hop.ingress_ts = (bit<64>)hdr.report_mirror.ingress_ts;
             meta.hop.hop_latency = eg_prsr_md.global_tstamp[31:0] -
                                    hdr.report_mirror.ingress_ts[31:0];
-            meta.hop.queue_id = (bit<8>)hdr.report_mirror.sink_queue;
-            bit<32> occupancy = occupancy_read.execute(hdr.report_mirror.sink_egress_port ++
-                                                       hdr.report_mirror.sink_queue[2:0]);
-            meta.hop.queue_occupancy = occupancy[23:0];
+            meta.queue_word = occupancy_read.execute(hdr.report_mirror.sink_egress_port ++
+                                                         hdr.report_mirror.sink_queue[2:0]);
             meta.hop.tx_bytes = tx_bytes_read.execute(hdr.report_mirror.sink_egress_port);
         } else {
             meta.hop.ingress_port = (bit<16>)hdr.bridge.ingress_port;
             meta.hop.egress_port = (bit<16>)eg_intr_md.egress_port;
+            meta.l1_word = (bit<32>)eg_intr_md.egress_port;
+            meta.queue_word = (bit<32>)eg_intr_md.enq_qdepth;
             meta.hop.ingress_ts = (bit<64>)hdr.bridge.ingress_ts;
             meta.hop.hop_latency = eg_prsr_md.global_tstamp[31:0] - hdr.bridge.ingress_ts[31:0];
-            meta.hop.queue_id = (bit<8>)eg_intr_md.egress_qid;
-            meta.hop.queue_occupancy = (bit<24>)eg_intr_md.enq_qdepth;
             occupancy_write.execute(eg_intr_md.egress_port ++ eg_intr_md.egress_qid[2:0]);
             // Bytes this hop adds or removes (INT), so the counter counts
-            // what leaves the port; pkt_length includes the 18-byte bridged
-            // header, which does not leave.
-            bit<32> hop_bytes = (bit<32>)meta.hop_words << 2;
-            bit<32> int_bytes = ((bit<32>)hdr.int_shim.len << 2) + 4;
-            if (stamp && hdr.int_md.remaining_hop_cnt != 0) {
-                len_delta = len_delta + hop_bytes;
+            // what leaves the port: len_delta started at -18, the bridged
+            // header pkt_length includes and which does not leave.
+            if (push_hop) {
+                len_delta = len_delta + meta.hop_bytes;
             } else if (strip) {
-                len_delta = len_delta - int_bytes;
+                len_delta = len_delta - meta.strip_bytes;
             }
-            bit<32> sent = (bit<32>)eg_intr_md.pkt_length - 18;
-            meta.tx_bytes_add = sent + len_delta;
+            meta.tx_bytes_add = eg_intr_md.pkt_length + len_delta;
             meta.hop.tx_bytes = tx_bytes_add.execute(eg_intr_md.egress_port);
         }
 
+        // The L1 ports and queue words are built in two steps in two stages
+        // (the low field zero-extended, then the high one deposited over
+        // it): one Tofino action takes at most two sources per container.
+        if (meta.report == 1) {
+            meta.queue_word[28:24] = hdr.report_mirror.sink_queue;
+            meta.l1_word[24:16] = hdr.report_mirror.ingress_port;
+        } else {
+            meta.queue_word[28:24] = eg_intr_md.egress_qid;
+            meta.l1_word[24:16] = hdr.bridge.ingress_port;
+        }
+
         if (stamp) {
-            if (hdr.int_md.remaining_hop_cnt == 0) {
+            if (!push_hop) {
                 hdr.int_md.e = 1;   // zero UDP checksum: nothing to fix
             } else {
                 bit<16> ins = hdr.int_md.instruction_bitmap;
@@ -371,8 +495,7 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
                 }
                 if ((ins & INT_INS_L1_PORTS) != 0) {
                     hdr.int_l1_ports.setValid();
-                    hdr.int_l1_ports.ingress_port = meta.hop.ingress_port;
-                    hdr.int_l1_ports.egress_port = meta.hop.egress_port;
+                    hdr.int_l1_ports.word = meta.l1_word;
                 }
                 if ((ins & INT_INS_HOP_LATENCY) != 0) {
                     hdr.int_hop_latency.setValid();
@@ -380,8 +503,7 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
                 }
                 if ((ins & INT_INS_QUEUE) != 0) {
                     hdr.int_queue.setValid();
-                    hdr.int_queue.queue_id = meta.hop.queue_id;
-                    hdr.int_queue.queue_occupancy = meta.hop.queue_occupancy;
+                    hdr.int_queue.word = meta.queue_word;
                 }
                 if ((ins & INT_INS_INGRESS_TS) != 0) {
                     hdr.int_ingress_ts.setValid();
@@ -409,22 +531,20 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
                     hdr.int_ds_tx_bytes.setValid();
                     hdr.int_ds_tx_bytes.tx_bytes = meta.hop.tx_bytes;
                 }
-                bit<16> bytes = (bit<16>)meta.hop_words << 2;
                 hdr.int_md.remaining_hop_cnt = hdr.int_md.remaining_hop_cnt - 1;
                 hdr.int_shim.len = hdr.int_shim.len + meta.hop_words;
-                hdr.udp.length = hdr.udp.length + bytes;
-                hdr.ipv4.total_len = hdr.ipv4.total_len + bytes;
+                hdr.udp.length = hdr.udp.length + meta.hop_bytes;
+                hdr.ipv4.total_len = hdr.ipv4.total_len + meta.hop_bytes;
             }
         }
 
         if (strip) {
-            if (meta.int_stack_parsed == 0) {
-                reports.count(3);
+            if (meta.int_stack_too_deep == 1) {
+                meta.report_outcome = 3; meta.count_report = 1;
                 meta.egress_drop = 1;
             } else {
-                bit<16> int_bytes = ((bit<16>)hdr.int_shim.len + 1) << 2;
-                hdr.udp.length = hdr.udp.length - int_bytes;
-                hdr.ipv4.total_len = hdr.ipv4.total_len - int_bytes;
+                hdr.udp.length = hdr.udp.length - meta.strip_bytes;
+                hdr.ipv4.total_len = hdr.ipv4.total_len - meta.strip_bytes;
                 hdr.ipv4.dscp = hdr.int_shim.orig_dscp;
                 hdr.int_shim.setInvalid();
                 hdr.int_md.setInvalid();
@@ -434,19 +554,17 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
 
         if (meta.report == 1) {
             report_config.apply();
-            if (meta.report_configured == 0 || !hdr.int_md.isValid()) {
-                reports.count(1);
+            if (meta.report_configured == 0 || !hdr.int_shim.isValid() ||
+                !hdr.int_md.isValid()) {
+                meta.report_outcome = 1; meta.count_report = 1;
                 meta.egress_drop = 1;
             } else {
-                // Inner packet: IPv4 20 + UDP 8 + shim 4 + INT-MD and stack
-                // (+ BTH 12 for RoCEv2).
-                bit<16> inner_bytes = 32 + ((bit<16>)hdr.int_shim.len << 2);
+                meta.report_roce = 0;
                 if (hdr.udp.dst_port == UDP_PORT_ROCEV2) {
-                    inner_bytes = inner_bytes + 12;
+                    meta.report_roce = 1;
                 }
-                bit<16> report_words = 2 + (inner_bytes >> 2);
-                if (report_words > 255) {
-                    reports.count(2);
+                if (!report_sizes.apply().hit) {
+                    meta.report_outcome = 2; meta.count_report = 1;
                     meta.egress_drop = 1;
                 } else {
                     bit<32> seq = next_seq_no.execute(0);
@@ -455,10 +573,8 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
                     hdr.report_group.hw_id = 0;
                     hdr.report_group.seq_no = seq[21:0];
                     hdr.report_group.node_id = meta.node_id;
-                    hdr.report_individual.setValid();
                     hdr.report_individual.rep_type = REPORT_TYPE_INT;
                     hdr.report_individual.in_type = REPORT_INNER_IPV4;
-                    hdr.report_individual.report_length = report_words[7:0];
                     hdr.report_individual.md_length = 0;
                     hdr.report_individual.d = 0;
                     hdr.report_individual.q = 0;
@@ -469,12 +585,16 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
                     hdr.report_individual.domain_id = 0;
                     hdr.report_individual.ds_md_bits = 0;
                     hdr.report_individual.ds_md_status = 0;
-                    hdr.report_udp.length = 8 + 20 + inner_bytes;
-                    hdr.report_ipv4.total_len = 20 + 8 + 20 + inner_bytes;
                     hdr.ethernet.setInvalid();
-                    reports.count(0);
+                    meta.report_outcome = 0; meta.count_report = 1;
                 }
             }
+        }
+
+        // One count per packet, here: Tofino counts an indexed counter from
+        // one place only.
+        if (meta.count_report == 1) {
+            reports.count(meta.report_outcome);
         }
     }
 }

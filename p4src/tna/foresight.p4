@@ -16,6 +16,9 @@
 #include "ingress.p4"
 #include "egress.p4"
 
+// Metadata starts at zero, as in v1model (Tofino otherwise leaves a field
+// undefined until written; the program reads some only where it set them).
+@pa_auto_init_metadata
 Pipeline(FsIngressParser(), FsIngress(), FsIngressDeparser(),
          FsEgressParser(), FsEgress(), FsEgressDeparser()) pipe;
 

@@ -24,6 +24,15 @@ header int_word_t {
     bit<32> data;
 }
 
+// INT-MD words whose two fields the egress writes as one (their formats,
+// int_l1_ports_t and int_queue_t, are in include/formats.p4).
+header fs_int_l1_ports_word_t {
+    bit<32> word;                   // ingress port 16 ++ egress port 16
+}
+header fs_int_queue_word_t {
+    bit<32> word;                   // queue id 8 ++ occupancy 24
+}
+
 // Ingress -> egress. Byte-aligned: Tofino bridges whole bytes.
 header fs_bridge_t {
     bit<8>  pkt_kind;               // FS_PKT_BRIDGED
@@ -34,7 +43,7 @@ header fs_bridge_t {
     @padding bit<5> _pad1;
     bit<1>  int_source;             // insert INT in egress (watchlist hit)
     bit<1>  int_sink;               // egress port ends INT
-    bit<1>  int_stack_parsed;       // 0: stack deeper than FS_TNA_INT_STACK_WORDS
+    bit<1>  int_stack_too_deep;     // deeper than FS_TNA_INT_STACK_WORDS: not parsed
     bit<8>  int_max_hop;
     bit<16> int_instruction_bitmap;
     bit<16> int_ds_instruction;
@@ -88,9 +97,9 @@ struct fs_egress_headers_t {
     int_shim_t          int_shim;
     int_md_t            int_md;
     int_node_id_t       int_node_id;
-    int_l1_ports_t      int_l1_ports;
+    fs_int_l1_ports_word_t int_l1_ports;
     int_hop_latency_t   int_hop_latency;
-    int_queue_t         int_queue;
+    fs_int_queue_word_t int_queue;
     int_ingress_ts_t    int_ingress_ts;
     int_egress_ts_t     int_egress_ts;
     int_l2_ports_t      int_l2_ports;
@@ -121,14 +130,18 @@ struct fs_ingress_metadata_t {
     fs_sr_t   sr;
     bit<8>    parse_drop;           // drop reason the parser found (DROP_*)
     bool      ipv4_checksum_error;
-    bit<1>    int_stack_parsed;
-    bit<8>    drop_reason;
+    bit<16>   ipv4_room;            // IPv4 total length minus UDP length, saturating
+    bit<1>    int_stack_too_deep;
+    bit<8>    drop_reason;          // header checks (Validation)
+    bit<8>    fwd_drop_reason;      // forwarding: TTL, no route, unknown label, INT discard
+    bit<8>    final_drop_reason;
     bit<1>    int_source;
     bit<1>    int_sink;
     bit<8>    int_max_hop;
     bit<16>   int_instruction_bitmap;
     bit<16>   int_ds_instruction;
     MirrorId_t mirror_session;
+    bit<8>    mirror_kind;          // FS_PKT_REPORT (the mirror list takes no constants)
     bit<48>   ingress_ts;
     PortId_t  ingress_port;
     PortId_t  int_sink_port;        // the report copy's view of the data packet
@@ -137,17 +150,30 @@ struct fs_ingress_metadata_t {
 
 struct fs_egress_metadata_t {
     bit<1>  report;                 // this is an INT report copy
-    bit<1>  int_stack_parsed;
-    bit<19> kmin;
-    bit<19> kmax;
-    bit<16> pmax;
+    bit<1>  int_stack_too_deep;
     bit<16> predrain_probability;
+    // Magnitude compares as saturating differences (a |-| b is non-zero
+    // exactly when a > b), computed in the actions that know the thresholds.
+    bit<16> queue_random;
+    bit<16> predrain_random;
+    bit<19> kmax_slack;
+    bit<19> kmin_slack;
+    bit<16> under_pmax;
+    bit<16> under_probability;
     bit<32> node_id;
     bit<1>  report_configured;
     bit<1>  egress_drop;
+    bit<1>  count_report;           // count int_egress.reports[report_outcome]
+    bit<2>  report_outcome;
     bit<8>  hop_words;              // metadata words one hop pushes
+    bit<16> hop_bytes;              // the same in bytes
+    bit<8>  len_after;              // INT shim len once this hop's words are in
+    bit<16> strip_bytes;            // bytes a sink removes (shim, INT-MD, stack)
+    bit<1>  report_roce;            // the report's inner packet is RoCEv2
     int_hop_t hop;                  // values this hop stamps
-    bit<32> tx_bytes_add;           // bytes this packet adds to port_tx_bytes
+    bit<32> queue_word;             // int_queue: queue id 8 ++ occupancy 24
+    bit<32> l1_word;                // int_l1_ports: ingress 16 ++ egress 16
+    bit<16> tx_bytes_add;           // bytes this packet adds to port_tx_bytes
 }
 
 #endif  // FS_TNA_HEADERS_P4

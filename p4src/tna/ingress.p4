@@ -15,57 +15,98 @@
 // Parser findings and header checks -> drop reason (include/validation.p4).
 // Not checked on Tofino: a frame shorter than the IPv4 total length
 // (DROP_IPV4_TRUNCATED): ingress does not know the frame length.
+//
+// The Tofino way: each check is one small condition setting one flag (a
+// gateway takes 4 bytes of equality input and 12 bits of magnitude input,
+// so the v1model if-else chain does not fit, and a 16-bit `<` is split
+// into a zero test of the high bits and a compare of the low ones), all
+// in parallel; a table then picks the first failed
+// check in v1model's order.
 control Validation(in fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta,
                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md) {
-    apply {
-        bit<16> ipv4_payload = hdr.ipv4.total_len - 20;
-        if ((ig_prsr_md.parser_err & PARSER_ERROR_PARTIAL_HDR) != 0) {
-            meta.drop_reason = DROP_TRUNCATED;
-        } else if (ig_prsr_md.parser_err != PARSER_ERROR_OK) {
-            meta.drop_reason = DROP_PARSER_OTHER;
-        } else if (meta.parse_drop != DROP_NONE) {
-            meta.drop_reason = meta.parse_drop;
-        } else if (!hdr.ipv4.isValid()) {
-            meta.drop_reason = DROP_NOT_IPV4;
-        } else if (hdr.ipv4.total_len < 20) {
-            meta.drop_reason = DROP_IPV4_INVALID;
-        } else if ((hdr.udp.isValid() && hdr.udp.length < 8) ||
-                   (hdr.tcp.isValid() && hdr.tcp.data_offset < 5)) {
-            meta.drop_reason = DROP_L4_INVALID;
-        } else if (hdr.int_shim.isValid() &&
-                   (hdr.int_shim.int_type != INT_TYPE_MD || hdr.int_shim.npt != 0 ||
-                    hdr.int_shim.len < INT_MD_HEADER_WORDS ||
-                    hdr.int_md.ver != INT_MD_VERSION)) {
-            meta.drop_reason = DROP_INT_INVALID;
-        } else if (meta.ipv4_checksum_error) {
-            meta.drop_reason = DROP_IPV4_CHECKSUM;
-        } else if (hdr.udp.isValid() && hdr.ipv4.flags[0:0] == 0 &&
-                   hdr.udp.length > ipv4_payload) {
-            meta.drop_reason = DROP_L4_INVALID;
+    bit<1> partial = 0;
+    bit<1> parser_other = 0;
+    bit<1> parse_drop = 0;
+    bit<1> ipv4_short = 0;
+    bit<1> l4_udp_short = 0;
+    bit<1> l4_tcp_short = 0;
+    bit<1> int_invalid = 0;
+    bit<1> checksum = 0;
+    bit<1> udp_past_ipv4 = 0;
+
+    // The room is computed by a table's action, so the compiler cannot
+    // fold the subtraction back into the condition (a gateway cannot
+    // subtract).
+    action compute_ipv4_room() { meta.ipv4_room = hdr.ipv4.total_len |-| hdr.udp.length; }
+    @hidden
+    table ipv4_room {
+        actions = { compute_ipv4_room; }
+        const default_action = compute_ipv4_room();
+        size = 1;
+    }
+
+    action set_reason(bit<8> reason) { meta.drop_reason = reason; }
+    action use_parse_drop() { meta.drop_reason = meta.parse_drop; }
+
+    @hidden
+    table first_failed {
+        key = {
+            partial               : ternary;
+            parser_other          : ternary;
+            parse_drop            : ternary;
+            hdr.ipv4.isValid()    : ternary;
+            ipv4_short            : ternary;
+            l4_udp_short          : ternary;
+            l4_tcp_short          : ternary;
+            int_invalid           : ternary;
+            checksum              : ternary;
+            udp_past_ipv4         : ternary;
         }
+        actions = { set_reason; use_parse_drop; @defaultonly NoAction; }
+        const entries = {
+            (1, _, _, _, _, _, _, _, _, _): set_reason(DROP_TRUNCATED);
+            (_, 1, _, _, _, _, _, _, _, _): set_reason(DROP_PARSER_OTHER);
+            (_, _, 1, _, _, _, _, _, _, _): use_parse_drop();
+            (_, _, _, false, _, _, _, _, _, _): set_reason(DROP_NOT_IPV4);
+            (_, _, _, _, 1, _, _, _, _, _): set_reason(DROP_IPV4_INVALID);
+            (_, _, _, _, _, 1, _, _, _, _): set_reason(DROP_L4_INVALID);
+            (_, _, _, _, _, _, 1, _, _, _): set_reason(DROP_L4_INVALID);
+            (_, _, _, _, _, _, _, 1, _, _): set_reason(DROP_INT_INVALID);
+            (_, _, _, _, _, _, _, _, 1, _): set_reason(DROP_IPV4_CHECKSUM);
+            (_, _, _, _, _, _, _, _, _, 1): set_reason(DROP_L4_INVALID);
+        }
+        size = 16;
+    }
+
+    apply {
+        // UDP longer than the IPv4 payload: total_len - udp.length < 20,
+        // saturating so a UDP length past total_len counts too.
+        ipv4_room.apply();
+        if ((ig_prsr_md.parser_err & PARSER_ERROR_PARTIAL_HDR) != 0) { partial = 1; }
+        if (ig_prsr_md.parser_err != PARSER_ERROR_OK) { parser_other = 1; }
+        if (meta.parse_drop != DROP_NONE) { parse_drop = 1; }
+        if (hdr.ipv4.total_len[15:5] == 0 && hdr.ipv4.total_len[4:0] < 20) { ipv4_short = 1; }
+        if (hdr.udp.isValid() && hdr.udp.length[15:3] == 0) { l4_udp_short = 1; }
+        if (hdr.tcp.isValid() && hdr.tcp.data_offset < 5) { l4_tcp_short = 1; }
+        if (hdr.int_shim.isValid() &&
+            (hdr.int_shim.int_type != INT_TYPE_MD || hdr.int_shim.npt != 0 ||
+             hdr.int_shim.len < INT_MD_HEADER_WORDS || hdr.int_md.ver != INT_MD_VERSION)) {
+            int_invalid = 1;
+        }
+        if (meta.ipv4_checksum_error) { checksum = 1; }
+        if (hdr.udp.isValid() && hdr.ipv4.flags[0:0] == 0) {
+            if (meta.ipv4_room[15:5] == 0) {
+                if (meta.ipv4_room[4:0] < 20) { udp_past_ipv4 = 1; }
+            }
+        }
+        first_failed.apply();
     }
 }
 
-// include/flow_key.p4, on TNA metadata.
+// include/flow_key.p4: the parser fills in the ports and the QP (see
+// tna/parser.p4); the DSCP without the INT bit is computed here.
 control FlowKey(in fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta) {
     apply {
-        meta.flow.l4_src_port = 0;
-        meta.flow.l4_dst_port = 0;
-        meta.flow.dst_qp = 0;
-        meta.flow.is_roce = 0;
-        if (hdr.ipv4.flags[0:0] == 0 && hdr.ipv4.frag_offset == 0) {
-            if (hdr.udp.isValid()) {
-                meta.flow.l4_src_port = hdr.udp.src_port;
-                meta.flow.l4_dst_port = hdr.udp.dst_port;
-            } else if (hdr.tcp.isValid()) {
-                meta.flow.l4_src_port = hdr.tcp.src_port;
-                meta.flow.l4_dst_port = hdr.tcp.dst_port;
-            }
-            if (hdr.bth.isValid()) {
-                meta.flow.dst_qp = hdr.bth.dst_qp;
-                meta.flow.is_roce = 1;
-            }
-        }
         meta.flow.qos_dscp = hdr.ipv4.dscp & ~INT_DSCP_BIT;
     }
 }
@@ -142,7 +183,7 @@ control Routing(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta
                 FS_ECMP_FIVE_TUPLE_FIELDS(ecmp_seed, hdr, meta.flow));
         }
         if (!ipv4_lpm.apply().hit) {
-            meta.drop_reason = DROP_NO_ROUTE;
+            meta.fwd_drop_reason = DROP_NO_ROUTE;
         }
     }
 }
@@ -154,41 +195,46 @@ control SegmentRouting(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata
 
     DirectCounter<bit<64>>(CounterType_t.PACKETS_AND_BYTES) reservation_counter;
 
+    // Label i of the pushed stack (Tofino's instruction selection does not
+    // take a whole header from a list expression).
+#define FS_SET_MPLS(I) \
+    action set_mpls_##I(mpls_label_t label, bit<3> tc, bit<1> bos) { \
+        hdr.mpls[I].setValid(); \
+        hdr.mpls[I].label = label; \
+        hdr.mpls[I].tc = tc; \
+        hdr.mpls[I].bos = bos; \
+        hdr.mpls[I].ttl = hdr.ipv4.ttl; \
+    }
+    FS_SET_MPLS(0)
+    FS_SET_MPLS(1)
+    FS_SET_MPLS(2)
+    FS_SET_MPLS(3)
+
     action push_1(bit<3> tc, mpls_label_t label0) {
-        hdr.mpls[0].setValid();
-        hdr.mpls[0] = { label0, tc, 1, hdr.ipv4.ttl };
+        set_mpls_0(label0, tc, 1);
         hdr.ethernet.ether_type = ETHERTYPE_MPLS;
         reservation_counter.count();
     }
     action push_2(bit<3> tc, mpls_label_t label0, mpls_label_t label1) {
-        hdr.mpls[0].setValid();
-        hdr.mpls[0] = { label0, tc, 0, hdr.ipv4.ttl };
-        hdr.mpls[1].setValid();
-        hdr.mpls[1] = { label1, tc, 1, hdr.ipv4.ttl };
+        set_mpls_0(label0, tc, 0);
+        set_mpls_1(label1, tc, 1);
         hdr.ethernet.ether_type = ETHERTYPE_MPLS;
         reservation_counter.count();
     }
     action push_3(bit<3> tc, mpls_label_t label0, mpls_label_t label1,
                   mpls_label_t label2) {
-        hdr.mpls[0].setValid();
-        hdr.mpls[0] = { label0, tc, 0, hdr.ipv4.ttl };
-        hdr.mpls[1].setValid();
-        hdr.mpls[1] = { label1, tc, 0, hdr.ipv4.ttl };
-        hdr.mpls[2].setValid();
-        hdr.mpls[2] = { label2, tc, 1, hdr.ipv4.ttl };
+        set_mpls_0(label0, tc, 0);
+        set_mpls_1(label1, tc, 0);
+        set_mpls_2(label2, tc, 1);
         hdr.ethernet.ether_type = ETHERTYPE_MPLS;
         reservation_counter.count();
     }
     action push_4(bit<3> tc, mpls_label_t label0, mpls_label_t label1,
                   mpls_label_t label2, mpls_label_t label3) {
-        hdr.mpls[0].setValid();
-        hdr.mpls[0] = { label0, tc, 0, hdr.ipv4.ttl };
-        hdr.mpls[1].setValid();
-        hdr.mpls[1] = { label1, tc, 0, hdr.ipv4.ttl };
-        hdr.mpls[2].setValid();
-        hdr.mpls[2] = { label2, tc, 0, hdr.ipv4.ttl };
-        hdr.mpls[3].setValid();
-        hdr.mpls[3] = { label3, tc, 1, hdr.ipv4.ttl };
+        set_mpls_0(label0, tc, 0);
+        set_mpls_1(label1, tc, 0);
+        set_mpls_2(label2, tc, 0);
+        set_mpls_3(label3, tc, 1);
         hdr.ethernet.ether_type = ETHERTYPE_MPLS;
         reservation_counter.count();
     }
@@ -218,7 +264,7 @@ control SegmentRouting(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata
     }
 
     action unknown_label() {
-        meta.drop_reason = DROP_MPLS_UNKNOWN_LABEL;
+        meta.fwd_drop_reason = DROP_MPLS_UNKNOWN_LABEL;
     }
 
     table adjacency {
@@ -241,7 +287,7 @@ control SegmentRouting(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata
         }
         if (hdr.mpls[0].isValid()) {
             if (hdr.mpls[0].ttl <= 1) {
-                meta.drop_reason = DROP_TTL_EXPIRED;
+                meta.fwd_drop_reason = DROP_TTL_EXPIRED;
             } else {
                 meta.sr.tc_valid = 1;
                 meta.sr.tc = hdr.mpls[0].tc;
@@ -358,15 +404,19 @@ control IntIngress(in fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta
             hdr.ipv4.flags[0:0] == 0 && hdr.ipv4.frag_offset == 0) {
             watchlist.apply();
         }
-        if (hdr.int_shim.isValid() || meta.int_source == 1) {
+        // Packets that are dropped are not reported (v1model does not
+        // reach INT for them).
+        if ((hdr.int_shim.isValid() || meta.int_source == 1) &&
+            meta.drop_reason == DROP_NONE && meta.fwd_drop_reason == DROP_NONE) {
             sink_ports.apply();
             if (meta.int_sink == 1) {
                 meta.int_sink_port = ig_tm_md.ucast_egress_port;
                 meta.int_sink_queue = ig_tm_md.qid;
                 meta.mirror_session = (MirrorId_t)INT_REPORT_CLONE_SESSION;
+                meta.mirror_kind = FS_PKT_REPORT;
                 ig_dprsr_md.mirror_type = FS_MIRROR_TYPE_REPORT;
                 if (hdr.int_md.isValid() && hdr.int_md.d == 1) {
-                    meta.drop_reason = DROP_INT_DISCARD;
+                    meta.fwd_drop_reason = DROP_INT_DISCARD;
                 }
             }
         }
@@ -375,7 +425,7 @@ control IntIngress(in fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta
 
 // include/counters.p4 (ingress part). drop_ctl 1 drops the packet but not
 // its mirror copy, so an INT_DISCARD packet is still reported.
-control IngressCounters(in fs_ingress_metadata_t meta,
+control IngressCounters(inout fs_ingress_metadata_t meta,
                         in ingress_intrinsic_metadata_t ig_intr_md,
                         inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
     Counter<bit<64>, PortId_t>(FS_PORT_COUNT, CounterType_t.PACKETS_AND_BYTES) rx_port;
@@ -384,10 +434,16 @@ control IngressCounters(in fs_ingress_metadata_t meta,
 
     apply {
         rx_port.count(ig_intr_md.ingress_port);
+        // A header check's reason first, as v1model reports it.
         if (meta.drop_reason != DROP_NONE) {
+            meta.final_drop_reason = meta.drop_reason;
+        } else {
+            meta.final_drop_reason = meta.fwd_drop_reason;
+        }
+        if (meta.final_drop_reason != DROP_NONE) {
             ig_dprsr_md.drop_ctl = 1;
-            drops.count(meta.drop_reason[4:0]);
-            port_drops.count(ig_intr_md.ingress_port ++ meta.drop_reason[4:0]);
+            drops.count(meta.final_drop_reason[4:0]);
+            port_drops.count(ig_intr_md.ingress_port ++ meta.final_drop_reason[4:0]);
         }
     }
 }
@@ -405,26 +461,25 @@ control FsIngress(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata_t me
     IntIngress() int_ingress;
     IngressCounters() counters;
 
+    // Unlike v1model, forwarding does not wait for the header checks: they
+    // run side by side and the drop is decided at the end (header checks'
+    // reasons in meta.drop_reason, forwarding's in meta.fwd_drop_reason).
+    // A chain of dependent steps costs a Tofino stage each; 12 is all there is.
     apply {
-        meta.drop_reason = DROP_NONE;
         meta.ingress_ts = ig_prsr_md.global_tstamp;
         meta.ingress_port = ig_intr_md.ingress_port;
         validation.apply(hdr, meta, ig_prsr_md);
-        if (meta.drop_reason == DROP_NONE) {
-            flow_key.apply(hdr, meta);
-            if (!hdr.mpls[0].isValid() && hdr.ipv4.ttl <= 1) {
-                meta.drop_reason = DROP_TTL_EXPIRED;
-            } else {
-                sr.apply(hdr, meta, ig_tm_md);
-                if (meta.drop_reason == DROP_NONE && meta.sr.forwarded == 0) {
-                    routing.apply(hdr, meta, ig_tm_md);
-                }
+        flow_key.apply(hdr, meta);
+        if (!hdr.mpls[0].isValid() && hdr.ipv4.ttl <= 1) {
+            meta.fwd_drop_reason = DROP_TTL_EXPIRED;
+        } else {
+            sr.apply(hdr, meta, ig_tm_md);
+            if (meta.sr.forwarded == 0) {
+                routing.apply(hdr, meta, ig_tm_md);
             }
         }
-        if (meta.drop_reason == DROP_NONE) {
-            qos.apply(hdr, meta, ig_tm_md);
-            int_ingress.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
-        }
+        qos.apply(hdr, meta, ig_tm_md);
+        int_ingress.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
 
         // What egress needs to know (fs_bridge_t).
         hdr.bridge.setValid();
@@ -434,7 +489,7 @@ control FsIngress(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata_t me
         hdr.bridge.ingress_port = ig_intr_md.ingress_port;
         hdr.bridge.int_source = meta.int_source;
         hdr.bridge.int_sink = meta.int_sink;
-        hdr.bridge.int_stack_parsed = meta.int_stack_parsed;
+        hdr.bridge.int_stack_too_deep = meta.int_stack_too_deep;
         hdr.bridge.int_max_hop = meta.int_max_hop;
         hdr.bridge.int_instruction_bitmap = meta.int_instruction_bitmap;
         hdr.bridge.int_ds_instruction = meta.int_ds_instruction;

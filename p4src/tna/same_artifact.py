@@ -21,6 +21,29 @@ def strip(node):
     return node
 
 
+def first_difference(x, y, path="/"):
+    """Path of the first place two JSON values differ, or None."""
+    if type(x) is not type(y):
+        return path
+    if isinstance(x, dict):
+        for k in sorted(set(x) | set(y)):
+            if k not in x or k not in y:
+                return f"{path}{k}"
+            d = first_difference(x[k], y[k], f"{path}{k}/")
+            if d:
+                return d
+        return None
+    if isinstance(x, list):
+        if len(x) != len(y):
+            return f"{path} (length {len(x)} vs {len(y)})"
+        for i, (u, v) in enumerate(zip(x, y)):
+            d = first_difference(u, v, f"{path}{i}/")
+            if d:
+                return d
+        return None
+    return None if x == y else path
+
+
 def main(a, b):
     try:
         da, db = open(a, "rb").read(), open(b, "rb").read()
@@ -30,7 +53,11 @@ def main(a, b):
     if da == db:
         return 0
     if a.endswith(".json"):
-        return 0 if strip(json.loads(da)) == strip(json.loads(db)) else 1
+        where = first_difference(strip(json.loads(da)), strip(json.loads(db)))
+        if where is None:
+            return 0
+        print(f"{b} differs from {a} at {where}", file=sys.stderr)
+        return 1
     if a.endswith(".md"):
         def lines(d):
             return [l for l in d.decode().splitlines() if not l.lower().startswith("compile time")]

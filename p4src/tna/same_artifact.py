@@ -3,7 +3,7 @@
 
 Byte-identical files are the same. JSON (bfrt.json) is compared with the
 keys that name the build rather than the program set aside (compiler
-version, build date, source paths); RESOURCES.md with its compile-time line
+version, build date, source paths) and set-like lists sorted; RESOURCES.md with its compile-time line
 set aside, since that varies from run to run.
 """
 import json
@@ -13,9 +13,15 @@ VOLATILE_KEYS = {"build_date", "compiler_version", "compile_command", "run_id",
                  "source_info", "program_name"}
 
 
+# Lists that are sets: bf-p4c writes them in a run-dependent order
+# (bfrt.json's `depends_on` of pipe.snapshot.cfg was seen both ways).
+UNORDERED_KEYS = {"depends_on"}
+
+
 def strip(node):
     if isinstance(node, dict):
-        return {k: strip(v) for k, v in node.items() if k not in VOLATILE_KEYS}
+        return {k: sorted(v) if k in UNORDERED_KEYS and isinstance(v, list) else strip(v)
+                for k, v in node.items() if k not in VOLATILE_KEYS}
     if isinstance(node, list):
         return [strip(v) for v in node]
     return node

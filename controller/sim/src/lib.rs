@@ -29,6 +29,7 @@
 
 pub mod engine;
 pub mod fabrics;
+pub mod lab;
 pub mod maxmin;
 pub mod output;
 pub mod parts;

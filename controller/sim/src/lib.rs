@@ -13,6 +13,8 @@
 //!   all-to-all, KV transfer) plus background flows.
 //! * [`validate`] — Monte-Carlo ECMP collisions vs `S!/((S−N)!·S^N)`.
 //! * [`output`] — table, CSV and SVG plots.
+//! * [`lab`] — one BMv2 lab run (its topology, rocegen spec and
+//!   reservations) as a scenario, to check the simulator against the lab.
 //!
 //! Policies ([`Policy`]): ECMP on the 5-tuple; QP-aware hashing with `k`
 //! QPs per connection (each connection split into `k` equal sub-flows on
@@ -29,6 +31,7 @@
 
 pub mod engine;
 pub mod fabrics;
+pub mod lab;
 pub mod maxmin;
 pub mod output;
 pub mod parts;

@@ -9,6 +9,7 @@ mod link;
 mod plan;
 mod reserve;
 mod sim;
+mod sim_lab;
 mod status;
 mod switch;
 mod target_args;

@@ -26,6 +26,8 @@ enum What {
     Run(RunArgs),
     /// Iteration time ÷ ideal, policy × fabric size (a Markdown table).
     Table(TableArgs),
+    /// One BMv2 lab run (topology, rocegen spec, reservations) simulated.
+    Lab(super::sim_lab::LabArgs),
     /// Monte-Carlo ECMP collisions vs S!/((S−N)!·S^N).
     Validate {
         /// Trials per case.
@@ -156,6 +158,7 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
     match cmd.what {
         What::Run(a) => run_one(a),
         What::Table(a) => table(a),
+        What::Lab(a) => super::sim_lab::run(a),
         What::Validate { trials } => {
             println!("paths flows  trials   monte-carlo  formula   |diff|/sigma");
             for (s, n) in [(8u32, 8u32), (16, 8), (32, 8), (64, 8), (8, 4), (4, 2)] {

@@ -125,9 +125,11 @@ control Routing(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta
     Hash<bit<32>>(HashAlgorithm_t.CRC32) qp_aware_hash;
     Hash<bit<32>>(HashAlgorithm_t.CRC32) five_tuple_hash;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) selector_hash;
-    ActionProfile(FS_ECMP_SELECTOR_SIZE) ecmp_members;
-    ActionSelector(ecmp_members, selector_hash, SelectorMode_t.FAIR,
-                   FS_ECMP_MAX_GROUP_SIZE, FS_ECMP_GROUPS) ecmp_selector;
+    // The standard P4Info names the selector after its ActionProfile, so
+    // the profile carries v1model's name (ecmp_selector).
+    ActionProfile(FS_ECMP_SELECTOR_SIZE) ecmp_selector;
+    ActionSelector(ecmp_selector, selector_hash, SelectorMode_t.FAIR,
+                   FS_ECMP_MAX_GROUP_SIZE, FS_ECMP_GROUPS) ecmp_group_selector;
 
     bit<1> qp_aware = 1;
     bit<32> ecmp_seed = 0;
@@ -168,7 +170,7 @@ control Routing(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta
             set_nexthop;
             @defaultonly NoAction;
         }
-        implementation = ecmp_selector;
+        implementation = ecmp_group_selector;
         size = FS_IPV4_LPM_SIZE;
     }
 

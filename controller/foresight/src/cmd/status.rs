@@ -3,9 +3,9 @@
 
 use clap::Args;
 
+use super::admin_client;
 use super::controller::DEFAULT_HTTP;
 use crate::daemon::api::StatusView;
-use crate::daemon::http;
 
 #[derive(Args)]
 pub struct StatusCmd {
@@ -19,7 +19,7 @@ pub struct StatusCmd {
 
 pub fn run(cmd: StatusCmd) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
-    let body = runtime.block_on(http::get(&cmd.http, "/v1/status"))?;
+    let body = runtime.block_on(admin_client::get(&cmd.http, "/v1/status"))?;
     if cmd.json {
         println!("{}", String::from_utf8_lossy(&body));
         return Ok(());

@@ -9,7 +9,7 @@ use p4rt::proto::p4::v1 as p4;
 use p4rt::{EntrySpec, P4Info};
 use serde::{Deserialize, Serialize};
 
-use super::switches::SwitchStatus;
+use super::switch_status::SwitchStatus;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StatusView {

@@ -15,41 +15,14 @@ use installer::intent::Resolved;
 use installer::reconcile::{apply_diff, diff_states, reconcile, Diff};
 use p4rt::proto::p4::v1 as p4;
 use p4rt::{Switch, SwitchOptions};
-use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::metrics::Metrics;
+use super::switch_status::{ReconcileReport, SwitchStatus};
 use crate::fabric::{Endpoint, Pipeline};
 
 /// Updates per Write RPC.
 const BATCH: usize = 1000;
-
-/// What reconciliation changed on a switch.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ReconcileReport {
-    pub inserted: usize,
-    pub modified: usize,
-    pub deleted: usize,
-    pub millis: f64,
-    /// "pushed" when the pipeline had to be (re)installed, "kept" otherwise.
-    pub pipeline: String,
-}
-
-/// A switch as its task sees it.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct SwitchStatus {
-    pub connected: bool,
-    pub primary: bool,
-    /// Election id of the primary client, when the switch said.
-    pub primary_election_id: Option<String>,
-    /// True once the switch holds the intended state it was last sent.
-    pub in_sync: bool,
-    pub reconciles: u64,
-    pub last_reconcile: Option<ReconcileReport>,
-    /// Entities the switch holds by our account.
-    pub entities: usize,
-    pub last_error: Option<String>,
-}
 
 enum Command {
     Apply {

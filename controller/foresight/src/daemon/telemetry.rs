@@ -13,7 +13,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -617,11 +616,11 @@ pub async fn collect(socket: tokio::net::UdpSocket, loads: Arc<LinkLoads>, metri
         };
         match parse_report(&buf[..n]) {
             Ok(report) => {
-                metrics.int_reports.fetch_add(1, Ordering::Relaxed);
+                metrics.int_reports.inc();
                 loads.record(&report);
             }
             Err(e) => {
-                metrics.int_bad_reports.fetch_add(1, Ordering::Relaxed);
+                metrics.int_bad_reports.inc();
                 tracing::debug!(%from, %e, "not a telemetry report");
             }
         }

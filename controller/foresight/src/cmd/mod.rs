@@ -13,6 +13,7 @@ mod sim;
 mod sim_lab;
 mod status;
 mod switch;
+mod table;
 mod target_args;
 mod topo;
 

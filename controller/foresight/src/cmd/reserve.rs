@@ -13,6 +13,7 @@ use serde::Serialize;
 use tonic::transport::Channel;
 
 use super::controller::DEFAULT_NDSP;
+use super::table;
 use crate::daemon::now_unix_ns;
 use crate::daemon::service::INSTALL_US_METADATA;
 
@@ -469,27 +470,35 @@ fn print_reservation(r: &ReservationOut) {
     if r.flows.is_empty() {
         return;
     }
-    println!(
-        "  {:<24} {:<33} {:>8} {:<14} {:>15} {:<18} PATH",
-        "FLOW", "SRC -> DST", "QP", "STATUS", "Gb/s got/asked", "LABELS"
+    let mut flows = table::new(
+        &[
+            "FLOW",
+            "SRC -> DST",
+            "QP",
+            "STATUS",
+            "Gb/s got/asked",
+            "LABELS",
+            "PATH",
+        ],
+        &[2, 4],
     );
     for f in r.flows.iter().take(64) {
         let labels: Vec<String> = f.labels.iter().map(u32::to_string).collect();
-        println!(
-            "  {:<24} {:<33} {:>8} {:<14} {:>15} {:<18} {}",
-            f.flow_id,
+        flows.add_row(vec![
+            f.flow_id.clone(),
             format!("{} -> {}", f.src, f.dst),
             f.dest_qp.map_or("any".into(), |q| q.to_string()),
-            f.status,
+            f.status.to_string(),
             format!(
                 "{:.1}/{:.1}",
                 f.accepted_bps as f64 / 1e9,
                 f.requested_bps as f64 / 1e9
             ),
             labels.join(" "),
-            f.path.join(" ")
-        );
+            f.path.join(" "),
+        ]);
     }
+    print!("{}", table::indented(&flows));
     if r.flows.len() > 64 {
         println!("  ... {} more flows (--json lists all)", r.flows.len() - 64);
     }

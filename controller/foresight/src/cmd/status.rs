@@ -2,10 +2,9 @@
 //! reservations and link loads, from its admin endpoint.
 
 use clap::Args;
-use comfy_table::{presets, CellAlignment, ContentArrangement, Table};
 
-use super::admin_client;
 use super::controller::DEFAULT_HTTP;
+use super::{admin_client, table};
 use crate::daemon::api::StatusView;
 
 #[derive(Args)]
@@ -62,7 +61,7 @@ pub fn render(s: &StatusView) -> String {
         let _ = writeln!(o, "  link down: {l}");
     }
     let _ = writeln!(o, "\nswitches:");
-    let mut switches = table(
+    let mut switches = table::new(
         &[
             "NAME",
             "ADDRESS",
@@ -95,7 +94,7 @@ pub fn render(s: &StatusView) -> String {
             rec,
         ]);
     }
-    indent(&mut o, &switches);
+    o.push_str(&table::indented(&switches));
     for sw in &s.switches {
         if let Some(e) = &sw.status.last_error {
             let _ = writeln!(o, "  {}: last error: {e}", sw.name);
@@ -114,7 +113,7 @@ pub fn render(s: &StatusView) -> String {
         s.reservations.installed_flows
     );
     if !s.reservations.list.is_empty() {
-        let mut reservations = table(
+        let mut reservations = table::new(
             &[
                 "ID", "TENANT", "SUBJECT", "STATUS", "STATE", "FLOWS", "START", "END",
             ],
@@ -132,14 +131,14 @@ pub fn render(s: &StatusView) -> String {
                 ms(r.end_unix_ns, now),
             ]);
         }
-        indent(&mut o, &reservations);
+        o.push_str(&table::indented(&reservations));
     }
     let _ = writeln!(o, "\nlinks (reserved now; measured from INT reports):");
     if s.links.is_empty() {
         let _ = writeln!(o, "  nothing reserved or measured");
         return o;
     }
-    let mut links = table(
+    let mut links = table::new(
         &["LINK", "RESERVED Gb/s", "CAPACITY Gb/s", "MEASURED"],
         &[1, 2],
     );
@@ -160,32 +159,8 @@ pub fn render(s: &StatusView) -> String {
             measured,
         ]);
     }
-    indent(&mut o, &links);
+    o.push_str(&table::indented(&links));
     o
-}
-
-/// A borderless table with `header`, columns `right` right-aligned
-/// (numbers); columns take the width of their widest cell.
-fn table(header: &[&str], right: &[usize]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(presets::NOTHING)
-        .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(header.to_vec());
-    for &i in right {
-        if let Some(column) = t.column_mut(i) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    t
-}
-
-/// `t` under a section title, indented by one step.
-fn indent(out: &mut String, t: &Table) {
-    for line in t.lines() {
-        out.push_str(" ");
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@ use planner::topology::generate::{self, LeafSpine, MultiPod, Preset, RailOptimiz
 use planner::topology::{yaml, Role, Topology, TopologyError, TopologySpec};
 use serde::Serialize;
 
+use super::table;
+
 #[derive(Args)]
 pub struct TopoCmd {
     #[command(subcommand)]
@@ -315,59 +317,59 @@ fn show_text(t: &Topology, limit: usize) -> String {
             let _ = writeln!(o, "  ... {} more (--all to list them)", n - limit);
         }
     };
-    let _ = writeln!(
-        o,
-        "\nswitches:\n  {:<20} {:<10} {:>6} {:>4} {:>6}",
-        "NAME", "ROLE", "ID", "POD", "PORTS"
-    );
+    let _ = writeln!(o, "\nswitches:");
+    let mut switches = table::new(&["NAME", "ROLE", "ID", "POD", "PORTS"], &[2, 3, 4]);
     for (i, s) in t.switches().iter().enumerate().take(limit) {
         let ports = t.switch_out_edges(i as u32).len()
             + t.hosts().iter().filter(|h| h.leaf == i as u32).count();
-        let _ = writeln!(
-            o,
-            "  {:<20} {:<10} {:>6} {:>4} {:>6}",
-            s.name,
+        switches.add_row(vec![
+            s.name.clone(),
             s.role.to_string(),
-            s.id,
-            s.pod,
-            ports
-        );
+            s.id.to_string(),
+            s.pod.to_string(),
+            ports.to_string(),
+        ]);
     }
+    o.push_str(&table::indented(&switches));
     more(&mut o, t.switches().len());
-    let _ = writeln!(
-        o,
-        "\nhosts:\n  {:<16} {:<16} {:<18} {:<22} {:>6} {:>5} {:>5} {:<10}",
-        "NAME", "IP", "MAC", "LEAF:PORT", "GBPS", "GPUS", "RAIL", "SERVER"
+    let _ = writeln!(o, "\nhosts:");
+    let mut hosts = table::new(
+        &[
+            "NAME",
+            "IP",
+            "MAC",
+            "LEAF:PORT",
+            "GBPS",
+            "GPUS",
+            "RAIL",
+            "SERVER",
+        ],
+        &[4, 5, 6],
     );
     for h in spec.hosts.iter().take(limit) {
-        let _ = writeln!(
-            o,
-            "  {:<16} {:<16} {:<18} {:<22} {:>6} {:>5} {:>5} {:<10}",
-            h.name,
-            h.ip,
-            h.mac,
+        hosts.add_row(vec![
+            h.name.clone(),
+            h.ip.to_string(),
+            h.mac.to_string(),
             format!("{}:{}", h.leaf, h.port),
-            h.gbps,
-            h.gpus,
+            h.gbps.to_string(),
+            h.gpus.to_string(),
             h.rail.map_or("-".into(), |r| r.to_string()),
-            h.server.as_deref().unwrap_or("-")
-        );
+            h.server.clone().unwrap_or_else(|| "-".into()),
+        ]);
     }
+    o.push_str(&table::indented(&hosts));
     more(&mut o, spec.hosts.len());
-    let _ = writeln!(
-        o,
-        "\nlinks:\n  {:<24} {:<24} {:>8}",
-        "NODE1:PORT", "NODE2:PORT", "GBPS"
-    );
+    let _ = writeln!(o, "\nlinks:");
+    let mut links = table::new(&["NODE1:PORT", "NODE2:PORT", "GBPS"], &[2]);
     for l in spec.links.iter().take(limit) {
-        let _ = writeln!(
-            o,
-            "  {:<24} {:<24} {:>8}",
+        links.add_row(vec![
             format!("{}:{}", l.node1, l.port1),
             format!("{}:{}", l.node2, l.port2),
-            l.gbps
-        );
+            l.gbps.to_string(),
+        ]);
     }
+    o.push_str(&table::indented(&links));
     more(&mut o, spec.links.len());
     o
 }

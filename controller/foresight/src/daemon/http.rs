@@ -114,9 +114,15 @@ async fn change_link(
     let Ok(port) = port.parse::<u32>() else {
         return error(400, &format!("{node}:{port}: the port must be a number"));
     };
-    match controller.set_link(node, port, down).await {
-        Ok(view) => pretty_json(&view),
-        Err((code, message)) => error(code, &message),
+    // The change runs in its own task: hyper drops this handler when the
+    // client goes away, and the deadline drops it when it is due, but a
+    // link change once begun must finish (events, switch writes).
+    let node = node.to_string();
+    let change = tokio::spawn(async move { controller.set_link(&node, port, down).await });
+    match change.await {
+        Ok(Ok(view)) => pretty_json(&view),
+        Ok(Err((code, message))) => error(code, &message),
+        Err(e) => error(500, &format!("the link change failed: {e}")),
     }
 }
 

@@ -31,6 +31,8 @@ if [ -n "$have_p4c" ]; then suite p4-artifacts p4src/compile.sh --check --bmv2
 else skip "P4 artifact freshness check (p4src/compile.sh --check --bmv2)" "p4c not found on PATH or in $prefix/bin or $tofino_prefix/bin"; fi
 if [ -n "$have_tofino_p4c" ]; then suite p4-tna-artifacts p4src/compile.sh --check --tna
 else skip "TNA artifact freshness check (p4src/compile.sh --check --tna)" "the Tofino p4c (p4c-barefoot) not found in $tofino_prefix/bin"; fi
+# The TNA program's decision tables against the v1model logic (no compiler needed).
+suite p4-tna-decisions python3 p4src/tna/check_decisions.py
 
 # 3. PTF packet tests of the data plane on BMv2.
 if [ -x ptf-tests/run.sh ]; then

@@ -9,7 +9,9 @@ including queue ids, occupancies, ports, node ids, lengths and checksums, is
 exact. The next hop's input is rebuilt with chosen values for those fields.
 """
 
+import os
 import struct
+import subprocess
 
 from fs_common import FsTest, HOST_MAC, nbr_mac, sw_mac
 from fs_packets import (DROP, DS_TX_BYTES, FS_DOMAIN, FS_INSTRUCTIONS, INS_BUFFER,
@@ -345,6 +347,56 @@ class IntSourceIsSink(IntBase):
                               "report %d" % seq)
             self.check_times(got, REPORT_STACK_OFF, off)
         self.expect_nothing()
+
+
+class IntReportOnceAfterRepush(IntBase):
+    """The controller's forced pipeline push (`foresight switch push`) deletes
+    the report clone session first: BMv2 keeps clone sessions across a push
+    while PI forgets them, so without that the session configured again
+    after the push would send every report twice."""
+
+    SWITCHES = ("s1",)
+
+    def configure(self, add_session):
+        s1 = self.sw["s1"]
+        self.watch("s1", self.INS, self.DS, max_hop=4)
+        self.route("s1", DST, 32, 6)
+        s1.insert("int_ingress.sink_ports", {"egress_port": 6}, "int_ingress.set_sink")
+        add_session("s1", REPORT_SESSION, [(7, 1)])
+        s1.set_default("int_egress.report_config", "int_egress.set_collector",
+                       {"src_mac": sw_mac("s1", 7), "dst_mac": COLLECTOR_MAC,
+                        "src_addr": REPORT_SRC_IP, "collector_addr": COLLECTOR_IP,
+                        "src_port": REPORT_SPORT, "collector_port": COLLECTOR_PORT})
+
+    def runTest(self):
+        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        binary = os.environ.get("FORESIGHT_BIN",
+                                os.path.join(repo, "target", "release", "foresight"))
+        if not os.access(binary, os.X_OK):
+            self.skipTest("SKIPPED: %s not built (cargo build --release)" % binary)
+        self.configure(self.clone_session)
+        addr = dict(item.split("=") for item in self.params["switches"].split(","))["s1"]
+        out = subprocess.run(
+            [binary, "switch", "push", "--addr", addr, "--device-id", "0",
+             "--election-id", "2", "--p4info", self.params["p4info"],
+             "--config", self.params["bmv2_json"]],
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("1 clone session(s) deleted first", out.stdout)
+        # The push reset the tables: configure again (the session is already
+        # in self.clone_sessions for tearDown).
+        s1 = self.sw["s1"]
+        s1.set_default("int_egress.node_config", "int_egress.set_node_id", {"node_id": 101})
+        s1.insert("qos.dscp_priority", {"dscp": ROCE_DSCP}, "qos.set_priority",
+                  {"priority": ROCE_QUEUE})
+        self.configure(lambda sw, session, replicas: s1.set_clone_session(session, replicas))
+
+        f = Flow(SRC, DST, sport=49161, qp=QP)
+        for _ in range(3):
+            self.send("s1", 1, f.packet(HOST_MAC, sw_mac("s1", 1), ttl=64, dscp=ROCE_DSCP))
+            self.receive("s1", 6)
+            self.receive("s1", 7)
+            self.expect_nothing()
 
 
 class IntDiscardBit(IntBase):

@@ -143,20 +143,21 @@ async fn push(conn: Conn, artifacts: Artifacts) -> anyhow::Result<()> {
     let device_config = artifacts.device_config()?;
     let device_config_len = device_config.len();
     let (switch, info) = connect_primary(&conn).await?;
-    switch
-        .set_pipeline(
-            &info,
-            device_config,
-            p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit,
-        )
-        .await?;
+    let sessions = installer::pipeline::push(&switch, &info, device_config).await?;
     let what = match &artifacts {
         Artifacts::Bmv2 { json } => json.display().to_string(),
         Artifacts::Tofino(out) => format!("Tofino pipeline of {}", out.dir.display()),
     };
     println!(
-        "pushed {what} ({} bytes) to {} (device {})",
-        device_config_len, conn.addr, conn.device_id
+        "pushed {what} ({} bytes) to {} (device {}){}",
+        device_config_len,
+        conn.addr,
+        conn.device_id,
+        if sessions > 0 {
+            format!(", {sessions} clone session(s) deleted first")
+        } else {
+            String::new()
+        }
     );
     switch.shutdown().await;
     Ok(())

@@ -9,9 +9,7 @@ including queue ids, occupancies, ports, node ids, lengths and checksums, is
 exact. The next hop's input is rebuilt with chosen values for those fields.
 """
 
-import os
 import struct
-import subprocess
 
 from fs_common import FsTest, HOST_MAC, nbr_mac, sw_mac
 from fs_packets import (DROP, DS_TX_BYTES, FS_DOMAIN, FS_INSTRUCTIONS, INS_BUFFER,
@@ -369,20 +367,9 @@ class IntReportOnceAfterRepush(IntBase):
                         "src_port": REPORT_SPORT, "collector_port": COLLECTOR_PORT})
 
     def runTest(self):
-        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        binary = os.environ.get("FORESIGHT_BIN",
-                                os.path.join(repo, "target", "release", "foresight"))
-        if not os.access(binary, os.X_OK):
-            self.skipTest("SKIPPED: %s not built (cargo build --release)" % binary)
         self.configure(self.clone_session)
-        addr = dict(item.split("=") for item in self.params["switches"].split(","))["s1"]
-        out = subprocess.run(
-            [binary, "switch", "push", "--addr", addr, "--device-id", "0",
-             "--election-id", "2", "--p4info", self.params["p4info"],
-             "--config", self.params["bmv2_json"]],
-            capture_output=True, text=True, timeout=60)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        self.assertIn("1 clone session(s) deleted first", out.stdout)
+        out = self.foresight_push("s1")
+        self.assertIn("1 clone session(s) deleted first", out)
         # The push reset the tables: configure again (the session is already
         # in self.clone_sessions for tearDown).
         s1 = self.sw["s1"]

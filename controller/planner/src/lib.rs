@@ -11,6 +11,8 @@
 //!   the peak link load; König-optimal on a Clos.
 //! * [`admission`] — priority order, deferral, partial reservations, ECMP
 //!   fallback; [`Planner`] is the entry point.
+//! * [`periodic`] — learning a job's iteration period to reserve its next
+//!   iterations unannounced (T+5).
 //! * [`paths`] — paths and SR-MPLS adjacency label stacks.
 //! * [`ecmp`] — the switch hash (shared with the data plane) and the ECMP baseline.
 //! * [`bounds`] — lower bounds on the peak load.
@@ -30,6 +32,7 @@ pub mod demand;
 pub mod ecmp;
 pub mod ledger;
 pub mod paths;
+pub mod periodic;
 pub mod report;
 pub mod rng;
 pub mod topology;

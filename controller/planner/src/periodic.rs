@@ -1,0 +1,467 @@
+//! Learning a job's iteration period from what it does (the seed's T+5).
+//!
+//! Training runs repeat the same communication every iteration. A
+//! [`PeriodLearner`] watches one job's iterations (each an [`Observation`]:
+//! when it started, how long its communication lasted, which transfers it
+//! made) and, once `lock_after` consecutive iterations agree (same
+//! transfers, gaps within `jitter` of their median), predicts the next
+//! `horizon` iterations so that the controller can reserve them before the
+//! job announces anything. Every later iteration is checked against the
+//! prediction: a match keeps the lock; a different start, different
+//! transfers, or silence past the expected start is a [`Deviation`], the
+//! predictions are withdrawn and learning starts again from the deviating
+//! iteration.
+//!
+//! Pure logic over timestamps: no clock, no I/O. The caller says what it
+//! observed and when it looked ([`PeriodLearner::expire`]).
+
+use std::collections::VecDeque;
+use std::fmt;
+
+/// How sure the learner must be, and how far it looks ahead.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LearnerConfig {
+    /// Consecutive matching iterations before predicting (at least 2: one
+    /// gap is needed to measure a period).
+    pub lock_after: usize,
+    /// Allowed deviation of a gap from the period, as a fraction of it.
+    pub jitter: f64,
+    /// Allowed deviation of a transfer's bytes, as a fraction of them.
+    pub bytes_tolerance: f64,
+    /// Iterations predicted ahead.
+    pub horizon: usize,
+}
+
+impl Default for LearnerConfig {
+    fn default() -> Self {
+        LearnerConfig {
+            lock_after: 3,
+            jitter: 0.05,
+            bytes_tolerance: 0.05,
+            horizon: 2,
+        }
+    }
+}
+
+/// One point-to-point transfer of an iteration.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Transfer {
+    pub src: String,
+    pub dst: String,
+    pub bytes: u64,
+}
+
+/// One iteration's communication as seen (announced, or measured).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub transfers: Vec<Transfer>,
+}
+
+/// An iteration the learner expects.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prediction {
+    /// 1 for the iteration after the last one observed.
+    pub ahead: usize,
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub transfers: Vec<Transfer>,
+}
+
+/// Why the predictions were withdrawn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Deviation {
+    /// The iteration started outside the expected window.
+    Shifted { expected_ns: u64, got_ns: u64 },
+    /// The iteration made different transfers (another batch size, a rank
+    /// more or less).
+    Changed { what: String },
+    /// Nothing arrived by the end of the expected window (the job stopped
+    /// or slowed down).
+    Missed { expected_ns: u64 },
+}
+
+impl fmt::Display for Deviation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Deviation::Shifted {
+                expected_ns,
+                got_ns,
+            } => write!(
+                f,
+                "iteration started at {got_ns} ns, expected {expected_ns} ns"
+            ),
+            Deviation::Changed { what } => write!(f, "iteration changed: {what}"),
+            Deviation::Missed { expected_ns } => {
+                write!(f, "no iteration by the window around {expected_ns} ns")
+            }
+        }
+    }
+}
+
+/// What an observation did to the learner.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Learned {
+    /// Still learning: this many consecutive iterations agree.
+    Learning { agreeing: usize },
+    /// The period is known from now on.
+    Locked { period_ns: u64 },
+    /// The iteration matched the prediction.
+    Confirmed,
+    /// The iteration did not match: predictions withdrawn, learning again.
+    Deviated(Deviation),
+}
+
+/// A bad observation (the learner is left as it was).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ObservationError {
+    #[error("observation starts at {got_ns} ns, before the previous one at {previous_ns} ns")]
+    OutOfOrder { previous_ns: u64, got_ns: u64 },
+    #[error("observation has no transfers")]
+    Empty,
+}
+
+#[derive(Debug, Clone)]
+struct Lock {
+    period_ns: u64,
+    last_start_ns: u64,
+    duration_ns: u64,
+    transfers: Vec<Transfer>,
+}
+
+/// One job's period learner.
+#[derive(Debug, Clone)]
+pub struct PeriodLearner {
+    config: LearnerConfig,
+    /// The latest consecutive iterations that agree with each other.
+    agreeing: VecDeque<Observation>,
+    lock: Option<Lock>,
+}
+
+impl PeriodLearner {
+    pub fn new(config: LearnerConfig) -> PeriodLearner {
+        PeriodLearner {
+            config: LearnerConfig {
+                lock_after: config.lock_after.max(2),
+                ..config
+            },
+            agreeing: VecDeque::new(),
+            lock: None,
+        }
+    }
+
+    /// The period once locked.
+    pub fn period_ns(&self) -> Option<u64> {
+        self.lock.as_ref().map(|l| l.period_ns)
+    }
+
+    /// Take one iteration into account.
+    pub fn observe(&mut self, mut obs: Observation) -> Result<Learned, ObservationError> {
+        if obs.transfers.is_empty() {
+            return Err(ObservationError::Empty);
+        }
+        if let Some(prev) = self.agreeing.back() {
+            if obs.start_ns < prev.start_ns {
+                return Err(ObservationError::OutOfOrder {
+                    previous_ns: prev.start_ns,
+                    got_ns: obs.start_ns,
+                });
+            }
+        }
+        obs.transfers.sort();
+        if let Some(lock) = &self.lock {
+            let expected = lock.last_start_ns + lock.period_ns;
+            let deviation = if !self.within_window(obs.start_ns, expected, lock.period_ns) {
+                Some(Deviation::Shifted {
+                    expected_ns: expected,
+                    got_ns: obs.start_ns,
+                })
+            } else {
+                self.difference(&lock.transfers, &obs.transfers)
+                    .map(|what| Deviation::Changed { what })
+            };
+            return Ok(match deviation {
+                None => {
+                    let lock = self.lock.as_mut().expect("locked");
+                    lock.last_start_ns = obs.start_ns;
+                    lock.duration_ns = lock.duration_ns.max(obs.duration_ns);
+                    self.agreeing.pop_front();
+                    self.agreeing.push_back(obs);
+                    Learned::Confirmed
+                }
+                Some(d) => {
+                    self.relearn_from(obs);
+                    Learned::Deviated(d)
+                }
+            });
+        }
+        let agrees = self
+            .agreeing
+            .back()
+            .is_some_and(|prev| self.difference(&prev.transfers, &obs.transfers).is_none());
+        if !agrees {
+            self.agreeing.clear();
+        }
+        self.agreeing.push_back(obs);
+        while self.agreeing.len() > self.config.lock_after {
+            self.agreeing.pop_front();
+        }
+        if self.agreeing.len() == self.config.lock_after {
+            if let Some(period_ns) = self.steady_period() {
+                let last = self.agreeing.back().expect("non-empty");
+                self.lock = Some(Lock {
+                    period_ns,
+                    last_start_ns: last.start_ns,
+                    duration_ns: self
+                        .agreeing
+                        .iter()
+                        .map(|o| o.duration_ns)
+                        .max()
+                        .unwrap_or(0),
+                    transfers: last.transfers.clone(),
+                });
+                return Ok(Learned::Locked { period_ns });
+            }
+            // Agreeing transfers at an irregular pace: keep the latest ones
+            // and wait for a steadier run.
+            self.agreeing.pop_front();
+        }
+        Ok(Learned::Learning {
+            agreeing: self.agreeing.len(),
+        })
+    }
+
+    /// Called when time passes without an observation: once the expected
+    /// iteration's window has closed, the predictions are withdrawn.
+    pub fn expire(&mut self, now_ns: u64) -> Option<Deviation> {
+        let lock = self.lock.as_ref()?;
+        let expected = lock.last_start_ns + lock.period_ns;
+        let slack = (lock.period_ns as f64 * self.config.jitter) as u64;
+        if now_ns <= expected + slack {
+            return None;
+        }
+        self.lock = None;
+        self.agreeing.clear();
+        Some(Deviation::Missed {
+            expected_ns: expected,
+        })
+    }
+
+    /// The next `horizon` iterations, empty while learning.
+    pub fn predictions(&self) -> Vec<Prediction> {
+        let Some(lock) = &self.lock else {
+            return Vec::new();
+        };
+        (1..=self.config.horizon)
+            .map(|ahead| Prediction {
+                ahead,
+                start_ns: lock.last_start_ns + ahead as u64 * lock.period_ns,
+                duration_ns: lock.duration_ns,
+                transfers: lock.transfers.clone(),
+            })
+            .collect()
+    }
+
+    fn relearn_from(&mut self, obs: Observation) {
+        self.lock = None;
+        self.agreeing.clear();
+        self.agreeing.push_back(obs);
+    }
+
+    fn within_window(&self, got: u64, expected: u64, period: u64) -> bool {
+        got.abs_diff(expected) as f64 <= self.config.jitter * period as f64
+    }
+
+    /// The median gap of the agreeing run, if every gap is within jitter of it.
+    fn steady_period(&self) -> Option<u64> {
+        let starts: Vec<u64> = self.agreeing.iter().map(|o| o.start_ns).collect();
+        let mut gaps: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+        gaps.sort_unstable();
+        let median = gaps[gaps.len() / 2];
+        let steady = median > 0
+            && gaps
+                .iter()
+                .all(|&g| g.abs_diff(median) as f64 <= self.config.jitter * median as f64);
+        steady.then_some(median)
+    }
+
+    /// How two iterations' (sorted) transfers differ, if they do.
+    fn difference(&self, a: &[Transfer], b: &[Transfer]) -> Option<String> {
+        if a.len() != b.len() {
+            return Some(format!("{} transfers, expected {}", b.len(), a.len()));
+        }
+        for (x, y) in a.iter().zip(b) {
+            if (&x.src, &x.dst) != (&y.src, &y.dst) {
+                return Some(format!(
+                    "transfer {} -> {} instead of {} -> {}",
+                    y.src, y.dst, x.src, x.dst
+                ));
+            }
+            if x.bytes.abs_diff(y.bytes) as f64 > self.config.bytes_tolerance * x.bytes as f64 {
+                return Some(format!(
+                    "{} -> {}: {} bytes, expected {}",
+                    y.src, y.dst, y.bytes, x.bytes
+                ));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn ring(bytes: u64) -> Vec<Transfer> {
+        (0..4)
+            .map(|r| Transfer {
+                src: format!("h{r}"),
+                dst: format!("h{}", (r + 3) % 4),
+                bytes,
+            })
+            .collect()
+    }
+
+    fn iteration(start_ms: f64, bytes: u64) -> Observation {
+        Observation {
+            start_ns: (start_ms * MS as f64) as u64,
+            duration_ns: 40 * MS,
+            transfers: ring(bytes),
+        }
+    }
+
+    #[test]
+    fn locks_after_k_steady_iterations_and_predicts_the_next() {
+        let mut l = PeriodLearner::new(LearnerConfig::default());
+        // 100 ms period with up to 2 ms of jitter.
+        assert_eq!(
+            l.observe(iteration(0.0, 1 << 20)).unwrap(),
+            Learned::Learning { agreeing: 1 }
+        );
+        assert_eq!(
+            l.observe(iteration(101.0, 1 << 20)).unwrap(),
+            Learned::Learning { agreeing: 2 }
+        );
+        assert!(l.predictions().is_empty());
+        assert_eq!(
+            l.observe(iteration(199.0, 1 << 20)).unwrap(),
+            Learned::Locked {
+                period_ns: 101 * MS
+            }
+        );
+        let p = l.predictions();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].start_ns, 300 * MS);
+        assert_eq!(p[1].start_ns, 401 * MS);
+        assert_eq!(p[0].transfers, ring(1 << 20));
+        assert_eq!(
+            l.observe(iteration(302.0, 1 << 20)).unwrap(),
+            Learned::Confirmed
+        );
+        assert_eq!(l.predictions()[0].start_ns, 403 * MS);
+    }
+
+    #[test]
+    fn an_irregular_pace_does_not_lock() {
+        let mut l = PeriodLearner::new(LearnerConfig::default());
+        for start in [0.0, 100.0, 250.0, 320.0, 500.0] {
+            let r = l.observe(iteration(start, 1000)).unwrap();
+            assert!(matches!(r, Learned::Learning { .. }), "{r:?}");
+        }
+        assert!(l.predictions().is_empty());
+    }
+
+    #[test]
+    fn a_changed_batch_size_withdraws_and_relearns_within_k() {
+        let cfg = LearnerConfig::default();
+        let mut l = PeriodLearner::new(cfg);
+        for i in 0..20 {
+            l.observe(iteration(i as f64 * 100.0, 1 << 20)).unwrap();
+        }
+        assert_eq!(l.period_ns(), Some(100 * MS));
+        // Iteration 20: twice the bytes and a 150 ms period from now on.
+        let r = l.observe(iteration(2000.0, 2 << 20)).unwrap();
+        assert!(
+            matches!(r, Learned::Deviated(Deviation::Changed { .. })),
+            "{r:?}"
+        );
+        assert!(l.predictions().is_empty(), "withdrawn at once");
+        let mut relearned_after = None;
+        for i in 1..=cfg.lock_after {
+            let r = l
+                .observe(iteration(2000.0 + i as f64 * 150.0, 2 << 20))
+                .unwrap();
+            if let Learned::Locked { period_ns } = r {
+                assert_eq!(period_ns, 150 * MS);
+                relearned_after = Some(i);
+                break;
+            }
+        }
+        // The deviating iteration counts as the first of the new run.
+        assert_eq!(relearned_after, Some(cfg.lock_after - 1));
+        assert_eq!(l.predictions()[0].transfers, ring(2 << 20));
+    }
+
+    #[test]
+    fn a_stopped_job_loses_its_predictions_within_one_period() {
+        let mut l = PeriodLearner::new(LearnerConfig::default());
+        for i in 0..4 {
+            l.observe(iteration(i as f64 * 100.0, 1000)).unwrap();
+        }
+        assert_eq!(l.predictions()[0].start_ns, 400 * MS);
+        assert_eq!(l.expire(404 * MS), None, "still inside the window");
+        assert_eq!(
+            l.expire(406 * MS),
+            Some(Deviation::Missed {
+                expected_ns: 400 * MS
+            })
+        );
+        assert!(l.predictions().is_empty());
+        assert_eq!(l.expire(900 * MS), None, "withdrawn once");
+    }
+
+    #[test]
+    fn a_late_iteration_is_a_shift_and_small_byte_noise_is_not_a_change() {
+        let mut l = PeriodLearner::new(LearnerConfig::default());
+        for i in 0..3 {
+            l.observe(iteration(i as f64 * 100.0, 10_000)).unwrap();
+        }
+        assert_eq!(
+            l.observe(iteration(300.0, 10_300)).unwrap(),
+            Learned::Confirmed,
+            "3 % more bytes is within tolerance"
+        );
+        let r = l.observe(iteration(430.0, 10_000)).unwrap();
+        assert_eq!(
+            r,
+            Learned::Deviated(Deviation::Shifted {
+                expected_ns: 400 * MS,
+                got_ns: 430 * MS
+            })
+        );
+    }
+
+    #[test]
+    fn bad_observations_are_refused_and_change_nothing() {
+        let mut l = PeriodLearner::new(LearnerConfig::default());
+        for i in 0..3 {
+            l.observe(iteration(100.0 + i as f64 * 100.0, 1000))
+                .unwrap();
+        }
+        let before = l.predictions();
+        assert_eq!(
+            l.observe(iteration(50.0, 1000)),
+            Err(ObservationError::OutOfOrder {
+                previous_ns: 300 * MS,
+                got_ns: 50 * MS
+            })
+        );
+        let mut empty = iteration(400.0, 1000);
+        empty.transfers.clear();
+        assert_eq!(l.observe(empty), Err(ObservationError::Empty));
+        assert_eq!(l.predictions(), before);
+    }
+}

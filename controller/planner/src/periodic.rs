@@ -2,11 +2,21 @@
 //!
 //! Training runs repeat the same communication every iteration. A
 //! [`PeriodLearner`] watches one job's iterations (each an [`Observation`]:
-//! when it started, how long its communication lasted, which transfers it
+//! when its communication started, how long it lasted, which transfers it
 //! made) and, once `lock_after` consecutive iterations agree (same
-//! transfers, gaps within `jitter` of their median), predicts the next
-//! `horizon` iterations so that the controller can reserve them before the
-//! job announces anything. Every later iteration is checked against the
+//! transfers, steady timing), predicts the next `horizon` iterations so
+//! that the controller can reserve them before the job announces anything.
+//!
+//! Timing is learned two ways, and the steady one is used: the idle gap
+//! from the end of one iteration's communication to the start of the next
+//! (the compute between them: steady when communication ends the
+//! iteration, as a data-parallel gradient all-reduce does, whatever the
+//! network makes of the communication), else the start-to-start period
+//! (steady when communication overlaps compute). The gap matters: a
+//! reservation makes the communication faster, so the next iteration
+//! starts earlier than the start-to-start period of the unreserved ones
+//! says, and a period-only learner would take its own success for a
+//! deviation. Every later iteration is checked against the
 //! prediction: a match keeps the lock; a different start, different
 //! transfers, or silence past the expected start is a [`Deviation`], the
 //! predictions are withdrawn and learning starts again from the deviating
@@ -59,6 +69,15 @@ pub struct Observation {
     pub transfers: Vec<Transfer>,
 }
 
+/// How the next start follows from the last iteration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cadence {
+    /// The next start is the last end plus this gap.
+    AfterEnd { gap_ns: u64 },
+    /// The next start is the last start plus this period.
+    Period { period_ns: u64 },
+}
+
 /// An iteration the learner expects.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prediction {
@@ -105,8 +124,8 @@ impl fmt::Display for Deviation {
 pub enum Learned {
     /// Still learning: this many consecutive iterations agree.
     Learning { agreeing: usize },
-    /// The period is known from now on.
-    Locked { period_ns: u64 },
+    /// The cadence is known from now on.
+    Locked(Cadence),
     /// The iteration matched the prediction.
     Confirmed,
     /// The iteration did not match: predictions withdrawn, learning again.
@@ -124,10 +143,25 @@ pub enum ObservationError {
 
 #[derive(Debug, Clone)]
 struct Lock {
-    period_ns: u64,
+    cadence: Cadence,
     last_start_ns: u64,
+    last_end_ns: u64,
     duration_ns: u64,
     transfers: Vec<Transfer>,
+}
+
+impl Lock {
+    /// The expected start of the iteration `ahead` iterations on, and the
+    /// window scale (its gap or period) the jitter applies to.
+    fn expected(&self, ahead: u64) -> (u64, u64) {
+        match self.cadence {
+            Cadence::AfterEnd { gap_ns } => (
+                self.last_end_ns + gap_ns + (ahead - 1) * (self.duration_ns + gap_ns),
+                (gap_ns + self.duration_ns).max(1),
+            ),
+            Cadence::Period { period_ns } => (self.last_start_ns + ahead * period_ns, period_ns),
+        }
+    }
 }
 
 /// One job's period learner.
@@ -151,9 +185,9 @@ impl PeriodLearner {
         }
     }
 
-    /// The period once locked.
-    pub fn period_ns(&self) -> Option<u64> {
-        self.lock.as_ref().map(|l| l.period_ns)
+    /// The cadence once locked.
+    pub fn cadence(&self) -> Option<Cadence> {
+        self.lock.as_ref().map(|l| l.cadence)
     }
 
     /// Take one iteration into account.
@@ -171,8 +205,8 @@ impl PeriodLearner {
         }
         obs.transfers.sort();
         if let Some(lock) = &self.lock {
-            let expected = lock.last_start_ns + lock.period_ns;
-            let deviation = if !self.within_window(obs.start_ns, expected, lock.period_ns) {
+            let (expected, scale) = lock.expected(1);
+            let deviation = if !self.within_window(obs.start_ns, expected, scale) {
                 Some(Deviation::Shifted {
                     expected_ns: expected,
                     got_ns: obs.start_ns,
@@ -185,7 +219,8 @@ impl PeriodLearner {
                 None => {
                     let lock = self.lock.as_mut().expect("locked");
                     lock.last_start_ns = obs.start_ns;
-                    lock.duration_ns = lock.duration_ns.max(obs.duration_ns);
+                    lock.last_end_ns = obs.start_ns + obs.duration_ns;
+                    lock.duration_ns = obs.duration_ns;
                     self.agreeing.pop_front();
                     self.agreeing.push_back(obs);
                     Learned::Confirmed
@@ -208,20 +243,16 @@ impl PeriodLearner {
             self.agreeing.pop_front();
         }
         if self.agreeing.len() == self.config.lock_after {
-            if let Some(period_ns) = self.steady_period() {
+            if let Some(cadence) = self.steady_cadence() {
                 let last = self.agreeing.back().expect("non-empty");
                 self.lock = Some(Lock {
-                    period_ns,
+                    cadence,
                     last_start_ns: last.start_ns,
-                    duration_ns: self
-                        .agreeing
-                        .iter()
-                        .map(|o| o.duration_ns)
-                        .max()
-                        .unwrap_or(0),
+                    last_end_ns: last.start_ns + last.duration_ns,
+                    duration_ns: last.duration_ns,
                     transfers: last.transfers.clone(),
                 });
-                return Ok(Learned::Locked { period_ns });
+                return Ok(Learned::Locked(cadence));
             }
             // Agreeing transfers at an irregular pace: keep the latest ones
             // and wait for a steadier run.
@@ -236,8 +267,8 @@ impl PeriodLearner {
     /// iteration's window has closed, the predictions are withdrawn.
     pub fn expire(&mut self, now_ns: u64) -> Option<Deviation> {
         let lock = self.lock.as_ref()?;
-        let expected = lock.last_start_ns + lock.period_ns;
-        let slack = (lock.period_ns as f64 * self.config.jitter) as u64;
+        let (expected, scale) = lock.expected(1);
+        let slack = (scale as f64 * self.config.jitter) as u64;
         if now_ns <= expected + slack {
             return None;
         }
@@ -248,7 +279,8 @@ impl PeriodLearner {
         })
     }
 
-    /// The next `horizon` iterations, empty while learning.
+    /// The next `horizon` iterations, empty while learning. Beyond the next
+    /// one they assume the last iteration's communication time.
     pub fn predictions(&self) -> Vec<Prediction> {
         let Some(lock) = &self.lock else {
             return Vec::new();
@@ -256,7 +288,7 @@ impl PeriodLearner {
         (1..=self.config.horizon)
             .map(|ahead| Prediction {
                 ahead,
-                start_ns: lock.last_start_ns + ahead as u64 * lock.period_ns,
+                start_ns: lock.expected(ahead as u64).0,
                 duration_ns: lock.duration_ns,
                 transfers: lock.transfers.clone(),
             })
@@ -273,17 +305,39 @@ impl PeriodLearner {
         got.abs_diff(expected) as f64 <= self.config.jitter * period as f64
     }
 
-    /// The median gap of the agreeing run, if every gap is within jitter of it.
-    fn steady_period(&self) -> Option<u64> {
-        let starts: Vec<u64> = self.agreeing.iter().map(|o| o.start_ns).collect();
-        let mut gaps: Vec<u64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
-        gaps.sort_unstable();
-        let median = gaps[gaps.len() / 2];
-        let steady = median > 0
-            && gaps
+    /// The cadence of the agreeing run: the idle gap if every gap is within
+    /// jitter of the median (relative to gap + communication), else the
+    /// start-to-start period if every period is within jitter of theirs.
+    fn steady_cadence(&self) -> Option<Cadence> {
+        let runs: Vec<&Observation> = self.agreeing.iter().collect();
+        let steady = |values: &mut Vec<i128>, scale: &dyn Fn(i128) -> f64| {
+            values.sort_unstable();
+            let median = values[values.len() / 2];
+            values
                 .iter()
-                .all(|&g| g.abs_diff(median) as f64 <= self.config.jitter * median as f64);
-        steady.then_some(median)
+                .all(|&v| (v - median).abs() as f64 <= self.config.jitter * scale(median))
+                .then_some(median)
+        };
+        let mut gaps: Vec<i128> = runs
+            .windows(2)
+            .map(|w| w[1].start_ns as i128 - (w[0].start_ns + w[0].duration_ns) as i128)
+            .collect();
+        let duration = runs.last().map_or(0, |o| o.duration_ns) as i128;
+        if let Some(gap) = steady(&mut gaps, &|g| (g + duration) as f64) {
+            if gap > 0 {
+                return Some(Cadence::AfterEnd { gap_ns: gap as u64 });
+            }
+        }
+        let mut periods: Vec<i128> = runs
+            .windows(2)
+            .map(|w| (w[1].start_ns - w[0].start_ns) as i128)
+            .collect();
+        match steady(&mut periods, &|p| p as f64) {
+            Some(p) if p > 0 => Some(Cadence::Period {
+                period_ns: p as u64,
+            }),
+            _ => None,
+        }
     }
 
     /// How two iterations' (sorted) transfers differ, if they do.
@@ -346,11 +400,10 @@ mod tests {
             Learned::Learning { agreeing: 2 }
         );
         assert!(l.predictions().is_empty());
+        // Gaps after the 40 ms of communication: 61 and 58 ms.
         assert_eq!(
             l.observe(iteration(199.0, 1 << 20)).unwrap(),
-            Learned::Locked {
-                period_ns: 101 * MS
-            }
+            Learned::Locked(Cadence::AfterEnd { gap_ns: 61 * MS })
         );
         let p = l.predictions();
         assert_eq!(p.len(), 2);
@@ -381,7 +434,7 @@ mod tests {
         for i in 0..20 {
             l.observe(iteration(i as f64 * 100.0, 1 << 20)).unwrap();
         }
-        assert_eq!(l.period_ns(), Some(100 * MS));
+        assert_eq!(l.cadence(), Some(Cadence::AfterEnd { gap_ns: 60 * MS }));
         // Iteration 20: twice the bytes and a 150 ms period from now on.
         let r = l.observe(iteration(2000.0, 2 << 20)).unwrap();
         assert!(
@@ -394,8 +447,8 @@ mod tests {
             let r = l
                 .observe(iteration(2000.0 + i as f64 * 150.0, 2 << 20))
                 .unwrap();
-            if let Learned::Locked { period_ns } = r {
-                assert_eq!(period_ns, 150 * MS);
+            if let Learned::Locked(cadence) = r {
+                assert_eq!(cadence, Cadence::AfterEnd { gap_ns: 110 * MS });
                 relearned_after = Some(i);
                 break;
             }
@@ -442,6 +495,50 @@ mod tests {
                 got_ns: 430 * MS
             })
         );
+    }
+
+    #[test]
+    fn faster_communication_under_a_reservation_is_not_a_deviation() {
+        let mut l = PeriodLearner::new(LearnerConfig::default());
+        for i in 0..3 {
+            l.observe(iteration(i as f64 * 100.0, 1000)).unwrap();
+        }
+        // Reserved: 20 ms of communication instead of 40, so the next
+        // iteration starts 20 ms earlier than a start-to-start period says.
+        assert_eq!(l.predictions()[0].start_ns, 300 * MS);
+        let fast = |start_ms: u64| Observation {
+            start_ns: start_ms * MS,
+            duration_ns: 20 * MS,
+            transfers: ring(1000),
+        };
+        assert_eq!(l.observe(fast(300)).unwrap(), Learned::Confirmed);
+        assert_eq!(l.predictions()[0].start_ns, 380 * MS);
+        assert_eq!(l.observe(fast(380)).unwrap(), Learned::Confirmed);
+    }
+
+    #[test]
+    fn overlapping_communication_locks_on_the_period() {
+        let mut l = PeriodLearner::new(LearnerConfig::default());
+        // Communication that overlaps compute: its length varies, its start
+        // follows a steady 100 ms period.
+        for (i, d) in [30u64, 90, 55].into_iter().enumerate() {
+            let r = l
+                .observe(Observation {
+                    start_ns: i as u64 * 100 * MS,
+                    duration_ns: d * MS,
+                    transfers: ring(1000),
+                })
+                .unwrap();
+            if i == 2 {
+                assert_eq!(
+                    r,
+                    Learned::Locked(Cadence::Period {
+                        period_ns: 100 * MS
+                    })
+                );
+            }
+        }
+        assert_eq!(l.predictions()[1].start_ns, 400 * MS);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! * [`topology`] — fabrics as a petgraph graph: generators (leaf-spine,
 //!   multi-pod with super-spines, rail-optimized), YAML load/save,
 //!   validation that names the bad element.
-//! * [`demand`] — demand signals and demand files, flows with RoCE QPs.
+//! * [`flow`] — flows with RoCE QPs (below demands and collectives).
+//! * [`demand`] — demand signals and demand files.
 //! * [`collectives`] — ring/tree all-reduce, all-gather, reduce-scatter,
 //!   all-to-all, pipeline sends, prefill→decode KV transfer → flows.
 //! * [`ledger`] — reserved bandwidth per link over time.
@@ -28,6 +29,7 @@ pub mod colouring;
 pub mod conventions;
 pub mod demand;
 pub mod ecmp;
+pub mod flow;
 pub mod ledger;
 pub mod paths;
 pub mod report;
@@ -36,7 +38,8 @@ pub mod topology;
 
 pub use admission::{Outcome, Plan, Planner, PlannerConfig, Reason};
 pub use collectives::{Collective, CollectiveKind};
-pub use demand::{Demand, DemandSignal, Flow};
+pub use demand::{Demand, DemandSignal};
+pub use flow::Flow;
 pub use ledger::{Ledger, Window};
 pub use paths::{Hop, Path};
 pub use report::{PlanReport, ReportOptions};

@@ -10,6 +10,8 @@
 //! * [`ledger`] — reserved bandwidth per link over time.
 //! * [`assign`] (with [`colouring`] and [`clos`]) — path choice minimising
 //!   the peak link load; König-optimal on a Clos.
+//! * [`joint`] — one path assignment for a whole set of flows with their
+//!   own windows (local search), used for joint planning and re-optimization.
 //! * [`admission`] — priority order, deferral, partial reservations, ECMP
 //!   fallback; [`Planner`] is the entry point.
 //! * [`paths`] — paths and SR-MPLS adjacency label stacks.
@@ -30,6 +32,7 @@ pub mod conventions;
 pub mod demand;
 pub mod ecmp;
 pub mod flow;
+pub mod joint;
 pub mod ledger;
 pub mod paths;
 pub mod report;

@@ -60,6 +60,9 @@ pub struct Effort {
     pub evaluations: u64,
     /// Kicks out of a local optimum.
     pub kicks: u32,
+    /// Stop as soon as the peak utilisation is at most this (0: search
+    /// for the lowest peak; the headroom: any assignment that fits will do).
+    pub good_enough: f64,
     /// Stop by then whatever the count (a safety net).
     pub deadline: Option<Instant>,
 }
@@ -138,6 +141,17 @@ impl Key {
         }
         self.sumsq < o.sumsq - 1e-9 * o.sumsq.max(1.0)
     }
+}
+
+/// Branch-and-bound state.
+struct Bb {
+    /// Per local edge × cell: what the set adds (fixed edges, plus the
+    /// flows chosen so far on the path so far).
+    added: Vec<u64>,
+    choice: Vec<usize>,
+    best: f64,
+    best_choice: Option<Vec<usize>>,
+    exhaustive: bool,
 }
 
 struct FlowState {
@@ -373,14 +387,32 @@ impl<'a> Search<'a> {
         self.flows[i].cur = to;
     }
 
-    /// The key with flow `i` on candidate `to` (the assignment is unchanged after).
-    fn try_move(&mut self, i: usize, to: usize) -> Key {
+    /// The key with flow `i` on candidate `to` (the assignment is unchanged
+    /// after); `None` without the full evaluation when a link it would add
+    /// load to ends above `bound`.
+    fn try_move(&mut self, i: usize, to: usize, bound: f64) -> Option<Key> {
         self.evaluations += 1;
         let from = self.flows[i].cur;
+        let f = &self.flows[i];
+        let nc = self.cells.len();
+        for &le in f.cands[to].iter().filter(|e| !f.cands[from].contains(e)) {
+            let l = le as usize;
+            for c in f.lo..f.hi {
+                let k = l * nc + c as usize;
+                let u = if self.down[l] {
+                    DOWN_PENALTY + (self.added[k] + f.rate) as f64 / self.cap[l]
+                } else {
+                    (self.base[k] + self.added[k] + f.rate) as f64 / self.cap[l]
+                };
+                if u > bound + 1e-12 {
+                    return None;
+                }
+            }
+        }
         self.set(i, to);
         let k = self.key();
         self.set(i, from);
-        k
+        Some(k)
     }
 
     fn spent(&mut self) -> bool {
@@ -398,12 +430,11 @@ impl<'a> Search<'a> {
         false
     }
 
-    /// Flows crossing a (link, cell) at the current peak.
-    fn hot_flows(&self) -> Vec<usize> {
-        let max = self.key().max;
+    /// Movable flows crossing a (link, cell) at or above `level`.
+    fn flows_at(&self, level: f64) -> Vec<usize> {
         let nc = self.cells.len();
         let hot: Vec<bool> = (0..self.base.len())
-            .map(|i| self.util(i).to_bits() == max.to_bits())
+            .map(|i| self.util(i) >= level - 1e-12)
             .collect();
         (0..self.flows.len())
             .filter(|&i| {
@@ -425,7 +456,9 @@ impl<'a> Search<'a> {
                 if j == self.flows[i].cur || self.spent() {
                     continue;
                 }
-                let k = self.try_move(i, j);
+                let Some(k) = self.try_move(i, j, now.max) else {
+                    continue;
+                };
                 if k.better_than(best.as_ref().map_or(&now, |b| &b.0)) {
                     best = Some((k, i, j));
                 }
@@ -440,8 +473,8 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// A hot flow's relocation followed by the best second relocation,
-    /// applied when the pair improves.
+    /// A hot flow's relocation followed by the best second relocation of a
+    /// flow then at or above the old peak, applied when the pair improves.
     fn pair(&mut self, hot: &[usize]) -> bool {
         let now = self.key();
         for &i in hot {
@@ -451,11 +484,9 @@ impl<'a> Search<'a> {
                     continue;
                 }
                 self.set(i, j);
+                let second = self.flows_at(now.max);
                 let mut best: Option<(Key, usize, usize)> = None;
-                for k in 0..self.flows.len() {
-                    if k == i || self.flows[k].cands.len() < 2 {
-                        continue;
-                    }
+                for &k in second.iter().filter(|&&k| k != i) {
                     for l in 0..self.flows[k].cands.len() {
                         if l == self.flows[k].cur {
                             continue;
@@ -464,7 +495,9 @@ impl<'a> Search<'a> {
                             self.set(i, from);
                             return false;
                         }
-                        let key = self.try_move(k, l);
+                        let Some(key) = self.try_move(k, l, now.max) else {
+                            continue;
+                        };
                         if key.better_than(best.as_ref().map_or(&now, |b| &b.0)) {
                             best = Some((key, k, l));
                         }
@@ -480,38 +513,181 @@ impl<'a> Search<'a> {
         false
     }
 
+    /// Local search until stuck (no kicks): relocations, then pairs.
+    fn descend(&mut self) {
+        while !self.spent() {
+            let hot = self.flows_at(self.key().max);
+            if hot.is_empty() || !(self.relocate(&hot) || self.pair(&hot)) {
+                break;
+            }
+        }
+    }
+
     fn run(&mut self) {
+        self.descend();
+        if self.key().max <= self.effort.good_enough {
+            return;
+        }
+        let proved = self.branch_and_bound();
+        self.descend();
+        if proved {
+            return;
+        }
         let mut rng = Rng::new(0x6a6f_696e_74 ^ self.flows.len() as u64);
         let mut best_key = self.key();
         let mut best: Vec<usize> = self.flows.iter().map(|f| f.cur).collect();
-        let mut kicks = self.effort.kicks;
-        loop {
+        for _ in 0..self.effort.kicks {
             if self.spent() {
                 break;
             }
-            let hot = self.hot_flows();
+            let hot = self.flows_at(self.key().max);
             if hot.is_empty() {
                 break;
             }
-            if self.relocate(&hot) || self.pair(&hot) {
-                let k = self.key();
-                if k.better_than(&best_key) {
-                    best_key = k;
-                    best = self.flows.iter().map(|f| f.cur).collect();
-                }
-                continue;
-            }
-            if kicks == 0 || self.spent() {
-                break;
-            }
-            kicks -= 1;
             let i = hot[rng.below(hot.len() as u64) as usize];
             let n = self.flows[i].cands.len();
             let j = (self.flows[i].cur + 1 + rng.below(n as u64 - 1) as usize) % n;
             self.set(i, j);
+            self.descend();
+            let k = self.key();
+            if k.better_than(&best_key) {
+                best_key = k;
+                best = self.flows.iter().map(|f| f.cur).collect();
+            }
         }
         for (i, &c) in best.iter().enumerate() {
             self.set(i, c);
+        }
+    }
+
+    /// Depth-first branch and bound on the peak alone, from the current
+    /// assignment as the bound to beat: flows largest first, each path in
+    /// order of the peak it leaves, a branch cut as soon as its partial
+    /// peak reaches the best. Installs a better assignment if it finds one;
+    /// true when the search was exhaustive (the peak is optimal).
+    fn branch_and_bound(&mut self) -> bool {
+        let nc = self.cells.len();
+        // Edges every candidate of a flow shares carry it whatever is chosen.
+        let mut fixed_added = self.added.clone();
+        let mut var: Vec<Vec<Vec<u32>>> = Vec::with_capacity(self.flows.len());
+        for f in &self.flows {
+            let cur = &f.cands[f.cur];
+            let common: Vec<u32> = cur
+                .iter()
+                .copied()
+                .filter(|e| f.cands.iter().all(|c| c.contains(e)))
+                .collect();
+            // Take the flow's variable part out: what stays is fixed.
+            for &le in cur.iter().filter(|e| !common.contains(e)) {
+                for c in f.lo..f.hi {
+                    fixed_added[le as usize * nc + c as usize] -= f.rate;
+                }
+            }
+            var.push(
+                f.cands
+                    .iter()
+                    .map(|c| c.iter().copied().filter(|e| !common.contains(e)).collect())
+                    .collect(),
+            );
+        }
+        let mut order: Vec<usize> = (0..self.flows.len())
+            .filter(|&i| self.flows[i].cands.len() > 1)
+            .collect();
+        order.sort_by_key(|&i| {
+            let f = &self.flows[i];
+            (std::cmp::Reverse(f.rate as u128 * (f.hi - f.lo) as u128), i)
+        });
+        let mut bb = Bb {
+            added: fixed_added,
+            choice: self.flows.iter().map(|f| f.cur).collect(),
+            best: self.key().max,
+            best_choice: None,
+            exhaustive: true,
+        };
+        let root = (0..self.base.len())
+            .map(|i| self.util_of(i, bb.added[i]))
+            .fold(0.0, f64::max);
+        if root < bb.best - 1e-12 {
+            self.dive(&mut bb, &var, &order, 0, root);
+        }
+        if let Some(choice) = bb.best_choice.take() {
+            for (i, &c) in choice.iter().enumerate() {
+                self.set(i, c);
+            }
+        }
+        bb.exhaustive
+    }
+
+    fn util_of(&self, i: usize, added: u64) -> f64 {
+        let le = i / self.cells.len();
+        if self.down[le] {
+            if added == 0 {
+                0.0
+            } else {
+                DOWN_PENALTY + added as f64 / self.cap[le]
+            }
+        } else {
+            (self.base[i] + added) as f64 / self.cap[le]
+        }
+    }
+
+    fn dive(
+        &mut self,
+        bb: &mut Bb,
+        var: &[Vec<Vec<u32>>],
+        order: &[usize],
+        depth: usize,
+        peak: f64,
+    ) {
+        if depth == order.len() {
+            bb.best = peak;
+            bb.best_choice = Some(bb.choice.clone());
+            return;
+        }
+        let nc = self.cells.len();
+        let i = order[depth];
+        let (lo, hi, r) = (self.flows[i].lo, self.flows[i].hi, self.flows[i].rate);
+        // The peak each path leaves, best first.
+        let mut opts: Vec<(f64, usize)> = var[i]
+            .iter()
+            .enumerate()
+            .map(|(j, edges)| {
+                let mut m = peak;
+                for &le in edges {
+                    for c in lo..hi {
+                        let k = le as usize * nc + c as usize;
+                        m = m.max(self.util_of(k, bb.added[k] + r));
+                    }
+                }
+                (m, j)
+            })
+            .collect();
+        opts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (m, j) in opts {
+            if m >= bb.best - 1e-12 {
+                break;
+            }
+            if self.spent() {
+                bb.exhaustive = false;
+                return;
+            }
+            self.evaluations += 1;
+            for &le in &var[i][j] {
+                for c in lo..hi {
+                    bb.added[le as usize * nc + c as usize] += r;
+                }
+            }
+            bb.choice[i] = j;
+            self.dive(bb, var, order, depth + 1, m);
+            for &le in &var[i][j] {
+                for c in lo..hi {
+                    bb.added[le as usize * nc + c as usize] -= r;
+                }
+            }
+            if bb.best <= self.effort.good_enough {
+                bb.exhaustive = false;
+                return;
+            }
         }
     }
 
@@ -562,6 +738,7 @@ mod tests {
         Effort {
             evaluations: 100_000,
             kicks: 8,
+            good_enough: 0.0,
             deadline: None,
         }
     }

@@ -250,15 +250,16 @@ fn milp_min_peak(t: &Topology, demands: &[Demand]) -> Option<f64> {
     model.solve().ok().map(|s| s.value(z))
 }
 
+/// (demand, flow, path) choices loading one link together, and the link.
+type Term = (usize, usize, usize);
+type Row = (u32, Vec<Term>);
+
 /// One row per link and distinct set of (flow, path) terms active on it
 /// together in some time cell (repeated rows make the simplex singular).
-fn link_rows(
-    cand: &[Vec<Vec<Vec<u32>>>],
-    demands: &[Demand],
-) -> Vec<(u32, Vec<(usize, usize, usize)>)> {
-    let mut rows: BTreeSet<(u32, Vec<(usize, usize, usize)>)> = BTreeSet::new();
+fn link_rows(cand: &[Vec<Vec<Vec<u32>>>], demands: &[Demand]) -> Vec<Row> {
+    let mut rows: BTreeSet<Row> = BTreeSet::new();
     for active in cells(demands) {
-        let mut load: HashMap<u32, Vec<(usize, usize, usize)>> = HashMap::new();
+        let mut load: HashMap<u32, Vec<Term>> = HashMap::new();
         for &(di, fi) in &active {
             for (p, edges) in cand[di][fi].iter().enumerate() {
                 for &e in edges {
@@ -383,7 +384,7 @@ fn batch_only() -> PlannerConfig {
 }
 
 #[derive(Default)]
-struct Row {
+struct Stats {
     ratios: Vec<f64>,
     batch_ratios: Vec<f64>,
     top_ratios: Vec<f64>,
@@ -415,8 +416,8 @@ fn shuffled(entries: &[Entry], rng: &mut Rng) -> Vec<Entry> {
 }
 
 /// One row: `cases` random cases of a workload on a fabric in a regime.
-fn row(t: &Topology, workload: &str, binds: bool, cases: usize, rng: &mut Rng) -> Row {
-    let mut r = Row::default();
+fn row(t: &Topology, workload: &str, binds: bool, cases: usize, rng: &mut Rng) -> Stats {
+    let mut r = Stats::default();
     for _ in 0..cases {
         let entries = match workload {
             "transfers" => transfers(t, rng, binds),

@@ -533,7 +533,7 @@ impl<'a> Search<'a> {
         if proved {
             return;
         }
-        let mut rng = Rng::new(0x6a6f_696e_74 ^ self.flows.len() as u64);
+        let mut rng = Rng::new(0x006a_6f69_6e74 ^ self.flows.len() as u64);
         let mut best_key = self.key();
         let mut best: Vec<usize> = self.flows.iter().map(|f| f.cur).collect();
         for _ in 0..self.effort.kicks {

@@ -15,10 +15,11 @@
 //!   MILP admitted bytes.
 //!
 //! Then each case's demand file in 20 shuffled orders (admitted set and
-//! peak vs the best order), and the re-optimization cost.
+//! peak vs the best order), the re-optimization cost, and the 32k-GPU
+//! ring's planning time through the same call.
 //!
 //! Run: `cargo run --release -p planner --example joint_vs_exact` (add
-//! `quick` for 4 cases per row instead of 12).
+//! `quick` for 4 cases per row instead of 12, `ring` for the ring only).
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -589,8 +590,69 @@ fn reoptimization(quick: bool) {
     );
 }
 
+/// Nanoseconds this thread has run on a CPU (Linux schedstat): planning
+/// cost without the time other processes held the CPU.
+fn thread_cpu_ns() -> Option<u64> {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The 32k-GPU ring through `Planner::plan` (one demand: joint placement
+/// does not run at this size), wall and CPU time.
+fn ring_32k(quick: bool) {
+    use planner::collectives::{expand, select_servers, Collective, CollectiveKind};
+    use planner::demand::{DemandKind, QpAllocator};
+    use planner::topology::generate::{preset, Preset};
+    println!("\n## Ring all-reduce on 32,768 GPUs through `Planner::plan`\n");
+    println!("1 GiB, 8 channels; fresh planner per run (`Planner::new` not timed). Wall time includes waiting for a CPU on a loaded machine; CPU time is the thread's own (Linux schedstat).\n");
+    println!("| fabric | flows | runs | wall ms median | CPU ms median | CPU ms max |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let runs = if quick { 5 } else { 15 };
+    for (name, p) in [("rail-optimized", Preset::RailOptimized), ("3-tier Clos", Preset::Clos3)] {
+        let t = Topology::from_spec(preset(p, 32768).unwrap()).unwrap();
+        let c = Collective::new(CollectiveKind::RingAllreduce, select_servers(&t, 32768).unwrap(), 1 << 30);
+        let d = vec![Demand {
+            id: "ring".into(),
+            tenant: "fig".into(),
+            priority: 0,
+            elastic: false,
+            deadline_ns: None,
+            kind: DemandKind::Collective(CollectiveKind::RingAllreduce),
+            flows: expand(&t, &c, &mut QpAllocator::new(&t)).unwrap(),
+        }];
+        let (mut wall, mut cpu) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let mut p = Planner::new(&t, PlannerConfig::default());
+            let (c0, t0) = (thread_cpu_ns(), Instant::now());
+            let plan = p.plan(&d);
+            wall.push(t0.elapsed().as_secs_f64() * 1e3);
+            if let (Some(a), Some(b)) = (c0, thread_cpu_ns()) {
+                cpu.push((b - a) as f64 / 1e6);
+            }
+            assert_eq!(plan.demands[0].outcome, Outcome::Admitted);
+        }
+        wall.sort_by(f64::total_cmp);
+        cpu.sort_by(f64::total_cmp);
+        println!(
+            "| {name} | {} | {runs} | {:.2} | {} | {} |",
+            d[0].flows.len(),
+            wall[wall.len() / 2],
+            cpu.get(cpu.len() / 2).map_or("-".into(), |c| format!("{c:.2}")),
+            cpu.last().map_or("-".into(), |c| format!("{c:.2}")),
+        );
+    }
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
+    if std::env::args().any(|a| a == "ring") {
+        ring_32k(quick);
+        return;
+    }
     let cases = if quick { 4 } else { 12 };
     println!("# Planner through the user path vs exact MILP\n");
     println!(
@@ -633,4 +695,5 @@ fn main() {
     }
     println!("\nRatios: all fits — planner peak / exact min-max peak (mean, worst = highest); binds — planner admitted bytes / exact max admitted bytes (mean, worst = lowest).");
     reoptimization(quick);
+    ring_32k(quick);
 }

@@ -7,8 +7,9 @@ use serde::Serialize;
 use crate::admission::{Outcome, Plan, Planner, PlannerConfig};
 use crate::bounds::{lower_bound, LowerBound};
 use crate::conventions::bps_to_gbps;
-use crate::demand::{Demand, DemandKind, Flow};
+use crate::demand::{Demand, DemandKind};
 use crate::ecmp::EcmpOutcome;
+use crate::flow::Flow;
 use crate::paths::Hop;
 use crate::topology::Topology;
 

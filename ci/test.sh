@@ -23,7 +23,7 @@ have_tofino_p4c=; [ -x "$tofino_prefix/bin/p4c-barefoot" ] && have_tofino_p4c=1
 have_mininet=; /usr/bin/python3 -c 'import mininet' 2>/dev/null && [ "$(id -u)" = 0 ] && have_mininet=1
 
 # 1. Rust: unit tests everywhere; the BMv2 integration tests need the switch.
-[ -n "$have_bmv2" ] || skip "Rust BMv2 integration tests (controller/*/tests)" "simple_switch_grpc not found on PATH or in $prefix/bin; they return early"
+[ -n "$have_bmv2" ] || skip "Rust BMv2 integration tests (controller/*/tests)" "simple_switch_grpc not found on PATH or in $prefix/bin; each prints its own SKIPPED line and returns early"
 suite rust cargo test --workspace --release
 
 # 2. Committed P4 artifacts must match what p4c produces now.

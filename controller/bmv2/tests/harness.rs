@@ -15,7 +15,7 @@ fn alive(pid: u32) -> bool {
 
 fn tools() -> Option<bmv2::Toolchain> {
     bmv2::Toolchain::find()
-        .map_err(|e| eprintln!("SKIPPED bmv2 harness tests: {e}"))
+        .map_err(|e| testkit::skip::skipped("bmv2 harness tests", e))
         .ok()
 }
 

@@ -15,19 +15,6 @@ use ndsp::Validate;
 
 const MS: u64 = 1_000_000;
 
-/// `int_report` with the RoCE destination QP set in the BTH.
-fn report_with_qp(
-    sink: u32,
-    seq: u32,
-    qp: u32,
-    hops: &[(u32, u16, u16, u32, u64, u32)],
-) -> Vec<u8> {
-    let mut b = int_report(sink, seq, hops);
-    let n = b.len();
-    b[n - 7..n - 4].copy_from_slice(&qp.to_be_bytes()[1..]);
-    b
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn congestion_path_availability_and_forecast_mismatch_are_streamed() {
     let dir = tempfile::tempdir().unwrap();
@@ -114,7 +101,7 @@ async fn congestion_path_availability_and_forecast_mismatch_are_streamed() {
             (3 + u32::from(uplink == 4), 1, 2, 0, ts, tx),
             (1, 1, uplink, 0, ts, tx),
         ];
-        udp.send_to(&report_with_qp(2, seq, 700, &hops), &int_listen)
+        udp.send_to(&testkit::int::report_to_qp(2, seq, 700, &hops), &int_listen)
             .unwrap();
         std::thread::sleep(Duration::from_millis(5));
     }

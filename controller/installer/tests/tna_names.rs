@@ -80,10 +80,13 @@ fn tna() -> Option<P4Info> {
     }
     let path = repo(Target::Tofino.p4info_file());
     if !path.exists() {
-        eprintln!(
-            "SKIPPED tna_names: the TNA P4Info {} is not compiled yet (p4src/compile.sh --tna \
-             with the Tofino p4c); FORESIGHT_TNA_P4INFO=<file> checks another P4Info",
-            Target::Tofino.p4info_file()
+        testkit::skip::skipped(
+            "tna_names",
+            format!(
+                "the TNA P4Info {} is not compiled yet (p4src/compile.sh --tna \
+                 with the Tofino p4c); FORESIGHT_TNA_P4INFO=<file> checks another P4Info",
+                Target::Tofino.p4info_file()
+            ),
         );
         return None;
     }

@@ -21,13 +21,7 @@ struct Fixture {
 }
 
 async fn fixture() -> Option<Fixture> {
-    let tools = match bmv2::Toolchain::find() {
-        Ok(tools) => tools,
-        Err(missing) => {
-            eprintln!("SKIPPED p4rt BMv2 entity tests: {missing}");
-            return None;
-        }
-    };
+    let tools = testkit::skip::bmv2("p4rt BMv2 entity tests")?;
     let build = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../p4src/build");
     let info = P4Info::load(build.join("p4rt_features.p4info.binpb")).unwrap();
     let json = std::fs::read(build.join("p4rt_features.json")).unwrap();

@@ -20,13 +20,7 @@ fn artifact(name: &str) -> PathBuf {
 }
 
 fn tools() -> Option<bmv2::Toolchain> {
-    match bmv2::Toolchain::find() {
-        Ok(tools) => Some(tools),
-        Err(missing) => {
-            eprintln!("SKIPPED p4rt BMv2 tests: {missing}");
-            None
-        }
-    }
+    testkit::skip::bmv2("p4rt BMv2 tests")
 }
 
 fn pipeline() -> (P4Info, Vec<u8>) {

@@ -162,9 +162,8 @@ async fn read_all(switch: &Switch, info: &P4Info) -> Vec<p4::TableEntry> {
 
 #[tokio::test]
 async fn entries_cross_between_this_client_and_p4runtime_shell() {
-    let tools = match bmv2::Toolchain::find() {
-        Ok(t) => t,
-        Err(e) => return eprintln!("SKIPPED p4runtime-shell interop: {e}"),
+    let Some(tools) = testkit::skip::bmv2("p4runtime-shell interop") else {
+        return;
     };
     let python = std::env::var("FORESIGHT_PYTHON")
         .map(PathBuf::from)
@@ -174,9 +173,12 @@ async fn entries_cross_between_this_client_and_p4runtime_shell() {
         .status()
         .is_ok_and(|s| s.success());
     if !has_shell {
-        return eprintln!(
-            "SKIPPED p4runtime-shell interop: {} cannot import p4runtime_sh (run ci/setup.sh)",
-            python.display()
+        return testkit::skip::skipped(
+            "p4runtime-shell interop",
+            format!(
+                "{} cannot import p4runtime_sh (run ci/setup.sh)",
+                python.display()
+            ),
         );
     }
     let build = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../p4src/build");

@@ -24,7 +24,7 @@ fn skip() -> bool {
     if rocegen::netns::available() {
         return false;
     }
-    println!("SKIPPED: needs root and iproute2");
+    testkit::skip::skipped("rocegen network-namespace tests", "needs root and iproute2");
     true
 }
 

@@ -4,9 +4,9 @@
 
 use clap::Args;
 
+use super::admin_client;
 use super::controller::DEFAULT_HTTP;
 use crate::daemon::api::EntriesView;
-use crate::daemon::http;
 
 #[derive(Args)]
 pub struct EntriesCmd {
@@ -25,7 +25,10 @@ pub struct EntriesCmd {
 
 pub fn run(cmd: EntriesCmd) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
-    let body = runtime.block_on(http::get(&cmd.http, &format!("/v1/entries/{}", cmd.switch)))?;
+    let body = runtime.block_on(admin_client::get(
+        &cmd.http,
+        &format!("/v1/entries/{}", cmd.switch),
+    ))?;
     let mut view: EntriesView = serde_json::from_slice(&body)
         .map_err(|e| anyhow::anyhow!("{} did not answer with Foresight entries ({e}); is --http the controller's admin address?", cmd.http))?;
     if let Some(t) = &cmd.table {

@@ -4,9 +4,9 @@
 
 use clap::{Args, ValueEnum};
 
+use super::admin_client;
 use super::controller::DEFAULT_HTTP;
 use crate::daemon::api::LinkChangeView;
-use crate::daemon::http;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum LinkState {
@@ -54,7 +54,7 @@ pub fn run(cmd: LinkCmd) -> anyhow::Result<()> {
         LinkState::Up => "up",
     };
     let runtime = tokio::runtime::Runtime::new()?;
-    let body = runtime.block_on(http::post(
+    let body = runtime.block_on(admin_client::post(
         &cmd.http,
         &format!("/v1/links/{node}:{port}/{verb}"),
     ))?;

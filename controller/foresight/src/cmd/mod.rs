@@ -1,6 +1,7 @@
 //! Subcommands. One module per command family; add a variant here and a
 //! `run` function in the module.
 
+mod admin_client;
 mod controller;
 mod demo;
 mod entries;

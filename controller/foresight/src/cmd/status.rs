@@ -2,10 +2,11 @@
 //! reservations and link loads, from its admin endpoint.
 
 use clap::Args;
+use comfy_table::{presets, CellAlignment, ContentArrangement, Table};
 
+use super::admin_client;
 use super::controller::DEFAULT_HTTP;
 use crate::daemon::api::StatusView;
-use crate::daemon::http;
 
 #[derive(Args)]
 pub struct StatusCmd {
@@ -19,7 +20,7 @@ pub struct StatusCmd {
 
 pub fn run(cmd: StatusCmd) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
-    let body = runtime.block_on(http::get(&cmd.http, "/v1/status"))?;
+    let body = runtime.block_on(admin_client::get(&cmd.http, "/v1/status"))?;
     if cmd.json {
         println!("{}", String::from_utf8_lossy(&body));
         return Ok(());
@@ -61,10 +62,17 @@ pub fn render(s: &StatusView) -> String {
         let _ = writeln!(o, "  link down: {l}");
     }
     let _ = writeln!(o, "\nswitches:");
-    let _ = writeln!(
-        o,
-        "  {:<10} {:<22} {:>4} {:<12} {:>8} {:>9}  LAST RECONCILE",
-        "NAME", "ADDRESS", "DEV", "ROLE", "ENTITIES", "IN SYNC"
+    let mut switches = table(
+        &[
+            "NAME",
+            "ADDRESS",
+            "DEV",
+            "ROLE",
+            "ENTITIES",
+            "IN SYNC",
+            "LAST RECONCILE",
+        ],
+        &[2, 4, 5],
     );
     for sw in &s.switches {
         let rec = sw
@@ -77,18 +85,20 @@ pub fn render(s: &StatusView) -> String {
                     r.inserted, r.modified, r.deleted, r.millis, r.pipeline
                 )
             });
-        let _ = writeln!(
-            o,
-            "  {:<10} {:<22} {:>4} {:<12} {:>8} {:>9}  {rec}",
-            sw.name,
-            sw.addr,
-            sw.device_id,
-            sw.role,
-            sw.status.entities,
-            if sw.status.in_sync { "yes" } else { "no" }
-        );
+        switches.add_row(vec![
+            sw.name.clone(),
+            sw.addr.clone(),
+            sw.device_id.to_string(),
+            sw.role.clone(),
+            sw.status.entities.to_string(),
+            if sw.status.in_sync { "yes" } else { "no" }.to_string(),
+            rec,
+        ]);
+    }
+    indent(&mut o, &switches);
+    for sw in &s.switches {
         if let Some(e) = &sw.status.last_error {
-            let _ = writeln!(o, "  {:<10} last error: {e}", "");
+            let _ = writeln!(o, "  {}: last error: {e}", sw.name);
         }
     }
     let counts: Vec<String> = s
@@ -104,30 +114,35 @@ pub fn render(s: &StatusView) -> String {
         s.reservations.installed_flows
     );
     if !s.reservations.list.is_empty() {
-        let _ = writeln!(
-            o,
-            "  {:<28} {:<10} {:<26} {:<14} {:<10} {:>11} {:>12} {:>12}",
-            "ID", "TENANT", "SUBJECT", "STATUS", "STATE", "FLOWS", "START", "END"
+        let mut reservations = table(
+            &[
+                "ID", "TENANT", "SUBJECT", "STATUS", "STATE", "FLOWS", "START", "END",
+            ],
+            &[5, 6, 7],
         );
         for r in &s.reservations.list {
-            let _ = writeln!(
-                o,
-                "  {:<28} {:<10} {:<26} {:<14} {:<10} {:>11} {:>12} {:>12}",
-                r.id,
-                r.tenant,
-                r.subject,
-                r.status,
-                r.state,
+            reservations.add_row(vec![
+                r.id.clone(),
+                r.tenant.clone(),
+                r.subject.clone(),
+                r.status.clone(),
+                r.state.clone(),
                 format!("{}/{}", r.reserved_flows, r.flows),
                 ms(r.start_unix_ns, now),
-                ms(r.end_unix_ns, now)
-            );
+                ms(r.end_unix_ns, now),
+            ]);
         }
+        indent(&mut o, &reservations);
     }
     let _ = writeln!(o, "\nlinks (reserved now; measured from INT reports):");
     if s.links.is_empty() {
         let _ = writeln!(o, "  nothing reserved or measured");
+        return o;
     }
+    let mut links = table(
+        &["LINK", "RESERVED Gb/s", "CAPACITY Gb/s", "MEASURED"],
+        &[1, 2],
+    );
     for l in &s.links {
         let measured = match (l.measured_bps, l.utilization) {
             (Some(m), Some(u)) => format!(
@@ -138,13 +153,84 @@ pub fn render(s: &StatusView) -> String {
             ),
             _ => "-".into(),
         };
-        let _ = writeln!(
-            o,
-            "  {:<30} reserved {:>7.2} of {:>6.1} Gb/s   measured {measured}",
-            l.link,
-            l.reserved_bps as f64 / 1e9,
-            l.capacity_bps as f64 / 1e9
+        links.add_row(vec![
+            l.link.clone(),
+            format!("{:.2}", l.reserved_bps as f64 / 1e9),
+            format!("{:.1}", l.capacity_bps as f64 / 1e9),
+            measured,
+        ]);
+    }
+    indent(&mut o, &links);
+    o
+}
+
+/// A borderless table with `header`, columns `right` right-aligned
+/// (numbers); columns take the width of their widest cell.
+fn table(header: &[&str], right: &[usize]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header.to_vec());
+    for &i in right {
+        if let Some(column) = t.column_mut(i) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+/// `t` under a section title, indented by one step.
+fn indent(out: &mut String, t: &Table) {
+    for line in t.lines() {
+        out.push_str(" ");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::api::tests::sample;
+
+    /// The lines of the table that starts with the line holding `header`.
+    fn table_lines<'a>(text: &'a str, header: &str) -> Vec<&'a str> {
+        text.lines()
+            .skip_while(|l| !l.contains(header))
+            .take_while(|l| !l.trim().is_empty())
+            .collect()
+    }
+
+    /// Columns line up whatever the length of a cell (a long generated
+    /// reservation id pushes the other columns right, not out of line).
+    #[test]
+    fn columns_line_up_with_long_cells() {
+        let text = render(&sample());
+        let rows = table_lines(&text, "SUBJECT");
+        assert_eq!(rows.len(), 3, "{text}");
+        let subject = rows[0].find("SUBJECT").unwrap();
+        assert_eq!(rows[1].find("demand:d-1"), Some(subject), "{text}");
+        assert_eq!(rows[2].find("collective:ar-1"), Some(subject), "{text}");
+        // Numbers are right-aligned: the END column ends where its header does.
+        let end = rows[0].find("END").unwrap() + "END".len();
+        assert!(rows[1..].iter().all(|r| r.len() == end), "{text}");
+        assert!(
+            rows.iter()
+                .all(|r| r.starts_with("  ") && !r.starts_with("   ")),
+            "{text}"
+        );
+
+        let switches = table_lines(&text, "ADDRESS");
+        assert_eq!(switches.len(), 2, "{text}");
+        assert!(
+            switches[1].contains("leaf1") && switches[1].contains("primary"),
+            "{text}"
+        );
+        let links = table_lines(&text, "RESERVED Gb/s");
+        assert_eq!(links.len(), 3, "{text}");
+        assert!(
+            links[1].contains("4.00") && links[1].contains("0.10 Gb/s (1%)"),
+            "{text}"
         );
     }
-    o
 }

@@ -9,7 +9,7 @@ use p4rt::proto::p4::v1 as p4;
 use p4rt::{EntrySpec, P4Info};
 use serde::{Deserialize, Serialize};
 
-use super::switches::SwitchStatus;
+use super::switch_status::SwitchStatus;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StatusView {
@@ -320,5 +320,89 @@ pub fn decode(info: &P4Info, entity: &p4::Entity) -> EntityView {
             raw: Some(p4rt::entity::describe(Some(info), entity)),
             ..EntityView::new("other")
         },
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+
+    fn reservation(id: &str, subject: &str) -> ReservationSummary {
+        ReservationSummary {
+            id: id.into(),
+            tenant: "acme".into(),
+            subject: subject.into(),
+            job_id: None,
+            status: "admitted".into(),
+            state: "installed".into(),
+            flows: 16,
+            reserved_flows: 16,
+            start_unix_ns: 1_000_000,
+            end_unix_ns: 11_000_000,
+            install_unix_ns: None,
+            revision: 1,
+        }
+    }
+
+    /// A status with one connected switch, two reservations and two
+    /// links (one measured).
+    pub fn sample() -> StatusView {
+        StatusView {
+            controller: ControllerView {
+                version: "test".into(),
+                fabric: "leaf-spine".into(),
+                ndsp_addr: "127.0.0.1:1".into(),
+                http_addr: "127.0.0.1:2".into(),
+                election_id: "10".into(),
+                lead_time_ms: 50.0,
+                state_file: None,
+                uptime_s: 1.0,
+                now_unix_ns: 0,
+                restored_reservations: 0,
+                restored_diverged: vec![],
+                links_down: vec![],
+                startup_reconcile_ms: None,
+            },
+            switches: vec![SwitchView {
+                name: "leaf1".into(),
+                addr: "127.0.0.1:9559".into(),
+                device_id: 1,
+                role: "primary".into(),
+                status: SwitchStatus {
+                    connected: true,
+                    primary: true,
+                    ..SwitchStatus::default()
+                },
+            }],
+            reservations: ReservationsView {
+                by_state: BTreeMap::from([("installed".to_string(), 2), ("expired".into(), 1)]),
+                installed_flows: 16,
+                list: vec![
+                    reservation("r-1", "demand:d-1"),
+                    reservation(
+                        "a-reservation-with-a-long-generated-id-0001",
+                        "collective:ar-1",
+                    ),
+                ],
+            },
+            links: vec![
+                LinkView {
+                    link: "leaf1:3 -> spine1:1".into(),
+                    capacity_bps: 10_000_000_000,
+                    reserved_bps: 4_000_000_000,
+                    measured_bps: Some(100_000_000),
+                    utilization: Some(0.01),
+                    queue_packets: Some(0),
+                },
+                LinkView {
+                    link: "leaf1:4 -> spine2:1".into(),
+                    capacity_bps: 10_000_000_000,
+                    reserved_bps: 0,
+                    measured_bps: None,
+                    utilization: None,
+                    queue_packets: None,
+                },
+            ],
+        }
     }
 }

@@ -1656,7 +1656,8 @@ mod tests {
     use super::*;
     use crate::daemon::desired::{Compiler, Policy};
     use installer::ecn::EcnProfile;
-    use ndsp::proto::{collective, demand_signal, endpoint};
+    use ndsp::proto::collective;
+    use testkit::requests::{demand, header};
 
     const MS: u64 = 1_000_000;
     const T0: u64 = 1_000_000_000_000_000_000;
@@ -1700,43 +1701,6 @@ mod tests {
         Compiler::new(topo, pipeline.info, devices, policy).unwrap()
     }
 
-    fn header() -> Option<proto::RequestHeader> {
-        Some(proto::RequestHeader {
-            protocol_version: Some(ndsp::PROTOCOL_VERSION.into()),
-            tenant: "acme".into(),
-        })
-    }
-
-    fn demand(
-        id: &str,
-        src: &str,
-        dst: &str,
-        start: u64,
-        dur: u64,
-        gbps: u64,
-        qp: Option<u32>,
-    ) -> proto::DemandSignal {
-        let host = |a: &str| {
-            Some(proto::Endpoint {
-                address: Some(endpoint::Address::HostAddress(a.into())),
-            })
-        };
-        proto::DemandSignal {
-            demand_id: id.into(),
-            job_id: String::new(),
-            source: host(src),
-            destination: host(dst),
-            start: Some(demand_signal::Start::StartOffsetNs(start)),
-            size_bytes: (gbps as u128 * dur as u128 / 8_000_000_000) as u64,
-            pacing: Some(demand_signal::Pacing::DurationNs(dur)),
-            priority: proto::PriorityClass::Standard as i32,
-            elasticity: proto::Elasticity::Inelastic as i32,
-            deadline: None,
-            dest_qp: qp,
-            recurrence: None,
-        }
-    }
-
     fn submit(
         e: &mut Engine,
         demands: Vec<proto::DemandSignal>,
@@ -1752,26 +1716,7 @@ mod tests {
     }
 
     fn register(e: &mut Engine, hosts: &[&str]) {
-        let req = proto::RegisterTopologyRequest {
-            header: header(),
-            topology: Some(proto::Topology {
-                job_id: "job".into(),
-                workload_kind: proto::WorkloadKind::Training as i32,
-                world_size: 8 * hosts.len() as u32,
-                ranks: (0..8 * hosts.len() as u32)
-                    .map(|r| proto::RankEndpoint {
-                        rank: r,
-                        device_id: String::new(),
-                        host_address: hosts[(r / 8) as usize].into(),
-                        nic: String::new(),
-                        qp_range: None,
-                    })
-                    .collect(),
-                library: proto::CollectiveLibrary::Nccl as i32,
-                library_version: String::new(),
-                algorithms: vec![],
-            }),
-        };
+        let req = testkit::requests::register("job", hosts);
         let t = req.validate().unwrap();
         e.register(&req, t);
     }

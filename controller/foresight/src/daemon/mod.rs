@@ -4,6 +4,7 @@
 //! * [`engine`] — NDSP requests → planner → reservation records (no I/O);
 //! * [`desired`] — what every switch should hold at a given moment;
 //! * [`switches`] — one task per switch: session, pipeline, reconcile, writes;
+//! * [`switch_status`] — what each switch task publishes about its switch;
 //! * [`service`] — the NDSP gRPC service;
 //! * [`telemetry`] — INT report collector and link loads;
 //! * [`metrics`], [`http`], [`api`] — Prometheus and the admin endpoint.
@@ -20,6 +21,7 @@ pub mod http;
 pub mod metrics;
 pub mod service;
 pub mod state;
+pub mod switch_status;
 pub mod switches;
 pub mod telemetry;
 
@@ -193,9 +195,7 @@ impl Controller {
         if changed {
             if let Some(path) = &self.state_file {
                 if let Err(e) = inner.engine.state.save(path) {
-                    self.metrics
-                        .state_write_errors
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.metrics.state_write_errors.inc();
                     tracing::error!(%e, "cannot write the state file; a restart would lose the latest changes");
                 }
             }

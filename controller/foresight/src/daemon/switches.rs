@@ -14,42 +14,15 @@ use std::time::{Duration, Instant};
 use installer::intent::Resolved;
 use installer::reconcile::{apply_diff, diff_states, reconcile, Diff};
 use p4rt::proto::p4::v1 as p4;
-use p4rt::{Switch, SwitchOptions};
-use serde::{Deserialize, Serialize};
+use p4rt::{Mastership, Switch, SwitchOptions};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::metrics::Metrics;
+use super::switch_status::{ReconcileReport, SwitchStatus};
 use crate::fabric::{Endpoint, Pipeline};
 
 /// Updates per Write RPC.
 const BATCH: usize = 1000;
-
-/// What reconciliation changed on a switch.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ReconcileReport {
-    pub inserted: usize,
-    pub modified: usize,
-    pub deleted: usize,
-    pub millis: f64,
-    /// "pushed" when the pipeline had to be (re)installed, "kept" otherwise.
-    pub pipeline: String,
-}
-
-/// A switch as its task sees it.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct SwitchStatus {
-    pub connected: bool,
-    pub primary: bool,
-    /// Election id of the primary client, when the switch said.
-    pub primary_election_id: Option<String>,
-    /// True once the switch holds the intended state it was last sent.
-    pub in_sync: bool,
-    pub reconciles: u64,
-    pub last_reconcile: Option<ReconcileReport>,
-    /// Entities the switch holds by our account.
-    pub entities: usize,
-    pub last_error: Option<String>,
-}
 
 enum Command {
     Apply {
@@ -245,20 +218,50 @@ impl Actor {
     /// then apply intended states until something needs a resync.
     async fn session(&mut self, switch: &Arc<Switch>) -> Next {
         let mut mastership = switch.mastership();
-        // Backup: serve reads, keep intended states, wait for primary.
+        if let Err(next) = self.wait_for_primary(switch, &mut mastership).await {
+            return next;
+        }
+        let intended = match self.reconcile_switch(switch, &mastership).await {
+            Ok(intended) => intended,
+            Err(next) => return next,
+        };
+        // States that arrived during the reconcile.
+        if !Arc::ptr_eq(&intended, &self.latest) {
+            return Next::Resync;
+        }
+        self.apply_updates(switch, &mut mastership).await
+    }
+
+    /// As a backup: serve reads and keep intended states until this
+    /// controller is the switch's primary client.
+    async fn wait_for_primary(
+        &mut self,
+        switch: &Switch,
+        mastership: &mut watch::Receiver<Mastership>,
+    ) -> Result<(), Next> {
         while !self.mastership_status(switch) {
             if !mastership.borrow().connected {
-                return Next::Reconnect;
+                return Err(Next::Reconnect);
             }
             tokio::select! {
-                changed = mastership.changed() => if changed.is_err() { return Next::Reconnect },
+                changed = mastership.changed() => if changed.is_err() { return Err(Next::Reconnect) },
                 cmd = self.rx.recv() => match cmd {
                     Some(Command::Read { done }) => { let _ = done.send(read_all(switch, &self.pipeline).await); }
                     Some(cmd) => self.offline(cmd, "has another primary controller (we are backup)"),
-                    None => return Next::Stop,
+                    None => return Err(Next::Stop),
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Make sure of the pipeline, then bring the switch to the latest
+    /// intended state from what it holds; the state it now holds.
+    async fn reconcile_switch(
+        &mut self,
+        switch: &Switch,
+        mastership: &watch::Receiver<Mastership>,
+    ) -> Result<Arc<Resolved>, Next> {
         let started = Instant::now();
         let pipeline = match ensure_pipeline(switch, &self.pipeline).await {
             Ok(p) => p,
@@ -266,50 +269,47 @@ impl Actor {
                 tracing::error!(switch = %self.name, %e, "pipeline");
                 self.set_error(format!("pipeline: {e:#}"));
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                return if mastership.borrow().connected {
-                    Next::Resync
-                } else {
-                    Next::Reconnect
-                };
+                return Err(retry(mastership));
             }
         };
         let intended = self.latest.clone();
-        match reconcile(switch, &self.pipeline.info, &intended, BATCH).await {
-            Ok(diff) => {
-                let report = ReconcileReport {
-                    inserted: diff.insert.len(),
-                    modified: diff.modify.len(),
-                    deleted: diff.delete.len(),
-                    millis: started.elapsed().as_secs_f64() * 1e3,
-                    pipeline: pipeline.to_string(),
-                };
-                tracing::info!(switch = %self.name, inserted = report.inserted, modified = report.modified,
-                    deleted = report.deleted, millis = report.millis, pipeline, "reconciled");
-                self.metrics.reconciled(&self.name, &report);
-                self.applied = Some(intended.clone());
-                self.status.send_modify(|s| {
-                    s.reconciles += 1;
-                    s.last_reconcile = Some(report);
-                    s.entities = intended.entities.len();
-                    s.in_sync = Arc::ptr_eq(&intended, &self.latest);
-                    s.last_error = None;
-                });
-            }
+        let diff = match reconcile(switch, &self.pipeline.info, &intended, BATCH).await {
+            Ok(diff) => diff,
             Err(e) => {
                 tracing::error!(switch = %self.name, %e, "reconcile failed");
                 self.set_error(format!("reconcile: {e}"));
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                return if mastership.borrow().connected {
-                    Next::Resync
-                } else {
-                    Next::Reconnect
-                };
+                return Err(retry(mastership));
             }
-        }
-        // States that arrived during the reconcile.
-        if !Arc::ptr_eq(&intended, &self.latest) {
-            return Next::Resync;
-        }
+        };
+        let report = ReconcileReport {
+            inserted: diff.insert.len(),
+            modified: diff.modify.len(),
+            deleted: diff.delete.len(),
+            millis: started.elapsed().as_secs_f64() * 1e3,
+            pipeline: pipeline.to_string(),
+        };
+        tracing::info!(switch = %self.name, inserted = report.inserted, modified = report.modified,
+            deleted = report.deleted, millis = report.millis, pipeline, "reconciled");
+        self.metrics.reconciled(&self.name, &report);
+        self.applied = Some(intended.clone());
+        self.status.send_modify(|s| {
+            s.reconciles += 1;
+            s.last_reconcile = Some(report);
+            s.entities = intended.entities.len();
+            s.in_sync = Arc::ptr_eq(&intended, &self.latest);
+            s.last_error = None;
+        });
+        Ok(intended)
+    }
+
+    /// As primary on a reconciled switch: write each new intended state as
+    /// the diff from the last, until mastership changes or a write fails.
+    async fn apply_updates(
+        &mut self,
+        switch: &Switch,
+        mastership: &mut watch::Receiver<Mastership>,
+    ) -> Next {
         loop {
             tokio::select! {
                 changed = mastership.changed() => {
@@ -325,35 +325,64 @@ impl Actor {
                     None => return Next::Stop,
                     Some(Command::Read { done }) => { let _ = done.send(read_all(switch, &self.pipeline).await); }
                     Some(Command::Apply { state, done }) => {
-                        self.latest = state.clone();
-                        let applied = self.applied.clone().expect("reconciled");
-                        let diff = diff_states(&applied, &state);
-                        let changes = diff.insert.len() + diff.modify.len() + diff.delete.len();
-                        if changes == 0 {
-                            self.applied = Some(state);
-                            let _ = done.send(Ok(0));
-                            continue;
-                        }
-                        let t0 = Instant::now();
-                        match apply_diff(switch, &diff, BATCH).await {
-                            Ok(()) => {
-                                self.metrics.applied(&self.name, &diff, t0.elapsed());
-                                self.status.send_modify(|s| { s.entities = state.entities.len(); s.in_sync = true; });
-                                self.applied = Some(state);
-                                let _ = done.send(Ok(changes));
-                            }
-                            Err(e) => {
-                                tracing::error!(switch = %self.name, %e, "write failed; re-reading the switch");
-                                self.set_error(format!("write: {e}"));
-                                self.status.send_modify(|s| s.in_sync = false);
-                                let _ = done.send(Err(format!("switch {}: {e}", self.name)));
-                                return if mastership.borrow().connected { Next::Resync } else { Next::Reconnect };
-                            }
+                        if let Err(e) = self.apply(switch, state, done).await {
+                            tracing::error!(switch = %self.name, %e, "write failed; re-reading the switch");
+                            return retry(mastership);
                         }
                     }
                 }
             }
         }
+    }
+
+    /// Write the diff from what the switch holds to `state`; `done` gets
+    /// the number of changes or the error (also returned: the switch must
+    /// then be re-read).
+    async fn apply(
+        &mut self,
+        switch: &Switch,
+        state: Arc<Resolved>,
+        done: oneshot::Sender<Result<usize, String>>,
+    ) -> Result<(), String> {
+        self.latest = state.clone();
+        let applied = self.applied.clone().expect("reconciled");
+        let diff = diff_states(&applied, &state);
+        let changes = diff.insert.len() + diff.modify.len() + diff.delete.len();
+        if changes == 0 {
+            self.applied = Some(state);
+            let _ = done.send(Ok(0));
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        match apply_diff(switch, &diff, BATCH).await {
+            Ok(()) => {
+                self.metrics.applied(&self.name, &diff, t0.elapsed());
+                self.status.send_modify(|s| {
+                    s.entities = state.entities.len();
+                    s.in_sync = true;
+                });
+                self.applied = Some(state);
+                let _ = done.send(Ok(changes));
+                Ok(())
+            }
+            Err(e) => {
+                let text = e.to_string();
+                self.set_error(format!("write: {text}"));
+                self.status.send_modify(|s| s.in_sync = false);
+                let _ = done.send(Err(format!("switch {}: {text}", self.name)));
+                Err(text)
+            }
+        }
+    }
+}
+
+/// After a failure: read the switch again if the session is up, else
+/// connect again.
+fn retry(mastership: &watch::Receiver<Mastership>) -> Next {
+    if mastership.borrow().connected {
+        Next::Resync
+    } else {
+        Next::Reconnect
     }
 }
 

@@ -13,7 +13,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::Ipv4Addr;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -617,11 +616,11 @@ pub async fn collect(socket: tokio::net::UdpSocket, loads: Arc<LinkLoads>, metri
         };
         match parse_report(&buf[..n]) {
             Ok(report) => {
-                metrics.int_reports.fetch_add(1, Ordering::Relaxed);
+                metrics.int_reports.inc();
                 loads.record(&report);
             }
             Err(e) => {
-                metrics.int_bad_reports.fetch_add(1, Ordering::Relaxed);
+                metrics.int_bad_reports.inc();
                 tracing::debug!(%from, %e, "not a telemetry report");
             }
         }
@@ -630,39 +629,9 @@ pub async fn collect(socket: tokio::net::UdpSocket, loads: Arc<LinkLoads>, metri
 
 #[cfg(test)]
 pub mod tests {
-    use super::*;
+    use testkit::int::{report as report_bytes, report_to_qp};
 
-    /// A report as `int.p4` builds it (UDP payload): instructions 0xF400,
-    /// Foresight DS 0x8000, so 7 words per hop; `hops` = (node, in, out,
-    /// queue occupancy, egress ts, tx bytes), sink first.
-    pub fn report_bytes(sink: u32, seq: u32, hops: &[(u32, u16, u16, u32, u64, u32)]) -> Vec<u8> {
-        let mut b = Vec::new();
-        b.extend_from_slice(&((2u32 << 28) | seq).to_be_bytes());
-        b.extend_from_slice(&sink.to_be_bytes());
-        let inner_words = (20 + 8 + 4 + 12 + hops.len() * 28 + 12) / 4;
-        b.extend_from_slice(&[0x14, inner_words as u8, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0]);
-        // Inner IPv4 (no options), UDP to 4791.
-        b.extend_from_slice(&[
-            0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 2, 1,
-        ]);
-        b.extend_from_slice(&[0xc0, 0x00, 0x12, 0xb7, 0, 0, 0, 0]);
-        // Shim: type 1, len = 3 + 7 per hop.
-        b.extend_from_slice(&[0x10, (3 + 7 * hops.len()) as u8, 0, 0]);
-        // INT-MD: ver 2, hop_ml 7, remaining 4; ins, domain, ds, flags.
-        b.extend_from_slice(&((2u32 << 28) | (7 << 8) | 4).to_be_bytes());
-        b.extend_from_slice(&[0xf4, 0x00, 0x46, 0x53, 0x80, 0x00, 0, 0]);
-        for &(node, ip, ep, occ, ts, tx) in hops {
-            b.extend_from_slice(&node.to_be_bytes());
-            b.extend_from_slice(&ip.to_be_bytes());
-            b.extend_from_slice(&ep.to_be_bytes());
-            b.extend_from_slice(&5u32.to_be_bytes());
-            b.extend_from_slice(&((3u32 << 24) | occ).to_be_bytes());
-            b.extend_from_slice(&ts.to_be_bytes());
-            b.extend_from_slice(&tx.to_be_bytes());
-        }
-        b.extend_from_slice(&[0u8; 12]); // BTH
-        b
-    }
+    use super::*;
 
     #[test]
     fn parses_the_sink_first_stack() {
@@ -770,22 +739,21 @@ pub mod tests {
     fn flows_are_observed_by_their_bth_qp_and_mismatches_found() {
         let topo = topo();
         let loads = LinkLoads::new(&topo);
-        let mut b = report_bytes(
+        let b = report_to_qp(
             2,
             1,
+            700,
             &[(2, 3, 1, 0, 10_000, 0), (1, 1, 3, 0, 10_000, 1_000)],
         );
-        let n = b.len();
-        b[n - 7..n - 4].copy_from_slice(&[0, 0x02, 0xbc]); // dest QP 700
         let first = parse_report(&b).unwrap();
         assert_eq!(first.dst_qp, Some(700));
         loads.record_at(&first, 5_000_000);
-        let mut b2 = report_bytes(
+        let b2 = report_to_qp(
             2,
             2,
+            700,
             &[(2, 3, 1, 0, 20_000, 0), (1, 1, 3, 0, 20_000, 1_251_000)],
         );
-        b2[n - 7..n - 4].copy_from_slice(&[0, 0x02, 0xbc]);
         loads.record_at(&parse_report(&b2).unwrap(), 15_000_000);
         let (src, dst) = ("10.0.1.1".parse().unwrap(), "10.0.2.1".parse().unwrap());
         let o = loads.flow(src, dst, Some(700)).unwrap();

@@ -2,7 +2,9 @@
 //! small leaf-spine (started by the test, so they outlive a killed
 //! controller), the `foresight controller` binary as a child process
 //! (killed on drop), an NDSP client, and direct P4Runtime reads of the
-//! switches as a backup client (independent of the controller).
+//! switches as a backup client (independent of the controller). The NDSP
+//! request and INT report builders come from `testkit`, shared with the
+//! daemon's unit tests.
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -11,9 +13,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ndsp::proto::demand_signaling_client::DemandSignalingClient;
-use ndsp::proto::{self, collective, demand_signal, endpoint};
 use p4rt::proto::p4::v1 as p4;
 use p4rt::{EntrySpec, P4Info, Switch, SwitchOptions};
+// Each test binary uses some of these.
+#[allow(unused_imports)]
+pub use testkit::int::report as int_report;
+#[allow(unused_imports)]
+pub use testkit::requests::{demand, header, register, ring_allreduce};
 use tonic::transport::Channel;
 
 pub const TOPOLOGY: &str = concat!(
@@ -48,13 +54,7 @@ pub struct Fabric {
 impl Fabric {
     /// `None` (with a SKIPPED line) without BMv2.
     pub fn start(test: &str) -> Option<Fabric> {
-        let tools = match bmv2::Toolchain::find() {
-            Ok(t) => t,
-            Err(missing) => {
-                eprintln!("SKIPPED {test}: {missing}");
-                return None;
-            }
-        };
+        let tools = testkit::skip::bmv2(test)?;
         let mut switches = BTreeMap::new();
         for (name, id) in [("leaf1", 1), ("leaf2", 2), ("spine1", 3), ("spine2", 4)] {
             let spec = bmv2::SwitchSpec::new(name, id)
@@ -258,98 +258,6 @@ impl Drop for Controller {
     }
 }
 
-pub fn header() -> Option<proto::RequestHeader> {
-    Some(proto::RequestHeader {
-        protocol_version: Some(ndsp::PROTOCOL_VERSION.into()),
-        tenant: "acme".into(),
-    })
-}
-
-/// Register job `job` with 8 ranks on each of `hosts`.
-pub fn register(job: &str, hosts: &[&str]) -> proto::RegisterTopologyRequest {
-    proto::RegisterTopologyRequest {
-        header: header(),
-        topology: Some(proto::Topology {
-            job_id: job.into(),
-            workload_kind: proto::WorkloadKind::Training as i32,
-            world_size: 8 * hosts.len() as u32,
-            ranks: (0..8 * hosts.len() as u32)
-                .map(|r| proto::RankEndpoint {
-                    rank: r,
-                    device_id: format!("GPU-{}", r % 8),
-                    host_address: hosts[(r / 8) as usize].into(),
-                    nic: "mlx5_0".into(),
-                    qp_range: None,
-                })
-                .collect(),
-            library: proto::CollectiveLibrary::Nccl as i32,
-            library_version: "2.21.5".into(),
-            algorithms: vec![proto::CollectiveAlgorithm::Ring as i32],
-        }),
-    }
-}
-
-/// A ring all-reduce over every rank of `job`.
-pub fn ring_allreduce(
-    id: &str,
-    job: &str,
-    ranks: u32,
-    channels: u32,
-    start_offset_ns: u64,
-    duration_ns: u64,
-) -> proto::SubmitCollectiveRequest {
-    proto::SubmitCollectiveRequest {
-        header: header(),
-        reference_unix_ns: 0,
-        collective: Some(proto::Collective {
-            collective_id: id.into(),
-            job_id: job.into(),
-            kind: proto::CollectiveKind::RingAllReduce as i32,
-            ranks: (0..ranks).collect(),
-            peer_ranks: vec![],
-            size_bytes: 64 << 20,
-            channels,
-            start: Some(collective::Start::StartOffsetNs(start_offset_ns)),
-            pacing: Some(collective::Pacing::DurationNs(duration_ns)),
-            priority: proto::PriorityClass::IterationBlocking as i32,
-            elasticity: proto::Elasticity::Inelastic as i32,
-            deadline: None,
-            recurrence: None,
-        }),
-    }
-}
-
-/// A host-to-host demand.
-pub fn demand(
-    id: &str,
-    src: &str,
-    dst: &str,
-    start_offset_ns: u64,
-    duration_ns: u64,
-    rate_bps: u64,
-    qp: Option<u32>,
-) -> proto::DemandSignal {
-    let host = |a: &str| {
-        Some(proto::Endpoint {
-            address: Some(endpoint::Address::HostAddress(a.into())),
-        })
-    };
-    proto::DemandSignal {
-        demand_id: id.into(),
-        job_id: String::new(),
-        source: host(src),
-        destination: host(dst),
-        start: Some(demand_signal::Start::StartOffsetNs(start_offset_ns)),
-        size_bytes: (rate_bps as u128 * duration_ns as u128 / 8_000_000_000) as u64,
-        pacing: Some(demand_signal::Pacing::DurationNs(duration_ns)),
-        priority: proto::PriorityClass::Standard as i32,
-        elasticity: proto::Elasticity::Inelastic as i32,
-        deadline: None,
-        dest_qp: qp,
-        recurrence: None,
-    }
-}
-
 /// Reads of the switches (as a backup client), decoded by name.
 pub struct Reader {
     pub sessions: BTreeMap<String, Switch>,
@@ -477,36 +385,6 @@ pub fn entry_line(spec: &EntrySpec) -> String {
         spec.action.clone().unwrap_or_default(),
         params.join(",")
     )
-}
-
-/// A Telemetry Report v2.0 as `int.p4` sends it (UDP payload): INT-MD
-/// instructions 0xF400 and Foresight DS 0x8000 (7 words per hop); `hops`
-/// = (node id, ingress port, egress port, queue occupancy, egress
-/// timestamp in µs, egress port tx bytes), the sink's first.
-pub fn int_report(sink: u32, seq: u32, hops: &[(u32, u16, u16, u32, u64, u32)]) -> Vec<u8> {
-    let mut b = Vec::new();
-    b.extend_from_slice(&((2u32 << 28) | seq).to_be_bytes());
-    b.extend_from_slice(&sink.to_be_bytes());
-    let inner_words = (20 + 8 + 4 + 12 + hops.len() * 28 + 12) / 4;
-    b.extend_from_slice(&[0x14, inner_words as u8, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0]);
-    b.extend_from_slice(&[
-        0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 1, 1, 10, 0, 2, 1,
-    ]);
-    b.extend_from_slice(&[0xc0, 0x00, 0x12, 0xb7, 0, 0, 0, 0]);
-    b.extend_from_slice(&[0x10, (3 + 7 * hops.len()) as u8, 0, 0]);
-    b.extend_from_slice(&((2u32 << 28) | (7 << 8) | 4).to_be_bytes());
-    b.extend_from_slice(&[0xf4, 0x00, 0x46, 0x53, 0x80, 0x00, 0, 0]);
-    for &(node, ip, ep, occ, ts, tx) in hops {
-        b.extend_from_slice(&node.to_be_bytes());
-        b.extend_from_slice(&ip.to_be_bytes());
-        b.extend_from_slice(&ep.to_be_bytes());
-        b.extend_from_slice(&5u32.to_be_bytes());
-        b.extend_from_slice(&((3u32 << 24) | occ).to_be_bytes());
-        b.extend_from_slice(&ts.to_be_bytes());
-        b.extend_from_slice(&tx.to_be_bytes());
-    }
-    b.extend_from_slice(&[0u8; 12]);
-    b
 }
 
 /// A UDP port free now (for `--int-listen`).

@@ -1,0 +1,181 @@
+//! The controller's admin endpoint as a client sees it on the wire, without
+//! any switch (the switches file points at a closed port): routes, status
+//! codes and media types, and the limits that keep a bad client from
+//! holding the server (head size, body size, head deadline).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::Controller;
+
+fn controller(dir: &tempfile::TempDir) -> Controller {
+    let switches = dir.path().join("switches.yaml");
+    std::fs::write(
+        &switches,
+        "leaf1: {addr: \"127.0.0.1:1\"}\nleaf2: {addr: \"127.0.0.1:1\"}\nspine1: {addr: \"127.0.0.1:1\"}\nspine2: {addr: \"127.0.0.1:1\"}\n",
+    )
+    .unwrap();
+    Controller::spawn(dir.path(), &switches, 50, &["--switch-wait-s", "0"])
+}
+
+/// One answer: status code, headers (lower-case names), body.
+struct Answer {
+    code: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Send `request` as is and read the answer until the server closes.
+fn exchange(addr: &str, request: &[u8]) -> Answer {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(request).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
+    let mut lines = head.lines();
+    let code = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {head}"));
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Answer {
+        code,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+fn request(addr: &str, method: &str, path: &str) -> Answer {
+    exchange(
+        addr,
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+}
+
+fn error_of(a: &Answer) -> String {
+    let v: serde_json::Value =
+        serde_json::from_str(&a.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", a.body));
+    v["error"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn routes_answers_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let controller = controller(&dir);
+    let addr = controller.http.as_str();
+
+    let health = request(addr, "GET", "/healthz");
+    assert_eq!((health.code, health.body.as_str()), (200, "ok\n"));
+
+    let metrics = request(addr, "GET", "/metrics?ignored=1");
+    assert_eq!(metrics.code, 200);
+    assert!(
+        metrics
+            .header("content-type")
+            .unwrap()
+            .starts_with("application/openmetrics-text"),
+        "{:?}",
+        metrics.headers
+    );
+    assert!(
+        metrics
+            .body
+            .contains("foresight_switch_up{switch=\"leaf1\"} 0"),
+        "{}",
+        metrics.body
+    );
+    assert!(metrics.body.ends_with("# EOF\n"), "{}", metrics.body);
+
+    let status = request(addr, "GET", "/v1/status");
+    assert_eq!(status.code, 200);
+    assert_eq!(status.header("content-type"), Some("application/json"));
+    let v: serde_json::Value = serde_json::from_str(&status.body).unwrap();
+    assert_eq!(v["switches"].as_array().unwrap().len(), 4, "{v}");
+
+    let unknown = request(addr, "GET", "/v1/nothing");
+    assert_eq!(unknown.code, 404);
+    assert!(error_of(&unknown).contains("no such path /v1/nothing"));
+
+    let switch = request(addr, "GET", "/v1/entries/leaf9");
+    assert_eq!(switch.code, 404, "{}", switch.body);
+    assert!(error_of(&switch).contains("leaf9"), "{}", switch.body);
+
+    // The write: names checked before anything changes.
+    let port = request(addr, "POST", "/v1/links/leaf1:x/down");
+    assert_eq!(port.code, 400);
+    assert!(error_of(&port).contains("leaf1:x: the port must be a number"));
+    let verb = request(addr, "POST", "/v1/links/leaf1:3/sideways");
+    assert_eq!(verb.code, 404);
+    assert!(error_of(&verb).contains("no such command /v1/links/leaf1:3/sideways"));
+    let post_elsewhere = request(addr, "POST", "/metrics");
+    assert_eq!(post_elsewhere.code, 404);
+    assert!(error_of(&post_elsewhere).contains("no such command /metrics"));
+    let other_method = request(addr, "DELETE", "/v1/status");
+    assert_eq!(other_method.code, 405);
+    assert_eq!(other_method.body, "only GET and POST\n");
+
+    // Limits: no endpoint takes a body, a head is at most 16 KiB.
+    let big_body = exchange(
+        addr,
+        format!(
+            "POST /v1/links/leaf1:3/down HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\nConnection: close\r\n\r\n{}",
+            "x".repeat(100_000)
+        )
+        .as_bytes(),
+    );
+    assert_eq!(big_body.code, 413, "{}", big_body.body);
+    let big_head = exchange(
+        addr,
+        format!(
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: {}\r\nConnection: close\r\n\r\n",
+            "p".repeat(32 * 1024)
+        )
+        .as_bytes(),
+    );
+    assert_eq!(big_head.code, 431);
+
+    // A client that never finishes its head is dropped after the deadline.
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(4) && waited < Duration::from_secs(15),
+        "the half-sent request was held {waited:?}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&rest).contains("ok\n"),
+        "a request without its end of head was served"
+    );
+
+    // The server still answers after all that.
+    assert_eq!(request(addr, "GET", "/healthz").code, 200);
+}

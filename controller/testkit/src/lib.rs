@@ -1,0 +1,8 @@
+//! Fixtures shared by the controller's unit tests and integration tests,
+//! so that each lives once: INT telemetry reports as the data plane sends
+//! them ([`int`]), NDSP requests as a client sends them ([`requests`]),
+//! and the SKIPPED line of a test whose tools are missing ([`skip`]).
+
+pub mod int;
+pub mod requests;
+pub mod skip;

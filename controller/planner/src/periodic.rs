@@ -22,10 +22,14 @@
 //! predictions are withdrawn and learning starts again from the deviating
 //! iteration.
 //!
+//! Where a job announces nothing, its iterations are seen in its traffic:
+//! an [`IterationDetector`] turns the packets (or INT reports) of the job's
+//! flows into observations, one per burst of communication.
+//!
 //! Pure logic over timestamps: no clock, no I/O. The caller says what it
 //! observed and when it looked ([`PeriodLearner::expire`]).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 /// How sure the learner must be, and how far it looks ahead.
@@ -363,6 +367,79 @@ impl PeriodLearner {
     }
 }
 
+/// One job's traffic cut into iterations: a burst of communication ends
+/// once none of the job's flows has been seen for `idle_ns` (shorter than
+/// the job's compute between iterations, longer than the pauses inside its
+/// communication).
+#[derive(Debug, Clone)]
+pub struct IterationDetector {
+    idle_ns: u64,
+    burst: Option<Burst>,
+}
+
+#[derive(Debug, Clone)]
+struct Burst {
+    start_ns: u64,
+    last_ns: u64,
+    bytes: BTreeMap<(String, String), u64>,
+}
+
+impl Burst {
+    fn observation(self) -> Observation {
+        Observation {
+            start_ns: self.start_ns,
+            duration_ns: self.last_ns - self.start_ns,
+            transfers: self
+                .bytes
+                .into_iter()
+                .map(|((src, dst), bytes)| Transfer { src, dst, bytes })
+                .collect(),
+        }
+    }
+}
+
+impl IterationDetector {
+    pub fn new(idle_ns: u64) -> IterationDetector {
+        IterationDetector {
+            idle_ns: idle_ns.max(1),
+            burst: None,
+        }
+    }
+
+    /// `bytes` of the job's flow `src` -> `dst` seen at `at_ns`. Returns the
+    /// previous iteration when this one starts a new burst. A record a
+    /// little older than the latest (reports arrive out of order) counts
+    /// in the current burst.
+    pub fn record(&mut self, src: &str, dst: &str, bytes: u64, at_ns: u64) -> Option<Observation> {
+        let closed = match &self.burst {
+            Some(b) if at_ns > b.last_ns + self.idle_ns => self.burst.take(),
+            _ => None,
+        };
+        let b = self.burst.get_or_insert_with(|| Burst {
+            start_ns: at_ns,
+            last_ns: at_ns,
+            bytes: BTreeMap::new(),
+        });
+        b.start_ns = b.start_ns.min(at_ns);
+        b.last_ns = b.last_ns.max(at_ns);
+        *b.bytes
+            .entry((src.to_string(), dst.to_string()))
+            .or_default() += bytes;
+        closed.map(Burst::observation)
+    }
+
+    /// The current iteration, once nothing has been seen for `idle_ns` by
+    /// `now_ns`.
+    pub fn flush(&mut self, now_ns: u64) -> Option<Observation> {
+        match &self.burst {
+            Some(b) if now_ns > b.last_ns + self.idle_ns => {
+                self.burst.take().map(Burst::observation)
+            }
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -539,6 +616,40 @@ mod tests {
             }
         }
         assert_eq!(l.predictions()[1].start_ns, 400 * MS);
+    }
+
+    #[test]
+    fn bursts_of_traffic_become_iterations_the_learner_locks_on() {
+        let mut d = IterationDetector::new(10 * MS);
+        let mut l = PeriodLearner::new(LearnerConfig::default());
+        let mut locked = None;
+        // Every 100 ms, 40 ms of packets (one per ms per ring neighbour),
+        // reported slightly out of order.
+        for it in 0..5u64 {
+            for ms in 0..40u64 {
+                for r in 0..4 {
+                    // Odd milliseconds reported before the even one ahead.
+                    let at = (it * 100 + ms) * MS + if ms % 2 == 0 { 900_000 } else { 0 }
+                        - if ms % 2 == 1 { 300_000 } else { 0 };
+                    let src = format!("h{r}");
+                    let dst = format!("h{}", (r + 3) % 4);
+                    if let Some(obs) = d.record(&src, &dst, 1024, at) {
+                        assert_eq!(obs.transfers, ring(40 * 1024));
+                        if let Learned::Locked(c) = l.observe(obs).unwrap() {
+                            locked = Some((it, c));
+                        }
+                    }
+                }
+            }
+        }
+        // Iterations 0..2 close when 1..3 start: locked when the third is
+        // observed, as iteration 3 begins. Each burst runs from 0.7 ms
+        // (ms 1, early) to 38.9 ms (ms 38, late): gap 100.7 - 38.9.
+        assert_eq!(locked, Some((3, Cadence::AfterEnd { gap_ns: 61_800_000 })));
+        assert_eq!(d.flush(445 * MS), None, "idle only 6.1 ms");
+        let last = d.flush(460 * MS).expect("closed by idleness");
+        assert_eq!(last.start_ns, 400 * MS + 700_000);
+        assert_eq!(l.observe(last).unwrap(), Learned::Confirmed);
     }
 
     #[test]

@@ -1,0 +1,1 @@
+"""Read a compiled JAX step's collectives and announce them over NDSP."""

@@ -58,6 +58,19 @@ else
   skip "bmv2-lab tests (bmv2-lab/test_lab.py)" "needs simple_switch_grpc, root and Debian's mininet for /usr/bin/python3"
 fi
 
+# 6. The Python NDSP client (clients/python) against the controller binary
+#    the rust suite built: installed into a temporary venv from PyPI. The JAX
+#    suite downloads jax[cpu] (~100 MB) and runs a 4-process JAX step;
+#    FORESIGHT_SKIP_JAX=1 skips it.
+if [ -x target/release/foresight ]; then
+  suite python-client clients/python/run-tests.sh
+  if [ -z "${FORESIGHT_SKIP_JAX:-}" ]; then suite python-client-jax clients/python/run-tests.sh --jax
+  else skip "Python client JAX tests (clients/python/run-tests.sh --jax)" "FORESIGHT_SKIP_JAX is set"; fi
+else
+  skip "Python NDSP client tests (clients/python/run-tests.sh)" "target/release/foresight not built (the rust suite builds it)"
+  skip "Python client JAX tests (clients/python/run-tests.sh --jax)" "target/release/foresight not built (the rust suite builds it)"
+fi
+
 echo
 [ ${#failed_names[@]} -gt 0 ] && echo "failed suites: ${failed_names[*]}"
 echo "suites: $passed passed, $failed failed, $skipped skipped"

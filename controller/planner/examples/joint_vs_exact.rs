@@ -612,9 +612,16 @@ fn ring_32k(quick: bool) {
     println!("| fabric | flows | runs | wall ms median | CPU ms median | CPU ms max |");
     println!("|---|---:|---:|---:|---:|---:|");
     let runs = if quick { 5 } else { 15 };
-    for (name, p) in [("rail-optimized", Preset::RailOptimized), ("3-tier Clos", Preset::Clos3)] {
+    for (name, p) in [
+        ("rail-optimized", Preset::RailOptimized),
+        ("3-tier Clos", Preset::Clos3),
+    ] {
         let t = Topology::from_spec(preset(p, 32768).unwrap()).unwrap();
-        let c = Collective::new(CollectiveKind::RingAllreduce, select_servers(&t, 32768).unwrap(), 1 << 30);
+        let c = Collective::new(
+            CollectiveKind::RingAllreduce,
+            select_servers(&t, 32768).unwrap(),
+            1 << 30,
+        );
         let d = vec![Demand {
             id: "ring".into(),
             tenant: "fig".into(),
@@ -641,7 +648,8 @@ fn ring_32k(quick: bool) {
             "| {name} | {} | {runs} | {:.2} | {} | {} |",
             d[0].flows.len(),
             wall[wall.len() / 2],
-            cpu.get(cpu.len() / 2).map_or("-".into(), |c| format!("{c:.2}")),
+            cpu.get(cpu.len() / 2)
+                .map_or("-".into(), |c| format!("{c:.2}")),
             cpu.last().map_or("-".into(), |c| format!("{c:.2}")),
         );
     }

@@ -1303,6 +1303,7 @@ impl<'t> Planner<'t> {
                         .chain(std::iter::once(a))
                         .collect();
                     let a_saved = self.committed[&demands[a].id].clone();
+                    let causes_saved = run.causes.clone();
                     self.release(&demands[a].id);
                     pool.retain(|id| id != &demands[a].id);
                     let pool_before = pool.clone();
@@ -1344,6 +1345,7 @@ impl<'t> Planner<'t> {
                     }
                     *pool = pool_before;
                     self.restore_saved(saved);
+                    run.causes = causes_saved;
                     let id = demands[a].id.clone();
                     let mut c = a_saved;
                     c.entries.clear();

@@ -2373,4 +2373,65 @@ mod tests {
         assert_eq!(z.status, Status::Admitted);
         assert_eq!(not_started.take_moved().len(), 1);
     }
+
+    /// Five transfers leaf1 -> leaf2 (30, 30, 20, 20, 20G) planned as one
+    /// batch sit 60 / 60 on the spines; cancelling a 20G one leaves 60 / 40
+    /// until the pending reservations are re-placed: a 30G and a 20G one
+    /// swap spines, 50 / 50.
+    #[test]
+    fn a_cancellation_lets_pending_reservations_spread_out() {
+        let mut e = wide_engine(Reoptimization {
+            pending: true,
+            installed_not_started: false,
+            lead_ns: 10 * MS,
+        });
+        let rates = [("a", 30), ("b", 30), ("c", 20), ("d", 20), ("f", 20)];
+        let signals: Vec<proto::DemandSignal> = rates
+            .iter()
+            .enumerate()
+            .map(|(i, (id, g))| {
+                let (src, dst) = (ip(&e, i), ip(&e, 5 + i));
+                demand(id, &src, &dst, 100 * MS, 10 * MS, g * G, None)
+            })
+            .collect();
+        let planned = submit(&mut e, signals, T0).unwrap();
+        assert!(planned.iter().all(|r| r.status == Status::Admitted));
+        let peak = |e: &Engine| {
+            e.reserved_now(T0 + 105 * MS)
+                .iter()
+                .filter(|(edge, _)| {
+                    matches!(
+                        (e.topo.edge(*edge).from, e.topo.edge(*edge).to),
+                        (
+                            planner::topology::NodeRef::Switch(_),
+                            planner::topology::NodeRef::Switch(_)
+                        )
+                    )
+                })
+                .map(|(_, bps)| *bps)
+                .max()
+                .unwrap()
+        };
+        assert_eq!(peak(&e), 60 * G);
+        let cancel = proto::CancelRequest {
+            header: header(),
+            target: Some(proto::cancel_request::Target::DemandId("f".into())),
+        };
+        e.cancel(&cancel.validate().unwrap()).unwrap();
+        assert_eq!(peak(&e), 60 * G, "cancelling alone moves nothing");
+        assert_eq!(e.reoptimize_pending(T0 + MS), 2);
+        assert_eq!(peak(&e), 50 * G);
+        let moved = e.take_moved();
+        assert_eq!(moved.len(), 2);
+        for m in &moved {
+            let advisory = m.advisory.as_deref().unwrap();
+            assert!(
+                advisory.contains("lower the peak utilisation from 0.6000 to 0.5000"),
+                "{advisory}"
+            );
+        }
+        // Once installed, nothing moves any more.
+        let again = e.reoptimize_pending(T0 + 95 * MS);
+        assert_eq!(again, 0);
+    }
 }

@@ -31,6 +31,8 @@ if [ -n "$have_p4c" ]; then suite p4-artifacts p4src/compile.sh --check --bmv2
 else skip "P4 artifact freshness check (p4src/compile.sh --check --bmv2)" "p4c not found on PATH or in $prefix/bin or $tofino_prefix/bin"; fi
 if [ -n "$have_tofino_p4c" ]; then suite p4-tna-artifacts p4src/compile.sh --check --tna
 else skip "TNA artifact freshness check (p4src/compile.sh --check --tna)" "the Tofino p4c (p4c-barefoot) not found in $tofino_prefix/bin"; fi
+# The TNA program's decision tables against the v1model logic (no compiler needed).
+suite p4-tna-decisions python3 p4src/tna/check_decisions.py
 
 # 3. PTF packet tests of the data plane on BMv2.
 if [ -x ptf-tests/run.sh ]; then
@@ -54,6 +56,19 @@ if [ -n "$have_bmv2" ] && [ -n "$have_mininet" ]; then
 else
   skip "Mininet smoke test (bmv2-lab/smoke)" "needs simple_switch_grpc, root and Debian's mininet for /usr/bin/python3"
   skip "bmv2-lab tests (bmv2-lab/test_lab.py)" "needs simple_switch_grpc, root and Debian's mininet for /usr/bin/python3"
+fi
+
+# 6. The Python NDSP client (clients/python) against the controller binary
+#    the rust suite built: installed into a temporary venv from PyPI. The JAX
+#    suite downloads jax[cpu] (~100 MB) and runs a 4-process JAX step;
+#    FORESIGHT_SKIP_JAX=1 skips it.
+if [ -x target/release/foresight ]; then
+  suite python-client clients/python/run-tests.sh
+  if [ -z "${FORESIGHT_SKIP_JAX:-}" ]; then suite python-client-jax clients/python/run-tests.sh --jax
+  else skip "Python client JAX tests (clients/python/run-tests.sh --jax)" "FORESIGHT_SKIP_JAX is set"; fi
+else
+  skip "Python NDSP client tests (clients/python/run-tests.sh)" "target/release/foresight not built (the rust suite builds it)"
+  skip "Python client JAX tests (clients/python/run-tests.sh --jax)" "target/release/foresight not built (the rust suite builds it)"
 fi
 
 echo

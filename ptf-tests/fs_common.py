@@ -97,6 +97,25 @@ class FsTest(BaseTest):
         self.cli(sw, cmds)
         self.queue_rates_set.append((sw, port))
 
+    # -- the controller's CLI ---------------------------------------------------
+    def foresight_push(self, sw, *extra):
+        """`foresight switch push` of the test pipeline to `sw` (election id 2,
+        above the tests' own client); skips the test when the controller is
+        not built. Returns the command's stdout."""
+        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        binary = os.environ.get("FORESIGHT_BIN",
+                                os.path.join(repo, "target", "release", "foresight"))
+        if not os.access(binary, os.X_OK):
+            self.skipTest("SKIPPED: %s not built (cargo build --release)" % binary)
+        addr = dict(item.split("=") for item in self.params["switches"].split(","))[sw]
+        out = subprocess.run(
+            [binary, "switch", "push", "--addr", addr, "--device-id", str(DEVICE[sw]),
+             "--election-id", "2", "--p4info", self.params["p4info"],
+             "--config", self.params["bmv2_json"], *extra],
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return out.stdout
+
     # -- dataplane --------------------------------------------------------------
     def send(self, sw, port, pkt):
         tu.send_packet(self, (DEVICE[sw], port), bytes(pkt))

@@ -326,6 +326,23 @@ class Switch:
         data = entities[0].counter_entry.data
         return data.packet_count, data.byte_count
 
+    def read_entries(self, table_name):
+        """Every entry of a table, as the switch reports them."""
+        tid = self.p4info.table(table_name).preamble.id
+
+        def fill(entity):
+            entity.table_entry.table_id = tid
+        return [e.table_entry for e in self._read(fill)]
+
+    def read_default(self, table_name):
+        """A table's default entry."""
+        tid = self.p4info.table(table_name).preamble.id
+
+        def fill(entity):
+            entity.table_entry.table_id = tid
+            entity.table_entry.is_default_action = True
+        return self._read(fill)[0].table_entry
+
     def read_direct_counter(self, entry):
         """(packets, bytes) of the direct counter of a table entry."""
         def fill(entity):

@@ -97,3 +97,89 @@ class DcqcnRuntimeChange(DcqcnBase):
                   {"kmin": 1000, "kmax": 2000, "pmax": 65535})
         ecn_out, _ = self.burst(ecn=2, first_id=1100)
         self.assertEqual(ecn_out, [2] * N)
+
+
+def ramp_probability(q, kmin, kmax, pmax):
+    """include/ecn.p4's marking probability at queue depth q."""
+    if q > kmax:
+        return 1.0
+    if q > kmin:
+        return pmax / 65536 * (q - kmin) / (kmax - kmin)
+    return 0.0
+
+
+class DcqcnRampProbability(DcqcnBase):
+    """Between Kmin and Kmax a packet is marked with probability
+    Pmax (q - Kmin) / (Kmax - Kmin), statistically: a 200-packet burst into
+    a 10 packets/s queue sees every depth from 0 to ~200, each packet's depth
+    bounded from both sides as in DcqcnThresholds. The expected number of
+    marks then lies between the sums of the bounds' probabilities, and the
+    observed count must fall in that range widened by 4.5 standard
+    deviations (a false failure about once in 10^5 runs). The test also
+    checks that the window excludes the counts a wrong marking rule would
+    give (flat Pmax, no ramp, or a ramp twice as steep), so it has the power
+    to see one."""
+
+    N = 200
+    KMIN, KMAX, PMAX = 20, 180, 32768     # Pmax 0.5
+
+    def runTest(self):
+        s1 = self.sw["s1"]
+        self.route("s1", "10.2.0.0", 16, 2)
+        s1.insert("ecn.dcqcn_port", {"egress_port": 2}, "ecn.set_dcqcn",
+                  {"kmin": self.KMIN, "kmax": self.KMAX, "pmax": self.PMAX})
+        self.set_queue("s1", 2, RATE_PPS, depth=self.N + 16)
+
+        flows = [Flow("10.1.0.1", "10.2.0.1", sport=49152, qp=0x78, ip_id=2000 + i)
+                 for i in range(self.N)]
+        pkts = [f.packet(HOST_MAC, sw_mac("s1", 1), ecn=2, dscp=24) for f in flows]
+        # Paced a little: a 200-packet burst in 40 ms overflows the capture
+        # buffer between the veth and BMv2.
+        t0 = time.time()
+        for p in pkts:
+            self.send("s1", 1, p)
+            time.sleep(0.002)
+        elapsed = time.time() - t0
+        drained = 1 + int(elapsed * RATE_PPS) + 1
+        got = []
+        for _ in range(self.N):
+            try:
+                pkt = Ether(self.receive("s1", 2, timeout=10))
+            except AssertionError:
+                self.fail("only %d of %d packets left the queue (sent in %.2f s)"
+                          % (len(got), self.N, elapsed))
+            got.append((pkt[IP].id, pkt[IP].tos & 3))
+        self.assertEqual([i for i, _ in got], [2000 + i for i in range(self.N)], "FIFO order")
+        marked = sum(e == 3 for _, e in got)
+
+        def expected(rule):
+            lo = hi = var = 0.0
+            for i in range(self.N):
+                p_lo, p_hi = rule(max(0, i - drained)), rule(i)
+                lo, hi = lo + p_lo, hi + p_hi
+                var += max(p * (1 - p) for p in (p_lo, p_hi, min(max(0.5, p_lo), p_hi)))
+            return lo, hi, var ** 0.5
+
+        def rule(q):
+            return ramp_probability(q, self.KMIN, self.KMAX, self.PMAX)
+
+        lo, hi, sd = expected(rule)
+        window = (lo - 4.5 * sd, hi + 4.5 * sd)
+        print("\n  %d of %d marked; expected %.1f..%.1f (sd %.1f, drained <= %d), window %.1f..%.1f"
+              % (marked, self.N, lo, hi, sd, drained, window[0], window[1]))
+        self.assertTrue(window[0] <= marked <= window[1],
+                        "%d marks outside %.1f..%.1f" % (marked, window[0], window[1]))
+        self.assertEqual(s1.read_counter("ecn.ce_marks", 2)[0], marked)
+
+        wrong = {
+            "flat Pmax between Kmin and Kmax":
+                lambda q: 1.0 if q > self.KMAX else (self.PMAX / 65536 if q > self.KMIN else 0.0),
+            "marking everything above Kmin": lambda q: 1.0 if q > self.KMIN else 0.0,
+            "a ramp twice as steep":
+                lambda q: min(1.0, 2 * rule(q)) if q <= self.KMAX else 1.0,
+        }
+        for name, r in wrong.items():
+            w_lo, w_hi, _ = expected(r)
+            self.assertTrue(w_lo > window[1] or w_hi < window[0],
+                            "the window cannot tell the ramp from %s (%.1f..%.1f)"
+                            % (name, w_lo, w_hi))

@@ -347,6 +347,45 @@ class IntSourceIsSink(IntBase):
         self.expect_nothing()
 
 
+class IntReportOnceAfterRepush(IntBase):
+    """The controller's forced pipeline push (`foresight switch push`) deletes
+    the report clone session first: BMv2 keeps clone sessions across a push
+    while PI forgets them, so without that the session configured again
+    after the push would send every report twice."""
+
+    SWITCHES = ("s1",)
+
+    def configure(self, add_session):
+        s1 = self.sw["s1"]
+        self.watch("s1", self.INS, self.DS, max_hop=4)
+        self.route("s1", DST, 32, 6)
+        s1.insert("int_ingress.sink_ports", {"egress_port": 6}, "int_ingress.set_sink")
+        add_session("s1", REPORT_SESSION, [(7, 1)])
+        s1.set_default("int_egress.report_config", "int_egress.set_collector",
+                       {"src_mac": sw_mac("s1", 7), "dst_mac": COLLECTOR_MAC,
+                        "src_addr": REPORT_SRC_IP, "collector_addr": COLLECTOR_IP,
+                        "src_port": REPORT_SPORT, "collector_port": COLLECTOR_PORT})
+
+    def runTest(self):
+        self.configure(self.clone_session)
+        out = self.foresight_push("s1")
+        self.assertIn("1 clone session(s) deleted first", out)
+        # The push reset the tables: configure again (the session is already
+        # in self.clone_sessions for tearDown).
+        s1 = self.sw["s1"]
+        s1.set_default("int_egress.node_config", "int_egress.set_node_id", {"node_id": 101})
+        s1.insert("qos.dscp_priority", {"dscp": ROCE_DSCP}, "qos.set_priority",
+                  {"priority": ROCE_QUEUE})
+        self.configure(lambda sw, session, replicas: s1.set_clone_session(session, replicas))
+
+        f = Flow(SRC, DST, sport=49161, qp=QP)
+        for _ in range(3):
+            self.send("s1", 1, f.packet(HOST_MAC, sw_mac("s1", 1), ttl=64, dscp=ROCE_DSCP))
+            self.receive("s1", 6)
+            self.receive("s1", 7)
+            self.expect_nothing()
+
+
 class IntDiscardBit(IntBase):
     """D bit: the sink reports the packet and drops it (DROP_INT_DISCARD)."""
 

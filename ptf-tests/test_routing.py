@@ -53,3 +53,36 @@ class TtlDecrementAndExpiry(FsTest):
                                         1 * 32 + DROP["TTL_EXPIRED"])[0], 2)
         self.assertEqual(s.read_counter("FsIngress.counters.rx_port", 1)[0], 3)
         self.assertEqual(s.read_counter("FsEgress.counters.tx_port", 2)[0], 1)
+
+
+class PipelineUpdateKeepsEntries(FsTest):
+    """`foresight switch push --keep-entries` pushes the pipeline and puts
+    back what the switch held (routes, ECMP members, defaults, clone
+    sessions), so the switch goes on forwarding; counters start from zero.
+    A plain push starts from empty tables: the same packet is then dropped
+    for want of a route."""
+
+    def runTest(self):
+        s1 = self.sw["s1"]
+        self.route("s1", "10.2.0.0", 16, 2)
+        s1.set_default("int_egress.node_config", "int_egress.set_node_id", {"node_id": 77})
+        f = Flow("10.1.0.1", "10.2.0.1", sport=49152, qp=0x43)
+        sent = f.packet(HOST_MAC, sw_mac("s1", 1), ttl=64)
+        forwarded = f.packet(sw_mac("s1", 2), nbr_mac("s1", 2), ttl=63)
+        self.send("s1", 1, sent)
+        self.expect("s1", 2, forwarded)
+        before = s1.read_entries("routing.ipv4_lpm")
+        node_id = s1.read_default("int_egress.node_config")
+
+        out = self.foresight_push("s1", "--keep-entries")
+        self.assertIn("put back 1 table entries", out)
+        self.assertIn("1 ECMP members, 0 groups", out)
+        self.assertEqual(s1.read_entries("routing.ipv4_lpm"), before)
+        self.assertEqual(s1.read_default("int_egress.node_config"), node_id)
+        self.send("s1", 1, sent)
+        self.expect("s1", 2, forwarded)
+        self.assertEqual(s1.read_counter("FsEgress.counters.tx_port", 2)[0], 1)
+
+        self.foresight_push("s1")
+        self.send("s1", 1, sent)
+        self.expect_nothing()

@@ -120,6 +120,7 @@ struct fs_flow_t {
 }
 
 struct fs_sr_t {
+    bit<1> labelled;                // arrived with, or was pushed, an SR label stack
     bit<1> forwarded;
     bit<1> tc_valid;
     bit<3> tc;
@@ -134,6 +135,7 @@ struct fs_ingress_metadata_t {
     bit<1>    int_stack_too_deep;
     bit<8>    drop_reason;          // header checks (Validation)
     bit<8>    fwd_drop_reason;      // forwarding: TTL, no route, unknown label, INT discard
+    bit<1>    ttl_expired;          // unlabelled packet with IPv4 TTL <= 1
     bit<8>    final_drop_reason;
     bit<1>    int_source;
     bit<1>    int_sink;
@@ -151,29 +153,52 @@ struct fs_ingress_metadata_t {
 struct fs_egress_metadata_t {
     bit<1>  report;                 // this is an INT report copy
     bit<1>  int_stack_too_deep;
-    bit<16> predrain_probability;
-    // Magnitude compares as saturating differences (a |-| b is non-zero
-    // exactly when a > b), computed in the actions that know the thresholds.
+    // DCQCN and pre-drain. Magnitude compares are saturating differences
+    // (a |-| b is non-zero exactly when a > b), computed in the actions that
+    // know the thresholds; ecn.mark matches on them.
     bit<16> queue_random;
     bit<16> predrain_random;
+    bit<1>  dcqcn_hit;
     bit<19> kmax_slack;
     bit<19> kmin_slack;
     bit<16> under_pmax;
+    bit<1>  predrain_hit;
+    bit<16> predrain_probability;
     bit<16> under_probability;
+    bit<1>  ce_marked;
+    bit<10> ce_index;               // ecn.ce_marks index: kind ++ port
+    // INT.
     bit<32> node_id;
-    bit<1>  report_configured;
-    bit<1>  egress_drop;
-    bit<1>  count_report;           // count int_egress.reports[report_outcome]
-    bit<2>  report_outcome;
+    bit<3>  int_role;               // FS_INT_*: what this hop does with INT
+    bit<16> int_ins;                // the instruction bitmap that sizes this hop
+    bit<1>  int_ds_on;              // this hop adds the tx-bytes word
+    bit<16> len_base;               // packet length change without this hop's words
+    bit<8>  a_words;                // hop_size_a / hop_size_b results
+    bit<16> a_bytes;
+    bit<8>  b_words;
+    bit<16> b_bytes;
+    bit<16> b_delta;
+    bit<5>  a_ml;                   // the same word counts as INT-MD hop_ml
+    bit<5>  b_ml;
     bit<8>  hop_words;              // metadata words one hop pushes
+    bit<5>  hop_ml;                 // the same, the width of INT-MD hop_ml
     bit<16> hop_bytes;              // the same in bytes
-    bit<8>  len_after;              // INT shim len once this hop's words are in
+    bit<16> push_delta;             // packet length change if the hop pushes
+    bit<8>  len_after;              // transit: INT shim len once this hop's words are in
+    bit<1>  ml_match;               // the stack's hop_ml is this hop's word count
+    bit<1>  push;                   // this hop stamps its metadata
     bit<16> strip_bytes;            // bytes a sink removes (shim, INT-MD, stack)
-    bit<1>  report_roce;            // the report's inner packet is RoCEv2
+    bit<16> strip_delta;            // packet length change at a sink
+    bit<16> tx_bytes_add;           // bytes this packet adds to port_tx_bytes
     int_hop_t hop;                  // values this hop stamps
     bit<32> queue_word;             // int_queue: queue id 8 ++ occupancy 24
     bit<32> l1_word;                // int_l1_ports: ingress 16 ++ egress 16
-    bit<16> tx_bytes_add;           // bytes this packet adds to port_tx_bytes
+    // Reports.
+    bit<1>  report_configured;
+    bit<1>  report_sized;           // report_sizes knows the lengths
+    bit<1>  egress_drop;
+    bit<1>  count_report;           // count int_egress.reports[report_outcome]
+    bit<2>  report_outcome;
 }
 
 #endif  // FS_TNA_HEADERS_P4

@@ -174,6 +174,10 @@ control Routing(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta
         size = FS_IPV4_LPM_SIZE;
     }
 
+    // The hash does not wait for segment routing (it depends on the packet
+    // only), so it is computed for every packet; the LPM runs for what SR
+    // did not take (no label after the reservation lookup) and whose TTL
+    // allows forwarding.
     apply {
         hash_mode.apply();
         hash_seed.apply();
@@ -184,8 +188,10 @@ control Routing(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta
             meta.flow.ecmp_hash = five_tuple_hash.get(
                 FS_ECMP_FIVE_TUPLE_FIELDS(ecmp_seed, hdr, meta.flow));
         }
-        if (!ipv4_lpm.apply().hit) {
-            meta.fwd_drop_reason = DROP_NO_ROUTE;
+        if (meta.sr.labelled == 0 && meta.ttl_expired == 0) {
+            if (!ipv4_lpm.apply().hit) {
+                meta.fwd_drop_reason = DROP_NO_ROUTE;
+            }
         }
     }
 }
@@ -215,12 +221,14 @@ control SegmentRouting(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata
     action push_1(bit<3> tc, mpls_label_t label0) {
         set_mpls_0(label0, tc, 1);
         hdr.ethernet.ether_type = ETHERTYPE_MPLS;
+        meta.sr.labelled = 1;
         reservation_counter.count();
     }
     action push_2(bit<3> tc, mpls_label_t label0, mpls_label_t label1) {
         set_mpls_0(label0, tc, 0);
         set_mpls_1(label1, tc, 1);
         hdr.ethernet.ether_type = ETHERTYPE_MPLS;
+        meta.sr.labelled = 1;
         reservation_counter.count();
     }
     action push_3(bit<3> tc, mpls_label_t label0, mpls_label_t label1,
@@ -229,6 +237,7 @@ control SegmentRouting(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata
         set_mpls_1(label1, tc, 0);
         set_mpls_2(label2, tc, 1);
         hdr.ethernet.ether_type = ETHERTYPE_MPLS;
+        meta.sr.labelled = 1;
         reservation_counter.count();
     }
     action push_4(bit<3> tc, mpls_label_t label0, mpls_label_t label1,
@@ -238,6 +247,7 @@ control SegmentRouting(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata
         set_mpls_2(label2, tc, 0);
         set_mpls_3(label3, tc, 1);
         hdr.ethernet.ether_type = ETHERTYPE_MPLS;
+        meta.sr.labelled = 1;
         reservation_counter.count();
     }
 
@@ -281,10 +291,25 @@ control SegmentRouting(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata
         size = FS_ADJACENCY_SIZE;
     }
 
+    // The pop in one step: the labels below the top move up and the new top
+    // (or, for the last label, IPv4) takes the top label's TTL - 1, as
+    // pop_front followed by a TTL write would do in two dependent stages.
+    action pop_to_label() {
+        hdr.mpls[1].ttl = hdr.mpls[0].ttl - 1;
+        hdr.mpls.pop_front(1);
+    }
+    action pop_to_ipv4() {
+        hdr.ipv4.ttl = hdr.mpls[0].ttl - 1;
+        hdr.ethernet.ether_type = ETHERTYPE_IPV4;
+        hdr.mpls.pop_front(1);
+    }
+
     apply {
         meta.sr.forwarded = 0;
         meta.sr.tc_valid = 0;
-        if (!hdr.mpls[0].isValid()) {
+        // Ingress leaf: a plain IPv4 packet whose TTL allows forwarding may
+        // match a reservation.
+        if (!hdr.mpls[0].isValid() && hdr.ipv4.ttl > 1) {
             reservation.apply();
         }
         if (hdr.mpls[0].isValid()) {
@@ -295,13 +320,10 @@ control SegmentRouting(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata
                 meta.sr.tc = hdr.mpls[0].tc;
                 adjacency.apply();
                 if (meta.sr.forwarded == 1) {
-                    bit<8> ttl = hdr.mpls[0].ttl - 1;
-                    hdr.mpls.pop_front(1);
-                    if (hdr.mpls[0].isValid()) {
-                        hdr.mpls[0].ttl = ttl;
+                    if (hdr.mpls[1].isValid()) {
+                        pop_to_label();
                     } else {
-                        hdr.ethernet.ether_type = ETHERTYPE_IPV4;
-                        hdr.ipv4.ttl = ttl;
+                        pop_to_ipv4();
                     }
                 }
             }
@@ -406,20 +428,21 @@ control IntIngress(in fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta
             hdr.ipv4.flags[0:0] == 0 && hdr.ipv4.frag_offset == 0) {
             watchlist.apply();
         }
-        // Packets that are dropped are not reported (v1model does not
-        // reach INT for them).
-        if ((hdr.int_shim.isValid() || meta.int_source == 1) &&
-            meta.drop_reason == DROP_NONE && meta.fwd_drop_reason == DROP_NONE) {
+        // The sink port is looked up as soon as the egress port is known;
+        // whether to report waits for the drop decisions (packets that are
+        // dropped are not reported: v1model does not reach INT for them).
+        if (hdr.int_shim.isValid() || meta.int_source == 1) {
             sink_ports.apply();
-            if (meta.int_sink == 1) {
-                meta.int_sink_port = ig_tm_md.ucast_egress_port;
-                meta.int_sink_queue = ig_tm_md.qid;
-                meta.mirror_session = (MirrorId_t)INT_REPORT_CLONE_SESSION;
-                meta.mirror_kind = FS_PKT_REPORT;
-                ig_dprsr_md.mirror_type = FS_MIRROR_TYPE_REPORT;
-                if (hdr.int_md.isValid() && hdr.int_md.d == 1) {
-                    meta.fwd_drop_reason = DROP_INT_DISCARD;
-                }
+        }
+        if (meta.int_sink == 1 &&
+            meta.drop_reason == DROP_NONE && meta.fwd_drop_reason == DROP_NONE) {
+            meta.int_sink_port = ig_tm_md.ucast_egress_port;
+            meta.int_sink_queue = ig_tm_md.qid;
+            meta.mirror_session = (MirrorId_t)INT_REPORT_CLONE_SESSION;
+            meta.mirror_kind = FS_PKT_REPORT;
+            ig_dprsr_md.mirror_type = FS_MIRROR_TYPE_REPORT;
+            if (hdr.int_md.isValid() && hdr.int_md.d == 1) {
+                meta.fwd_drop_reason = DROP_INT_DISCARD;
             }
         }
     }
@@ -473,13 +496,11 @@ control FsIngress(inout fs_ingress_headers_t hdr, inout fs_ingress_metadata_t me
         validation.apply(hdr, meta, ig_prsr_md);
         flow_key.apply(hdr, meta);
         if (!hdr.mpls[0].isValid() && hdr.ipv4.ttl <= 1) {
+            meta.ttl_expired = 1;
             meta.fwd_drop_reason = DROP_TTL_EXPIRED;
-        } else {
-            sr.apply(hdr, meta, ig_tm_md);
-            if (meta.sr.forwarded == 0) {
-                routing.apply(hdr, meta, ig_tm_md);
-            }
         }
+        sr.apply(hdr, meta, ig_tm_md);
+        routing.apply(hdr, meta, ig_tm_md);
         qos.apply(hdr, meta, ig_tm_md);
         int_ingress.apply(hdr, meta, ig_dprsr_md, ig_tm_md);
 

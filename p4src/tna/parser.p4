@@ -44,6 +44,7 @@ parser FsIngressParser(packet_in pkt, out fs_ingress_headers_t hdr,
 
     state parse_mpls0 {
         pkt.extract(hdr.mpls[0]);
+        meta.sr.labelled = 1;
         transition select(hdr.mpls[0].bos) {
             1: parse_mpls_payload;
             default: parse_mpls1;

@@ -9,7 +9,6 @@ use anyhow::{anyhow, Context};
 use installer::reconcile::{reconcile, Diff};
 use installer::target::Artifacts;
 use installer::{Devices, Intent};
-use p4rt::proto::p4::v1 as p4;
 use p4rt::{P4Info, Switch, SwitchOptions};
 
 /// The compiled Foresight pipeline: P4Info plus the target's device
@@ -136,12 +135,8 @@ impl Fabric {
         each(&self.switches, move |_, sw| {
             let pipeline = pipeline.clone();
             async move {
-                sw.set_pipeline(
-                    &pipeline.info,
-                    pipeline.device_config.to_vec(),
-                    p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit,
-                )
-                .await?;
+                installer::pipeline::push(&sw, &pipeline.info, pipeline.device_config.to_vec())
+                    .await?;
                 Ok(())
             }
         })

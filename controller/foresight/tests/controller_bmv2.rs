@@ -173,6 +173,34 @@ async fn demand_installs_expected_entries_at_lead_time_and_removes_them_at_expir
     );
     assert!(b.advisory.is_some());
 
+    // The collective was not installed yet, so the controller may have
+    // moved its flows to other paths for bulk-a (then WatchEvents carried
+    // the change): what the switches get is the reservation as it is now.
+    let listed = client
+        .list_reservations(proto::ListReservationsRequest {
+            header: header(),
+            job_id: String::new(),
+            page_size: 0,
+            page_token: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .validate()
+        .expect("a valid page");
+    let collective: ValidatedReservation = listed
+        .reservations
+        .into_iter()
+        .find(|r| r.reservation_id == collective.reservation_id)
+        .expect("the collective is listed");
+    assert!(
+        collective
+            .flows
+            .iter()
+            .all(|f| f.accepted_bps == f.requested_bps && f.sr_label_stack.len() == 3),
+        "moves keep rates: {collective:?}"
+    );
+
     // The demands were received a little after the collective: windows
     // differ by that much.
     let a = &demands[0];

@@ -10,6 +10,8 @@
 //!   reserved flows;
 //! * [`ecn`] — DCQCN port profiles (static and lowered around a reserved
 //!   burst) and pre-drain entries for competing flows;
+//! * [`pipeline`] — push a pipeline, deleting the clone sessions BMv2
+//!   would otherwise keep;
 //! * [`reconcile`] — read a switch, diff against intent, apply the minimal
 //!   changes (no duplicates, nothing lost); diff two intended states;
 //! * [`target`] — what differs between BMv2 and Tofino (device config,
@@ -20,6 +22,7 @@ pub mod addressing;
 pub mod ecn;
 pub mod intent;
 pub mod names;
+pub mod pipeline;
 pub mod reconcile;
 pub mod reservations;
 pub mod static_state;

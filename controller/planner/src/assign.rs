@@ -50,6 +50,8 @@ pub enum Method {
     Colouring,
     /// Greedy min-max with repair.
     Greedy,
+    /// Placed jointly with other demands' flows ([`crate::joint`]).
+    Joint,
 }
 
 /// What a path search is for: a flow of rate `r` to `dst` over `w`.

@@ -18,7 +18,7 @@
 use serde::Serialize;
 
 use crate::clos::ClosShape;
-use crate::demand::Flow;
+use crate::flow::Flow;
 use crate::topology::{EdgeId, Topology};
 
 /// The lower bound and what sets it.

@@ -37,7 +37,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::conventions::transfer_ns;
-use crate::demand::{Flow, QpAllocator};
+use crate::flow::{Flow, QpAllocator};
 use crate::topology::{HostIdx, ServerIdx, Topology};
 
 /// Kinds of collective.
@@ -220,12 +220,9 @@ impl Ctx<'_> {
     }
 }
 
-/// Expands a collective into flows. QPs come from `qps`, one per connection.
-pub fn expand(
-    topo: &Topology,
-    c: &Collective,
-    qps: &mut QpAllocator,
-) -> Result<Vec<Flow>, CollectiveError> {
+/// Checks what every kind needs (servers, bytes, channels, rates, uniform
+/// servers) and works out the GPUs per server and the NIC sharing.
+fn context<'a>(topo: &'a Topology, c: &'a Collective) -> Result<Ctx<'a>, CollectiveError> {
     let k = c.kind;
     if c.servers.is_empty() {
         return Err(cerr(k, "no servers"));
@@ -270,182 +267,242 @@ pub fn expand(
         }
         count.into_values().max().unwrap_or(1)
     };
-    let cx = Ctx { topo, c, g, m };
-    let s = c.servers.len();
-    let n = s as u64 * g as u64;
-    let mut flows = Vec::new();
-    match k {
-        CollectiveKind::RingAllreduce
-        | CollectiveKind::AllGather
-        | CollectiveKind::ReduceScatter => {
-            if s < 2 {
-                return Ok(flows);
-            }
-            let steps = if k == CollectiveKind::RingAllreduce {
-                2 * (n - 1)
-            } else {
-                n - 1
-            };
-            let chunk = c.bytes.div_ceil(c.channels as u64 * n).max(1);
-            for ch in 0..c.channels {
-                for i in 0..s {
-                    let (a, b) = (cx.nic(i, ch), cx.nic((i + 1) % s, ch));
-                    let rate = cx.rate(a, b, 1);
-                    let step_ns = transfer_ns(chunk, rate).max(1);
-                    let qp = qps.alloc(b);
-                    if c.per_step {
-                        for t in 0..steps {
-                            flows.push(Flow::with_duration(
-                                topo,
-                                a,
-                                b,
-                                qp,
-                                c.start_ns + t * step_ns,
-                                chunk,
-                                rate,
-                                step_ns,
-                            ));
-                        }
-                    } else {
+    Ok(Ctx { topo, c, g, m })
+}
+
+impl Ctx<'_> {
+    /// Servers and ranks (servers × GPUs).
+    fn shape(&self) -> (usize, u64) {
+        let s = self.c.servers.len();
+        (s, s as u64 * self.g as u64)
+    }
+
+    /// Ring all-reduce, all-gather, reduce-scatter: one flow per ring edge and channel (or per step).
+    fn ring(&self, qps: &mut QpAllocator, flows: &mut Vec<Flow>) -> Result<(), CollectiveError> {
+        let (topo, c) = (self.topo, self.c);
+        let k = c.kind;
+        let (s, n) = self.shape();
+        if s < 2 {
+            return Ok(());
+        }
+        let steps = if k == CollectiveKind::RingAllreduce {
+            2 * (n - 1)
+        } else {
+            n - 1
+        };
+        let chunk = c.bytes.div_ceil(c.channels as u64 * n).max(1);
+        for ch in 0..c.channels {
+            for i in 0..s {
+                let (a, b) = (self.nic(i, ch), self.nic((i + 1) % s, ch));
+                let rate = self.rate(a, b, 1);
+                let step_ns = transfer_ns(chunk, rate).max(1);
+                let qp = qps.alloc(b);
+                if c.per_step {
+                    for t in 0..steps {
                         flows.push(Flow::with_duration(
                             topo,
                             a,
                             b,
                             qp,
-                            c.start_ns,
-                            chunk * steps,
+                            c.start_ns + t * step_ns,
+                            chunk,
                             rate,
-                            step_ns * steps,
+                            step_ns,
+                        ));
+                    }
+                } else {
+                    flows.push(Flow::with_duration(
+                        topo,
+                        a,
+                        b,
+                        qp,
+                        c.start_ns,
+                        chunk * steps,
+                        rate,
+                        step_ns * steps,
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Tree all-reduce: reduce up each channel's tree, then broadcast down.
+    fn tree(&self, qps: &mut QpAllocator, flows: &mut Vec<Flow>) -> Result<(), CollectiveError> {
+        let (topo, c) = (self.topo, self.c);
+        let s = c.servers.len();
+        if s < 2 {
+            return Ok(());
+        }
+        let depth = |i: usize| usize::BITS - 1 - (i + 1).leading_zeros();
+        let dmax = depth(s - 1) as u64;
+        let per = c.bytes.div_ceil(c.channels as u64).max(1);
+        for ch in 0..c.channels {
+            let rot = ch as usize % s;
+            let pos = |i: usize| (i + rot) % s;
+            for i in 1..s {
+                let parent = (i - 1) / 2;
+                let (child_nic, parent_nic) = (self.nic(pos(i), ch), self.nic(pos(parent), ch));
+                let rate = self.rate(child_nic, parent_nic, 2);
+                let step_ns = transfer_ns(per, rate).max(1);
+                let d = depth(i) as u64;
+                let up_qp = qps.alloc(parent_nic);
+                let down_qp = qps.alloc(child_nic);
+                // Reduce: deepest level first (step dmax - d); broadcast: step dmax + d - 1.
+                flows.push(Flow::with_duration(
+                    topo,
+                    child_nic,
+                    parent_nic,
+                    up_qp,
+                    c.start_ns + (dmax - d) * step_ns,
+                    per,
+                    rate,
+                    step_ns,
+                ));
+                flows.push(Flow::with_duration(
+                    topo,
+                    parent_nic,
+                    child_nic,
+                    down_qp,
+                    c.start_ns + (dmax + d - 1) * step_ns,
+                    per,
+                    rate,
+                    step_ns,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// All-to-all: every server pair, split over the channels.
+    fn all_to_all(
+        &self,
+        qps: &mut QpAllocator,
+        flows: &mut Vec<Flow>,
+    ) -> Result<(), CollectiveError> {
+        let (topo, c, g) = (self.topo, self.c, self.g);
+        let (s, n) = self.shape();
+        if s < 2 {
+            return Ok(());
+        }
+        let pair_bytes = ((g as u128 * g as u128 * c.bytes as u128)
+            .div_ceil(n as u128 * c.channels as u128))
+        .max(1) as u64;
+        for ch in 0..c.channels {
+            for a in 0..s {
+                for b in 0..s {
+                    if a == b {
+                        continue;
+                    }
+                    let (x, y) = (self.nic(a, ch), self.nic(b, ch));
+                    let rate = self.rate(x, y, s as u64 - 1);
+                    let qp = qps.alloc(y);
+                    flows.push(Flow::new(topo, x, y, qp, c.start_ns, pair_bytes, rate));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Pipeline sends: stage to next stage, per micro-batch.
+    fn pipeline(
+        &self,
+        qps: &mut QpAllocator,
+        flows: &mut Vec<Flow>,
+    ) -> Result<(), CollectiveError> {
+        let (topo, c, g) = (self.topo, self.c, self.g);
+        let k = c.kind;
+        let s = c.servers.len();
+        let p = c.stages as usize;
+        if p < 2 || s % p != 0 {
+            return Err(cerr(
+                k,
+                format!(
+                    "{} stages must be at least 2 and divide the {s} servers",
+                    c.stages
+                ),
+            ));
+        }
+        if c.microbatches == 0 {
+            return Err(cerr(k, "microbatches must be at least 1"));
+        }
+        let per_stage = s / p;
+        let per = (c.bytes as u128 * g as u128)
+            .div_ceil(c.channels as u128)
+            .max(1) as u64;
+        for ch in 0..c.channels {
+            for i in 0..p - 1 {
+                for j in 0..per_stage {
+                    let (x, y) = (
+                        self.nic(i * per_stage + j, ch),
+                        self.nic((i + 1) * per_stage + j, ch),
+                    );
+                    let rate = self.rate(x, y, 1);
+                    let step_ns = transfer_ns(per, rate).max(1);
+                    let qp = qps.alloc(y);
+                    for mb in 0..c.microbatches as u64 {
+                        let t = i as u64 + mb;
+                        flows.push(Flow::with_duration(
+                            topo,
+                            x,
+                            y,
+                            qp,
+                            c.start_ns + t * step_ns,
+                            per,
+                            rate,
+                            step_ns,
                         ));
                     }
                 }
             }
         }
-        CollectiveKind::TreeAllreduce => {
-            if s < 2 {
-                return Ok(flows);
-            }
-            let depth = |i: usize| usize::BITS - 1 - (i + 1).leading_zeros();
-            let dmax = depth(s - 1) as u64;
-            let per = c.bytes.div_ceil(c.channels as u64).max(1);
-            for ch in 0..c.channels {
-                let rot = ch as usize % s;
-                let pos = |i: usize| (i + rot) % s;
-                for i in 1..s {
-                    let parent = (i - 1) / 2;
-                    let (child_nic, parent_nic) = (cx.nic(pos(i), ch), cx.nic(pos(parent), ch));
-                    let rate = cx.rate(child_nic, parent_nic, 2);
-                    let step_ns = transfer_ns(per, rate).max(1);
-                    let d = depth(i) as u64;
-                    let up_qp = qps.alloc(parent_nic);
-                    let down_qp = qps.alloc(child_nic);
-                    // Reduce: deepest level first (step dmax - d); broadcast: step dmax + d - 1.
-                    flows.push(Flow::with_duration(
-                        topo,
-                        child_nic,
-                        parent_nic,
-                        up_qp,
-                        c.start_ns + (dmax - d) * step_ns,
-                        per,
-                        rate,
-                        step_ns,
-                    ));
-                    flows.push(Flow::with_duration(
-                        topo,
-                        parent_nic,
-                        child_nic,
-                        down_qp,
-                        c.start_ns + (dmax + d - 1) * step_ns,
-                        per,
-                        rate,
-                        step_ns,
-                    ));
-                }
+        Ok(())
+    }
+
+    /// KV transfer: each prefill server to its decode server.
+    fn kv_transfer(
+        &self,
+        qps: &mut QpAllocator,
+        flows: &mut Vec<Flow>,
+    ) -> Result<(), CollectiveError> {
+        let (topo, c) = (self.topo, self.c);
+        let k = c.kind;
+        let s = c.servers.len();
+        let pf = c.prefill_servers.unwrap_or((s as u32 / 2).max(1)) as usize;
+        if pf == 0 || pf >= s {
+            return Err(cerr(k, format!("prefill servers {pf}: need at least one prefill and one decode server among {s}")));
+        }
+        let d = s - pf;
+        let fan_in = pf.div_ceil(d) as u64;
+        let per = c.bytes.div_ceil(c.channels as u64).max(1);
+        for ch in 0..c.channels {
+            for i in 0..pf {
+                let (x, y) = (self.nic(i, ch), self.nic(pf + i % d, ch));
+                let rate = self.rate(x, y, fan_in);
+                let qp = qps.alloc(y);
+                flows.push(Flow::new(topo, x, y, qp, c.start_ns, per, rate));
             }
         }
-        CollectiveKind::AllToAll => {
-            if s < 2 {
-                return Ok(flows);
-            }
-            let pair_bytes = ((g as u128 * g as u128 * c.bytes as u128)
-                .div_ceil(n as u128 * c.channels as u128))
-            .max(1) as u64;
-            for ch in 0..c.channels {
-                for a in 0..s {
-                    for b in 0..s {
-                        if a == b {
-                            continue;
-                        }
-                        let (x, y) = (cx.nic(a, ch), cx.nic(b, ch));
-                        let rate = cx.rate(x, y, s as u64 - 1);
-                        let qp = qps.alloc(y);
-                        flows.push(Flow::new(topo, x, y, qp, c.start_ns, pair_bytes, rate));
-                    }
-                }
-            }
-        }
-        CollectiveKind::Pipeline => {
-            let p = c.stages as usize;
-            if p < 2 || s % p != 0 {
-                return Err(cerr(
-                    k,
-                    format!(
-                        "{} stages must be at least 2 and divide the {s} servers",
-                        c.stages
-                    ),
-                ));
-            }
-            if c.microbatches == 0 {
-                return Err(cerr(k, "microbatches must be at least 1"));
-            }
-            let per_stage = s / p;
-            let per = (c.bytes as u128 * g as u128)
-                .div_ceil(c.channels as u128)
-                .max(1) as u64;
-            for ch in 0..c.channels {
-                for i in 0..p - 1 {
-                    for j in 0..per_stage {
-                        let (x, y) = (
-                            cx.nic(i * per_stage + j, ch),
-                            cx.nic((i + 1) * per_stage + j, ch),
-                        );
-                        let rate = cx.rate(x, y, 1);
-                        let step_ns = transfer_ns(per, rate).max(1);
-                        let qp = qps.alloc(y);
-                        for mb in 0..c.microbatches as u64 {
-                            let t = i as u64 + mb;
-                            flows.push(Flow::with_duration(
-                                topo,
-                                x,
-                                y,
-                                qp,
-                                c.start_ns + t * step_ns,
-                                per,
-                                rate,
-                                step_ns,
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        CollectiveKind::KvTransfer => {
-            let pf = c.prefill_servers.unwrap_or((s as u32 / 2).max(1)) as usize;
-            if pf == 0 || pf >= s {
-                return Err(cerr(k, format!("prefill servers {pf}: need at least one prefill and one decode server among {s}")));
-            }
-            let d = s - pf;
-            let fan_in = pf.div_ceil(d) as u64;
-            let per = c.bytes.div_ceil(c.channels as u64).max(1);
-            for ch in 0..c.channels {
-                for i in 0..pf {
-                    let (x, y) = (cx.nic(i, ch), cx.nic(pf + i % d, ch));
-                    let rate = cx.rate(x, y, fan_in);
-                    let qp = qps.alloc(y);
-                    flows.push(Flow::new(topo, x, y, qp, c.start_ns, per, rate));
-                }
-            }
-        }
+        Ok(())
+    }
+}
+
+/// Expands a collective into flows. QPs come from `qps`, one per connection.
+pub fn expand(
+    topo: &Topology,
+    c: &Collective,
+    qps: &mut QpAllocator,
+) -> Result<Vec<Flow>, CollectiveError> {
+    let cx = context(topo, c)?;
+    let mut flows = Vec::new();
+    match c.kind {
+        CollectiveKind::RingAllreduce
+        | CollectiveKind::AllGather
+        | CollectiveKind::ReduceScatter => cx.ring(qps, &mut flows)?,
+        CollectiveKind::TreeAllreduce => cx.tree(qps, &mut flows)?,
+        CollectiveKind::AllToAll => cx.all_to_all(qps, &mut flows)?,
+        CollectiveKind::Pipeline => cx.pipeline(qps, &mut flows)?,
+        CollectiveKind::KvTransfer => cx.kv_transfer(qps, &mut flows)?,
     }
     Ok(flows)
 }

@@ -5,124 +5,14 @@
 //! bit/s internally and Gbit/s in files.
 
 use std::collections::HashSet;
-use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::collectives::{self, Collective, CollectiveKind};
-use crate::conventions::{gbps_to_bps, transfer_ns, udp_src_port_for_qp, FIRST_QP, QP_MASK};
-use crate::ledger::Window;
-use crate::topology::{HostIdx, Topology};
+use crate::conventions::gbps_to_bps;
+use crate::topology::Topology;
 
-/// One RoCEv2 flow: a QP connection moving `bytes` at `rate_bps` from
-/// `start_ns` for `duration_ns`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Flow {
-    /// Source NIC.
-    pub src: HostIdx,
-    /// Destination NIC.
-    pub dst: HostIdx,
-    /// Source IPv4.
-    pub src_ip: Ipv4Addr,
-    /// Destination IPv4.
-    pub dst_ip: Ipv4Addr,
-    /// UDP source port (the destination port is RoCEv2's 4791).
-    pub udp_src_port: u16,
-    /// BTH destination QP (24 bits): tells the data plane flows apart.
-    pub dest_qp: u32,
-    /// Start, ns.
-    pub start_ns: u64,
-    /// Bytes to move.
-    pub bytes: u64,
-    /// Rate, bit/s.
-    pub rate_bps: u64,
-    /// Duration at `rate_bps`, ns.
-    pub duration_ns: u64,
-}
-
-impl Flow {
-    /// A flow whose duration follows from bytes and rate.
-    pub fn new(
-        topo: &Topology,
-        src: HostIdx,
-        dst: HostIdx,
-        qp: u32,
-        start_ns: u64,
-        bytes: u64,
-        rate_bps: u64,
-    ) -> Flow {
-        Self::with_duration(
-            topo,
-            src,
-            dst,
-            qp,
-            start_ns,
-            bytes,
-            rate_bps,
-            transfer_ns(bytes, rate_bps).max(1),
-        )
-    }
-
-    /// A flow with an explicit duration (e.g. several back-to-back steps).
-    #[allow(clippy::too_many_arguments)]
-    pub fn with_duration(
-        topo: &Topology,
-        src: HostIdx,
-        dst: HostIdx,
-        qp: u32,
-        start_ns: u64,
-        bytes: u64,
-        rate_bps: u64,
-        duration_ns: u64,
-    ) -> Flow {
-        let hosts = topo.hosts();
-        Flow {
-            src,
-            dst,
-            src_ip: hosts[src as usize].ip,
-            dst_ip: hosts[dst as usize].ip,
-            udp_src_port: udp_src_port_for_qp(qp),
-            dest_qp: qp & QP_MASK,
-            start_ns,
-            bytes,
-            rate_bps,
-            duration_ns: duration_ns.max(1),
-        }
-    }
-
-    /// First ns after the flow.
-    pub fn end_ns(&self) -> u64 {
-        self.start_ns + self.duration_ns
-    }
-
-    /// `[start, end)`.
-    pub fn window(&self) -> Window {
-        Window::new(self.start_ns, self.end_ns())
-    }
-}
-
-/// Hands out destination QP numbers: per destination NIC, sequentially
-/// from [`FIRST_QP`], so every flow into a NIC has its own QP.
-#[derive(Clone, Debug)]
-pub struct QpAllocator {
-    next: Vec<u32>,
-}
-
-impl QpAllocator {
-    /// For a topology.
-    pub fn new(topo: &Topology) -> QpAllocator {
-        QpAllocator {
-            next: vec![FIRST_QP; topo.hosts().len()],
-        }
-    }
-
-    /// The next QP at `dst`.
-    pub fn alloc(&mut self, dst: HostIdx) -> u32 {
-        let q = self.next[dst as usize];
-        self.next[dst as usize] = if q >= QP_MASK { FIRST_QP } else { q + 1 };
-        q
-    }
-}
+pub use crate::flow::{Flow, QpAllocator};
 
 /// A demand as the planner sees it: the announcement's policy fields and
 /// the flows it expands to.
@@ -419,125 +309,26 @@ fn resolve_entry(
             )));
         }
     }
-    let flows;
-    let kind;
-    match (&d.collective, &d.src, &d.dst) {
+    let (kind, flows) = match (&d.collective, &d.src, &d.dst) {
         (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
             return Err(bad(
                 "give either src/dst (a transfer) or collective, not both".into(),
             ))
         }
-        (None, Some(src), Some(dst)) => {
-            kind = DemandKind::Transfer;
-            for (f, v) in [
-                ("gpus", d.gpus.is_some()),
-                ("servers", d.servers.is_some()),
-                ("channels", d.channels.is_some()),
-                ("stages", d.stages.is_some()),
-            ] {
-                if v {
-                    return Err(bad(format!(
-                        "'{f}' applies to collectives, not to a transfer"
-                    )));
-                }
-            }
-            let s = topo.host_by_name(src).ok_or_else(|| {
-                bad(format!(
-                    "src '{src}' is not a host of fabric '{}'",
-                    topo.name()
-                ))
-            })?;
-            let t = topo.host_by_name(dst).ok_or_else(|| {
-                bad(format!(
-                    "dst '{dst}' is not a host of fabric '{}'",
-                    topo.name()
-                ))
-            })?;
-            if s == t {
-                return Err(bad(format!("src and dst are both '{src}'")));
-            }
-            let n = d.qps.unwrap_or(1);
-            if n == 0 || n as u64 > bytes {
-                return Err(bad(format!("qps {n}: must be 1..=bytes")));
-            }
-            let hosts = topo.hosts();
-            let nic = hosts[s as usize]
-                .capacity_bps
-                .min(hosts[t as usize].capacity_bps);
-            let total_rate = match (rate_bps, d.duration_ns) {
-                (Some(_), Some(_)) => {
-                    return Err(bad("give rate_gbps or duration_ns, not both".into()))
-                }
-                (Some(r), None) => r,
-                (None, Some(0)) => return Err(bad("duration_ns must be positive".into())),
-                (None, Some(dur)) => crate::conventions::rate_for(bytes, dur),
-                (None, None) => ((nic as f64) * line_rate_fraction) as u64,
-            };
-            if total_rate == 0 {
-                return Err(bad("rate works out to 0 bit/s".into()));
-            }
-            let per_bytes = bytes.div_ceil(n as u64);
-            let per_rate = total_rate.div_ceil(n as u64);
-            flows = (0..n)
-                .map(|_| {
-                    let qp = qps.alloc(t);
-                    Flow::new(topo, s, t, qp, d.start_ns, per_bytes, per_rate)
-                })
-                .collect();
-        }
+        (None, Some(src), Some(dst)) => (
+            DemandKind::Transfer,
+            transfer_flows(topo, d, src, dst, bytes, rate_bps, qps, line_rate_fraction)
+                .map_err(bad)?,
+        ),
         (None, _, _) => {
             return Err(bad("give src and dst (a transfer) or collective".into()));
         }
-        (Some(ck), None, None) => {
-            kind = DemandKind::Collective(*ck);
-            if d.qps.is_some() || d.duration_ns.is_some() {
-                return Err(bad("'qps' and 'duration_ns' apply to transfers; collectives take 'channels' and 'rate_gbps'".into()));
-            }
-            let servers = match (&d.gpus, &d.servers) {
-                (Some(_), Some(_)) => return Err(bad("give gpus or servers, not both".into())),
-                (Some(g), None) => {
-                    collectives::select_servers(topo, *g).map_err(|e| bad(e.to_string()))?
-                }
-                (None, Some(names)) => {
-                    let mut seen = HashSet::new();
-                    let mut v = Vec::new();
-                    for n in names {
-                        let ix = topo
-                            .servers()
-                            .iter()
-                            .position(|s| &s.name == n)
-                            .ok_or_else(|| {
-                                bad(format!("server '{n}' is not in fabric '{}'", topo.name()))
-                            })?;
-                        if !seen.insert(ix) {
-                            return Err(bad(format!("server '{n}' is listed twice")));
-                        }
-                        v.push(ix as u32);
-                    }
-                    v
-                }
-                (None, None) => return Err(bad("a collective needs gpus or servers".into())),
-            };
-            let mut c = Collective::new(*ck, servers, bytes);
-            c.start_ns = d.start_ns;
-            c.rate_bps = rate_bps;
-            c.line_rate_fraction = line_rate_fraction;
-            c.per_step = d.per_step;
-            if let Some(ch) = d.channels {
-                c.channels = ch;
-            } else {
-                c.channels = topo.servers()[c.servers[0] as usize].gpus;
-            }
-            if let Some(s) = d.stages {
-                c.stages = s;
-            }
-            if let Some(m) = d.microbatches {
-                c.microbatches = m;
-            }
-            c.prefill_servers = d.prefill_servers;
-            flows = collectives::expand(topo, &c, qps).map_err(|e| bad(e.to_string()))?;
-        }
-    }
+        (Some(ck), None, None) => (
+            DemandKind::Collective(*ck),
+            collective_flows(topo, d, *ck, bytes, rate_bps, qps, line_rate_fraction)
+                .map_err(bad)?,
+        ),
+    };
     Ok(Demand {
         id: d.id.clone(),
         tenant: d.tenant.clone().unwrap_or_else(|| "default".into()),
@@ -547,6 +338,119 @@ fn resolve_entry(
         kind,
         flows,
     })
+}
+
+/// A transfer entry's flows: `qps` flows splitting its bytes and rate.
+#[allow(clippy::too_many_arguments)]
+fn transfer_flows(
+    topo: &Topology,
+    d: &DemandEntry,
+    src: &str,
+    dst: &str,
+    bytes: u64,
+    rate_bps: Option<u64>,
+    qps: &mut QpAllocator,
+    line_rate_fraction: f64,
+) -> Result<Vec<Flow>, String> {
+    for (f, v) in [
+        ("gpus", d.gpus.is_some()),
+        ("servers", d.servers.is_some()),
+        ("channels", d.channels.is_some()),
+        ("stages", d.stages.is_some()),
+    ] {
+        if v {
+            return Err(format!("'{f}' applies to collectives, not to a transfer"));
+        }
+    }
+    let s = topo
+        .host_by_name(src)
+        .ok_or_else(|| format!("src '{src}' is not a host of fabric '{}'", topo.name()))?;
+    let t = topo
+        .host_by_name(dst)
+        .ok_or_else(|| format!("dst '{dst}' is not a host of fabric '{}'", topo.name()))?;
+    if s == t {
+        return Err(format!("src and dst are both '{src}'"));
+    }
+    let n = d.qps.unwrap_or(1);
+    if n == 0 || n as u64 > bytes {
+        return Err(format!("qps {n}: must be 1..=bytes"));
+    }
+    let hosts = topo.hosts();
+    let nic = hosts[s as usize]
+        .capacity_bps
+        .min(hosts[t as usize].capacity_bps);
+    let total_rate = match (rate_bps, d.duration_ns) {
+        (Some(_), Some(_)) => return Err("give rate_gbps or duration_ns, not both".into()),
+        (Some(r), None) => r,
+        (None, Some(0)) => return Err("duration_ns must be positive".into()),
+        (None, Some(dur)) => crate::conventions::rate_for(bytes, dur),
+        (None, None) => ((nic as f64) * line_rate_fraction) as u64,
+    };
+    if total_rate == 0 {
+        return Err("rate works out to 0 bit/s".into());
+    }
+    let per_bytes = bytes.div_ceil(n as u64);
+    let per_rate = total_rate.div_ceil(n as u64);
+    Ok((0..n)
+        .map(|_| {
+            let qp = qps.alloc(t);
+            Flow::new(topo, s, t, qp, d.start_ns, per_bytes, per_rate)
+        })
+        .collect())
+}
+
+/// A collective entry's flows: its servers resolved, then expanded.
+fn collective_flows(
+    topo: &Topology,
+    d: &DemandEntry,
+    ck: CollectiveKind,
+    bytes: u64,
+    rate_bps: Option<u64>,
+    qps: &mut QpAllocator,
+    line_rate_fraction: f64,
+) -> Result<Vec<Flow>, String> {
+    if d.qps.is_some() || d.duration_ns.is_some() {
+        return Err("'qps' and 'duration_ns' apply to transfers; collectives take 'channels' and 'rate_gbps'".into());
+    }
+    let servers = match (&d.gpus, &d.servers) {
+        (Some(_), Some(_)) => return Err("give gpus or servers, not both".into()),
+        (Some(g), None) => collectives::select_servers(topo, *g).map_err(|e| e.to_string())?,
+        (None, Some(names)) => {
+            let mut seen = HashSet::new();
+            let mut v = Vec::new();
+            for n in names {
+                let ix = topo
+                    .servers()
+                    .iter()
+                    .position(|s| &s.name == n)
+                    .ok_or_else(|| format!("server '{n}' is not in fabric '{}'", topo.name()))?;
+                if !seen.insert(ix) {
+                    return Err(format!("server '{n}' is listed twice"));
+                }
+                v.push(ix as u32);
+            }
+            v
+        }
+        (None, None) => return Err("a collective needs gpus or servers".into()),
+    };
+    let mut c = Collective::new(ck, servers, bytes);
+    c.start_ns = d.start_ns;
+    c.rate_bps = rate_bps;
+    c.line_rate_fraction = line_rate_fraction;
+    c.per_step = d.per_step;
+    if let Some(ch) = d.channels {
+        c.channels = ch;
+    } else {
+        c.channels = topo.servers()[c.servers[0] as usize].gpus;
+    }
+    if let Some(s) = d.stages {
+        c.stages = s;
+    }
+    if let Some(m) = d.microbatches {
+        c.microbatches = m;
+    }
+    c.prefill_servers = d.prefill_servers;
+    collectives::expand(topo, &c, qps).map_err(|e| e.to_string())
 }
 
 /// Resolves a parsed demand file against a topology. Every bad entry is

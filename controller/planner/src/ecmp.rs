@@ -45,7 +45,7 @@ use std::str::FromStr;
 use serde::{Serialize, Serializer};
 
 use crate::conventions::{IP_PROTO_UDP, ROCEV2_UDP_PORT};
-use crate::demand::Flow;
+use crate::flow::Flow;
 use crate::ledger::Ledger;
 use crate::paths::Path;
 use crate::rng::Rng;
@@ -424,7 +424,7 @@ pub fn no_collision_probability(s: u32, n: u32) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::demand::QpAllocator;
+    use crate::flow::QpAllocator;
     use crate::topology::generate::{leaf_spine, multi_pod, preset, LeafSpine, MultiPod, Preset};
 
     /// CRC-32/ISO-HDLC bit by bit, straight from its definition (reflected

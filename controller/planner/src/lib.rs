@@ -3,14 +3,19 @@
 //! * [`topology`] — fabrics as a petgraph graph: generators (leaf-spine,
 //!   multi-pod with super-spines, rail-optimized), YAML load/save,
 //!   validation that names the bad element.
-//! * [`demand`] — demand signals and demand files, flows with RoCE QPs.
+//! * [`flow`] — flows with RoCE QPs (below demands and collectives).
+//! * [`demand`] — demand signals and demand files.
 //! * [`collectives`] — ring/tree all-reduce, all-gather, reduce-scatter,
 //!   all-to-all, pipeline sends, prefill→decode KV transfer → flows.
 //! * [`ledger`] — reserved bandwidth per link over time.
 //! * [`assign`] (with [`colouring`] and [`clos`]) — path choice minimising
 //!   the peak link load; König-optimal on a Clos.
+//! * [`joint`] — one path assignment for a whole set of flows with their
+//!   own windows (local search), used for joint planning and re-optimization.
 //! * [`admission`] — priority order, deferral, partial reservations, ECMP
 //!   fallback; [`Planner`] is the entry point.
+//! * [`periodic`] — learning a job's iteration period to reserve its next
+//!   iterations unannounced (T+5).
 //! * [`paths`] — paths and SR-MPLS adjacency label stacks.
 //! * [`ecmp`] — the switch hash (shared with the data plane) and the ECMP baseline.
 //! * [`bounds`] — lower bounds on the peak load.
@@ -28,15 +33,19 @@ pub mod colouring;
 pub mod conventions;
 pub mod demand;
 pub mod ecmp;
+pub mod flow;
+pub mod joint;
 pub mod ledger;
 pub mod paths;
+pub mod periodic;
 pub mod report;
 pub mod rng;
 pub mod topology;
 
 pub use admission::{Outcome, Plan, Planner, PlannerConfig, Reason};
 pub use collectives::{Collective, CollectiveKind};
-pub use demand::{Demand, DemandSignal, Flow};
+pub use demand::{Demand, DemandSignal};
+pub use flow::Flow;
 pub use ledger::{Ledger, Window};
 pub use paths::{Hop, Path};
 pub use report::{PlanReport, ReportOptions};

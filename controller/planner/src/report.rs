@@ -7,8 +7,9 @@ use serde::Serialize;
 use crate::admission::{Outcome, Plan, Planner, PlannerConfig};
 use crate::bounds::{lower_bound, LowerBound};
 use crate::conventions::bps_to_gbps;
-use crate::demand::{Demand, DemandKind, Flow};
+use crate::demand::{Demand, DemandKind};
 use crate::ecmp::EcmpOutcome;
+use crate::flow::Flow;
 use crate::paths::Hop;
 use crate::topology::Topology;
 
@@ -176,6 +177,8 @@ pub struct PlanReport {
     /// ECMP baselines, if computed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ecmp: Vec<EcmpComparison>,
+    /// What joint placement of the set did.
+    pub joint: crate::admission::JointSummary,
 }
 
 fn flow_report(topo: &Topology, f: &Flow, fp: &crate::admission::FlowPlan) -> FlowReport {
@@ -305,6 +308,7 @@ pub fn build(
         reserved_links,
         links,
         ecmp: Vec::new(),
+        joint: plan.joint.clone(),
     }
 }
 
@@ -360,6 +364,20 @@ pub fn render_text(r: &PlanReport) -> String {
         fmt_opt(s.completion_ns),
         s.planning_ms
     );
+    let j = &r.joint;
+    if let (Some(before), Some(after)) = (j.peak_before, j.peak_after) {
+        let _ = writeln!(
+            o,
+            "joint placement: peak of the admitted set {:.1}% -> {:.1}%; {} admitted by moving others ({}); {} searches, {} evaluations{}",
+            100.0 * before,
+            100.0 * after,
+            j.admitted_by_moving.len(),
+            if j.admitted_by_moving.is_empty() { "-".to_string() } else { j.admitted_by_moving.join(", ") },
+            j.searches,
+            j.evaluations,
+            if j.cut_short { " (cut short by the time budget)" } else { "" }
+        );
+    }
     let _ = writeln!(o);
     let _ = writeln!(
         o,

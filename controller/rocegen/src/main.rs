@@ -90,6 +90,10 @@ struct RunArgs {
     /// Retransmit timeout without ACK progress (go-back-N).
     #[arg(long, default_value_t = 200.0)]
     rto_ms: f64,
+    /// Tail-loss probe: resend the last packet once after this long
+    /// without ACK progress at a flow's tail (0 = off, wait for the RTO).
+    #[arg(long, default_value_t = 20.0)]
+    tlp_ms: f64,
     /// Receiver ACKs every N in-order packets (and on message ends).
     #[arg(long, default_value_t = 16)]
     ack_every: u32,
@@ -174,6 +178,7 @@ fn real_main() -> Result<ExitCode> {
             let mut o = RunOpts::new(a.spec, a.host, a.out);
             o.timeout_ns = (a.timeout_s.max(0.0) * 1e9) as u64;
             o.rto_ns = ms(a.rto_ms);
+            o.tlp_ns = ms(a.tlp_ms);
             o.ack_every = a.ack_every.max(1);
             o.ack_delay_ns = ms(a.ack_delay_ms);
             o.rate_sample_ns = ms(a.rate_sample_ms).max(100_000);

@@ -32,6 +32,9 @@ pub struct Impair {
     /// Random loss of UDP packets, probability in [0, 1].
     pub loss: f64,
     pub seed: u64,
+    /// Drop exactly these UDP packets, counted from 1 in arrival order
+    /// (a chosen loss, e.g. the last packet of a message).
+    pub drop_udp: Vec<u64>,
 }
 
 impl Default for Impair {
@@ -42,6 +45,7 @@ impl Default for Impair {
             ce_threshold_pkts: usize::MAX,
             loss: 0.0,
             seed: 1,
+            drop_udp: Vec::new(),
         }
     }
 }
@@ -241,9 +245,17 @@ pub fn start(ns: &str, if_a: &str, if_b: &str, imp: Impair) -> Result<Relay> {
         threads.push(std::thread::spawn(move || {
             let mut rng = SplitMix64::new(imp.seed);
             let mut buf = vec![0u8; 65536];
+            let mut udp_seen = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let Some(n) = sa.recv(&mut buf) else { continue };
                 let mut frame = buf[..n].to_vec();
+                if is_udp(&frame) {
+                    udp_seen += 1;
+                    if imp.drop_udp.contains(&udp_seen) {
+                        stats.lost.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                }
                 if ipv4(&frame).is_none() || imp.rate_pps <= 0.0 {
                     if is_udp(&frame) && imp.loss > 0.0 && rng.unit() < imp.loss {
                         stats.lost.fetch_add(1, Ordering::Relaxed);

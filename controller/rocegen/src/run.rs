@@ -32,6 +32,10 @@ pub struct RunOpts {
     pub timeout_ns: u64,
     /// Go-back-N retransmit timeout without ACK progress.
     pub rto_ns: u64,
+    /// Tail-loss probe: with nothing new to send and no ACK progress for
+    /// this long, resend the last packet once, so that a lost tail is
+    /// answered (ACK or NAK) well before the RTO. 0 disables it.
+    pub tlp_ns: u64,
     /// Receiver ACKs every N in-order packets...
     pub ack_every: u32,
     /// ...or this long after the first unacknowledged one.
@@ -54,6 +58,7 @@ impl RunOpts {
             out,
             timeout_ns: 120_000_000_000,
             rto_ns: 200_000_000,
+            tlp_ns: 20_000_000,
             ack_every: 16,
             ack_delay_ns: 2_000_000,
             rate_sample_ns: 5_000_000,
@@ -109,6 +114,9 @@ struct SendConn {
     sendable: bool,
     last_progress: u64,
     timeouts: u64,
+    /// A tail-loss probe went out since the last ACK progress.
+    probed: bool,
+    probes: u64,
     naks: u64,
     rp: Rp,
     /// Unix ns at which a time-bounded (background) flow stops.
@@ -347,6 +355,8 @@ impl Host {
                     sendable: false,
                     last_progress: 0,
                     timeouts: 0,
+                    probed: false,
+                    probes: 0,
                     naks: 0,
                     rp: Rp::new(&spec.dcqcn, f0.line_rate_pps, u64::from(payload)),
                     stop_at: f0.stop_offset_ns.map(|s| spec.start_unix_ns + s),
@@ -477,6 +487,9 @@ impl Host {
                 }
                 if c.una < c.high_seq {
                     wake = wake.min(c.last_progress + self.opts.rto_ns);
+                    if self.opts.tlp_ns > 0 && !c.probed {
+                        wake = wake.min(c.last_progress + self.opts.tlp_ns);
+                    }
                 }
                 if let Some(m) = c.msgs.get(c.released) {
                     if m.ready_ns.is_none() {
@@ -640,13 +653,34 @@ impl Host {
     }
 
     fn sender_timers(&mut self, now: u64) {
-        for c in &mut self.send {
+        for ci in 0..self.send.len() {
+            let c = &mut self.send[ci];
             if c.una < c.high_seq && now >= c.last_progress + self.opts.rto_ns {
                 c.timeouts += 1;
                 c.rewind();
                 c.last_progress = now;
+            } else if self.tail_probe_due(ci, now) {
+                // Resend the last packet: the receiver answers with an ACK
+                // (it had everything) or a NAK (the tail was lost).
+                let c = &mut self.send[ci];
+                c.probed = true;
+                c.probes += 1;
+                c.next_seq = c.high_seq - 1;
+                self.send_data(ci, now);
             }
         }
+    }
+
+    /// A connection at its tail (everything released sent, some of it
+    /// unacknowledged) that has waited the probe time without progress.
+    fn tail_probe_due(&self, ci: usize, now: u64) -> bool {
+        let c = &self.send[ci];
+        self.opts.tlp_ns > 0
+            && !c.probed
+            && c.una < c.high_seq
+            && c.next_seq == c.high_seq
+            && !c.can_send()
+            && now >= c.last_progress + self.opts.tlp_ns
     }
 
     fn receiver_timers(&mut self, now: u64) {
@@ -683,6 +717,7 @@ impl Host {
                 if new_una > c.una {
                     c.una = new_una;
                     c.last_progress = now;
+                    c.probed = false;
                     if c.next_seq < c.una {
                         c.next_seq = c.una;
                     }
@@ -963,6 +998,7 @@ impl Host {
         let retx: u64 = self.send.iter().flat_map(|c| &c.msgs).map(|m| m.retx).sum();
         let cnps_in: u64 = self.send.iter().map(|c| c.rp.cnps()).sum();
         let timeouts: u64 = self.send.iter().map(|c| c.timeouts).sum();
+        let probes: u64 = self.send.iter().map(|c| c.probes).sum();
         let recvd: u64 = self
             .recv
             .iter()
@@ -973,7 +1009,7 @@ impl Host {
         let cnps_out: u64 = self.recv.iter().flat_map(|c| &c.msgs).map(|m| m.cnps).sum();
         let wall = o.wall_ns.max(1) as f64;
         eprintln!(
-            "rocegen {}: {} in {:.3}s; sent {sent} pkts ({retx} retransmitted, {timeouts} timeouts), \
+            "rocegen {}: {} in {:.3}s; sent {sent} pkts ({retx} retransmitted, {probes} tail probes, {timeouts} timeouts), \
              recv {recvd} pkts ({ce} CE), CNPs in {cnps_in} out {cnps_out}, ACKs {} NAKs {}, \
              send errors {}, foreign {}, malformed {}; cpu {:.1} ms ({:.1}% of a core)",
             self.opts.host,

@@ -107,22 +107,27 @@ fn spawn(
     spec: &Path,
     host: &str,
     out: &Path,
-    timeout_s: &str,
+    extra: &[&str],
 ) -> std::process::Child {
     let mut c: Command = t.lab.command(ns, BIN);
     c.args(["run", "--spec"])
         .arg(spec)
         .args(["--host", host, "--out"])
         .arg(out)
-        .args(["--timeout-s", timeout_s, "--linger-ms", "300"])
+        .args(["--linger-ms", "300"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     c.spawn().unwrap()
 }
 
 fn run_both(t: &Topo, spec: &Path, out: &Path) -> (Output, Output) {
-    let a = spawn(t, &t.ns_a, spec, "h1", out, "40");
-    let b = spawn(t, &t.ns_b, spec, "h2", out, "40");
+    run_both_with(t, spec, out, &["--timeout-s", "40"])
+}
+
+fn run_both_with(t: &Topo, spec: &Path, out: &Path, extra: &[&str]) -> (Output, Output) {
+    let a = spawn(t, &t.ns_a, spec, "h1", out, extra);
+    let b = spawn(t, &t.ns_b, spec, "h2", out, extra);
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
     for (h, o) in [("h1", &a), ("h2", &b)] {
         eprintln!("--- {h} stderr:\n{}", String::from_utf8_lossy(&o.stderr));
@@ -294,6 +299,50 @@ fn loss_recovered_by_go_back_n() {
     );
 }
 
+/// A lost last packet is no gap the receiver can NAK: without a probe the
+/// sender waits its RTO. The relay drops exactly the last of 50 packets;
+/// with a 1 s RTO the tail-loss probe (20 ms) recovers it, and the flow
+/// ends long before the RTO would have fired. With the probe off the same
+/// loss costs the RTO.
+#[test]
+fn lost_tail_recovered_by_probe_before_rto() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let fct_ms = |tlp: &str, case: &str| {
+        let imp = Impair {
+            drop_udp: vec![50],
+            ..Impair::default()
+        };
+        let t = topo(case, Some(imp));
+        let dir = tempfile::tempdir().unwrap();
+        let spec = write_spec(
+            dir.path(),
+            vec![flow("tail", "h1", "h2", (0x1001, 0x100), 50 * 1024, 2000.0)],
+        );
+        let extra = ["--timeout-s", "20", "--rto-ms", "1000", "--tlp-ms", tlp];
+        let (a, b) = run_both_with(&t, &spec, dir.path(), &extra);
+        assert!(a.status.success() && b.status.success());
+        let s = &csv(&dir.path().join("flows-h1.csv"))[0];
+        assert_eq!(s["complete"], "true");
+        assert_eq!(
+            num(s, "retransmits"),
+            1.0,
+            "only the lost tail is sent again"
+        );
+        let stderr = String::from_utf8_lossy(&a.stderr).to_string();
+        (num(s, "fct_ns") / 1e6, stderr)
+    };
+    let (with_probe, err) = fct_ms("20", "p");
+    assert!(err.contains("1 tail probes, 0 timeouts"), "{err}");
+    let (without, err) = fct_ms("0", "n");
+    assert!(err.contains("0 tail probes, 1 timeouts"), "{err}");
+    eprintln!("lost tail: FCT {with_probe:.0} ms with the probe, {without:.0} ms without");
+    assert!(with_probe < 300.0, "{with_probe} ms");
+    assert!(without > 1000.0, "{without} ms");
+}
+
 #[test]
 fn missing_peer_times_out_naming_the_flow() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -306,9 +355,16 @@ fn missing_peer_times_out_naming_the_flow() {
         dir.path(),
         vec![flow("orphan", "h1", "h2", (0x1001, 0x100), 4096, 100.0)],
     );
-    let out = spawn(&t, &t.ns_a, &spec, "h1", dir.path(), "1.5")
-        .wait_with_output()
-        .unwrap();
+    let out = spawn(
+        &t,
+        &t.ns_a,
+        &spec,
+        "h1",
+        dir.path(),
+        &["--timeout-s", "1.5"],
+    )
+    .wait_with_output()
+    .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("incomplete flows: orphan (send)"), "{err}");

@@ -13,6 +13,8 @@
 //!   all-to-all, KV transfer) plus background flows.
 //! * [`validate`] — Monte-Carlo ECMP collisions vs `S!/((S−N)!·S^N)`.
 //! * [`output`] — table, CSV and SVG plots.
+//! * [`t5`] — a job that announces nothing, learned and reserved ahead
+//!   by the controller (T+5).
 //! * [`lab`] — one BMv2 lab run (its topology, rocegen spec and
 //!   reservations) as a scenario, to check the simulator against the lab.
 //!
@@ -41,6 +43,7 @@ pub mod radix;
 mod reference;
 pub mod routing;
 pub mod suite;
+pub mod t5;
 pub mod validate;
 pub mod workload;
 

@@ -199,7 +199,7 @@ pub fn write_all(dir: &Path, results: &[PolicyResult]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn colour(i: usize) -> RGBColor {
+pub(crate) fn colour(i: usize) -> RGBColor {
     const C: [RGBColor; 6] = [
         RGBColor(120, 120, 120),
         RGBColor(214, 39, 40),

@@ -64,6 +64,15 @@ pub struct ControllerCmd {
     /// Fraction of each link's capacity that may be reserved.
     #[arg(long, default_value_t = 0.9)]
     headroom: f64,
+    /// Which reservations planning may move to other paths (windows and
+    /// rates never) to admit a demand or lower the peak: off, pending (none
+    /// of their entries installed yet) or not-started (also installed but
+    /// not started).
+    #[arg(long, value_enum, default_value_t = daemon::ReoptimizeMode::Pending)]
+    reoptimize: daemon::ReoptimizeMode,
+    /// Wall-clock cap on the joint placement of one planning call, µs.
+    #[arg(long, default_value_t = 5000)]
+    joint_budget_us: u64,
     /// Pre-drain marking probability for competing flows, in 1/65536.
     #[arg(long, default_value_t = PREDRAIN_ALWAYS)]
     predrain_probability: u16,
@@ -313,8 +322,10 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             headroom: cmd.headroom,
             ecmp_hash: cmd.ecmp_hash.into(),
             ecmp_seeds: cmd.hash_seed,
+            joint_budget_us: cmd.joint_budget_us,
             ..PlannerConfig::default()
         },
+        reoptimize: cmd.reoptimize,
         policy: Policy {
             lead_ns: (cmd.lead_time_ms * 1e6) as u64,
             ecn: cmd.ecn,

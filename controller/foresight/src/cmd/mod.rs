@@ -11,6 +11,7 @@ mod plan;
 mod reserve;
 mod sim;
 mod sim_lab;
+mod sim_t5;
 mod status;
 mod switch;
 mod table;

@@ -28,6 +28,9 @@ enum What {
     Table(TableArgs),
     /// One BMv2 lab run (topology, rocegen spec, reservations) simulated.
     Lab(super::sim_lab::LabArgs),
+    /// A job that announces nothing, learned and reserved ahead (T+5):
+    /// iterations to learn, reserved share, cost of a wrong prediction.
+    T5(super::sim_t5::T5Args),
     /// Monte-Carlo ECMP collisions vs S!/((S−N)!·S^N).
     Validate {
         /// Trials per case.
@@ -159,6 +162,7 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
         What::Run(a) => run_one(a),
         What::Table(a) => table(a),
         What::Lab(a) => super::sim_lab::run(a),
+        What::T5(a) => super::sim_t5::run(a),
         What::Validate { trials } => {
             println!("paths flows  trials   monte-carlo  formula   |diff|/sigma");
             for (s, n) in [(8u32, 8u32), (16, 8), (32, 8), (64, 8), (8, 4), (4, 2)] {
@@ -212,6 +216,11 @@ fn spec(c: &Common) -> anyhow::Result<WorkloadSpec> {
         iterations: c.iterations,
         seed: c.policy.seed,
     })
+}
+
+/// A generated fabric of `gpus` GPUs, not oversubscribed.
+pub(super) fn generated_fabric(preset: FabricPreset, gpus: u32) -> anyhow::Result<Topology> {
+    fabric(preset, gpus, 1)
 }
 
 fn fabric(preset: FabricPreset, gpus: u32, oversubscription: u32) -> anyhow::Result<Topology> {

@@ -43,7 +43,8 @@ struct Conn {
 
 #[derive(Subcommand)]
 enum SwitchAction {
-    /// Push a pipeline (SetForwardingPipelineConfig, VERIFY_AND_COMMIT).
+    /// Push a pipeline (SetForwardingPipelineConfig, VERIFY_AND_COMMIT: the
+    /// switch starts from empty tables).
     Push {
         #[command(flatten)]
         conn: Conn,
@@ -52,6 +53,11 @@ enum SwitchAction {
         /// BMv2: the device config, the BMv2 JSON from p4c.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Put back what the switch held (table and default entries, ECMP
+        /// members and groups, clone sessions), read before the push;
+        /// counters and registers start from zero.
+        #[arg(long)]
+        keep_entries: bool,
     },
     /// Write table entries from a YAML list of {table, match, action, params, priority}.
     Write {
@@ -97,7 +103,8 @@ pub fn run(cmd: SwitchCmd) -> anyhow::Result<()> {
                 conn,
                 target,
                 config,
-            } => push(conn, artifacts(&target, config)?).await,
+                keep_entries,
+            } => push(conn, artifacts(&target, config)?, keep_entries).await,
             SwitchAction::Write {
                 conn,
                 entries,
@@ -138,25 +145,31 @@ fn artifacts(target: &TargetArgs, config: Option<PathBuf>) -> anyhow::Result<Art
     }
 }
 
-async fn push(conn: Conn, artifacts: Artifacts) -> anyhow::Result<()> {
+async fn push(conn: Conn, artifacts: Artifacts, keep_entries: bool) -> anyhow::Result<()> {
     // Built before connecting: a missing file fails at once.
     let device_config = artifacts.device_config()?;
     let device_config_len = device_config.len();
     let (switch, info) = connect_primary(&conn).await?;
-    switch
-        .set_pipeline(
-            &info,
-            device_config,
-            p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit,
-        )
-        .await?;
     let what = match &artifacts {
         Artifacts::Bmv2 { json } => json.display().to_string(),
         Artifacts::Tofino(out) => format!("Tofino pipeline of {}", out.dir.display()),
     };
+    let how = if keep_entries {
+        let k = installer::pipeline::push_keeping_entries(&switch, &info, device_config).await?;
+        format!(
+            "; put back {} table entries, {} default entries, {} ECMP members, {} groups, \
+             {} clone sessions (counters and registers start from zero)",
+            k.table_entries, k.default_entries, k.members, k.groups, k.clone_sessions
+        )
+    } else {
+        match installer::pipeline::push(&switch, &info, device_config).await? {
+            0 => String::new(),
+            n => format!(", {n} clone session(s) deleted first"),
+        }
+    };
     println!(
-        "pushed {what} ({} bytes) to {} (device {})",
-        device_config_len, conn.addr, conn.device_id
+        "pushed {what} ({device_config_len} bytes) to {} (device {}){how}",
+        conn.addr, conn.device_id
     );
     switch.shutdown().await;
     Ok(())

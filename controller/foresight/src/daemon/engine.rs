@@ -26,7 +26,8 @@ use prost::Message;
 use tonic::Status as GrpcStatus;
 
 use super::state::{
-    from_hex, to_hex, FlowRecord, Hop, Job, LinkRef, Reason, Reservation, State, Status, Subject,
+    from_hex, to_hex, FlowRecord, Hop, Job, Lifecycle, LinkRef, Reason, Reservation, State, Status,
+    Subject,
 };
 
 /// Most flows one reservation may expand to (collective flows times
@@ -98,6 +99,24 @@ pub struct Engine {
     pub state: State,
     /// Validated topologies of registered jobs, by (tenant, job).
     jobs: HashMap<(String, String), nt::ValidatedTopology>,
+    /// Which earlier reservations a planning call may move.
+    pub reoptimization: Reoptimization,
+    /// Ids of reservations moved since [`Engine::take_moved`] last ran.
+    moved: Vec<String>,
+}
+
+/// Which earlier reservations planning may re-place (paths only, never
+/// windows or rates) when that admits a new demand or lowers the peak.
+/// Installed reservations whose flows have started never move.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reoptimization {
+    /// Reservations none of whose entries are on the switches yet.
+    pub pending: bool,
+    /// Also reservations installed but not started (the switches then get
+    /// the new entries before the first packet).
+    pub installed_not_started: bool,
+    /// How long before a flow starts its entries go in, ns.
+    pub lead_ns: u64,
 }
 
 impl Engine {
@@ -124,6 +143,8 @@ impl Engine {
             planner: Planner::new(topo, config),
             state,
             jobs: HashMap::new(),
+            reoptimization: Reoptimization::default(),
+            moved: Vec::new(),
         };
         for job in &engine.state.jobs {
             let bytes = from_hex(&job.request)?;
@@ -149,6 +170,9 @@ impl Engine {
                     }
                 }
                 if !f.status.reserves() || f.accepted_bps == 0 {
+                    // Kept as a placeholder so the planner's flow indices
+                    // are the record's (it reserves nothing).
+                    flows.push((0, planner::Path::EMPTY, planner::Window::new(0, 1), 0));
                     continue;
                 }
                 let src = engine.host(&f.src)?;
@@ -183,7 +207,7 @@ impl Engine {
             let down = engine.down_edges();
             for idx in engine.crossing(&down, 0) {
                 let id = engine.state.reservations[idx].id.clone();
-                engine.replan_for_links(idx, &down)?;
+                engine.replan_for_links(idx, &down, None)?;
                 restored.diverged.push(id);
             }
         }
@@ -392,7 +416,7 @@ impl Engine {
                 Err(record) => fallback.push((i, record)),
             }
         }
-        let timing = self.plan_pending(&mut pending);
+        let timing = self.plan_pending(&mut pending, Some(now));
         for (i, p) in pending {
             self.state.reservations.push(p.record.clone());
             answers[i] = Some(p.record);
@@ -550,25 +574,118 @@ impl Engine {
     /// Plan pending reservations together and fill in their outcomes.
     /// Plans a single demand (a new collective, or a re-plan after a
     /// deviation) through the same path as a batch.
-    fn plan_one(&mut self, pending: Pending) -> (Pending, PlanTiming) {
+    fn plan_one(&mut self, pending: Pending, now: Option<u64>) -> (Pending, PlanTiming) {
         let mut batch = [(0, pending)];
-        let timing = self.plan_pending(&mut batch);
+        let timing = self.plan_pending(&mut batch, now);
         let [(_, p)] = batch;
         (p, timing)
     }
 
-    fn plan_pending(&mut self, pending: &mut [(usize, Pending)]) -> PlanTiming {
+    /// Plans the pending reservations as one set. With `now`, the
+    /// reservations [`Engine::reoptimization`] allows may move for them.
+    fn plan_pending(&mut self, pending: &mut [(usize, Pending)], now: Option<u64>) -> PlanTiming {
         if pending.is_empty() {
             return PlanTiming::default();
         }
         let demands: Vec<Demand> = pending.iter().map(|(_, p)| p.demand.clone()).collect();
+        let movable = now.map_or_else(Vec::new, |n| self.movable(n));
+        let movable: Vec<&str> = movable.iter().map(String::as_str).collect();
         let t0 = Instant::now();
-        let plan = self.planner.plan(&demands);
+        let plan = self.planner.plan_moving(&demands, &movable);
         let planner_secs = t0.elapsed().as_secs_f64();
         for (dp, (_, p)) in plan.demands.iter().zip(pending.iter_mut()) {
             self.fill_outcome(&mut p.record, &p.demand, dp, &p.meta);
         }
+        self.apply_moves(&plan.moved);
         PlanTiming { planner_secs }
+    }
+
+    /// Live reservations that may move at `now` (see [`Reoptimization`]):
+    /// every flow reserved in full, and nothing installed yet (or, if
+    /// allowed, installed but not started).
+    fn movable(&self, now: u64) -> Vec<String> {
+        let policy = self.reoptimization;
+        if !policy.pending {
+            return Vec::new();
+        }
+        self.state
+            .reservations
+            .iter()
+            .filter(|r| {
+                r.flows
+                    .iter()
+                    .all(|f| matches!(f.status, Status::Admitted | Status::Deferred))
+            })
+            .filter(|r| match r.lifecycle(now, policy.lead_ns) {
+                Lifecycle::Scheduled => true,
+                Lifecycle::Installed => policy.installed_not_started && now < r.start_unix_ns(),
+                _ => false,
+            })
+            .map(|r| r.id.clone())
+            .collect()
+    }
+
+    /// Writes the planner's moves into the reservation records (hops and
+    /// labels of the moved flows, a new revision, an advisory saying what
+    /// moved and why) and remembers them for [`Engine::take_moved`].
+    fn apply_moves(&mut self, moved: &[planner::admission::Moved]) {
+        for m in moved {
+            let Some(idx) = self.state.reservations.iter().position(|r| r.id == m.id) else {
+                continue;
+            };
+            let paths: Vec<(usize, Vec<Hop>, Vec<u32>)> = m
+                .flows
+                .iter()
+                .map(|f| {
+                    let labels = f.to.label_stack(self.topo).unwrap_or_default();
+                    (f.index, self.hops_of(&f.to), labels)
+                })
+                .collect();
+            let r = &mut self.state.reservations[idx];
+            for (i, hops, labels) in paths {
+                if let Some(f) = r.flows.get_mut(i) {
+                    f.hops = hops;
+                    f.labels = labels;
+                }
+            }
+            r.revision += 1;
+            let why: Vec<String> = m.causes.iter().map(|c| c.to_string()).collect();
+            r.advisory = Some(truncate(
+                format!(
+                    "re-optimized before installation: {} of {} flows moved to other paths ({}); windows and rates unchanged",
+                    m.flows.len(),
+                    r.flows.len(),
+                    why.join("; ")
+                ),
+                1000,
+            ));
+            if !self.moved.contains(&m.id) {
+                self.moved.push(m.id.clone());
+            }
+        }
+    }
+
+    /// The reservations moved since the last call, as they are now (for
+    /// `WatchEvents`); live ones only.
+    pub fn take_moved(&mut self) -> Vec<Reservation> {
+        let ids = std::mem::take(&mut self.moved);
+        ids.iter()
+            .filter_map(|id| self.state.reservations.iter().find(|r| &r.id == id))
+            .cloned()
+            .collect()
+    }
+
+    /// After a cancellation: re-places the reservations that may move when
+    /// that lowers their peak; returns how many moved.
+    pub fn reoptimize_pending(&mut self, now: u64) -> usize {
+        let movable = self.movable(now);
+        if movable.is_empty() {
+            return 0;
+        }
+        let ids: Vec<&str> = movable.iter().map(String::as_str).collect();
+        let r = self.planner.reoptimize(&ids);
+        self.apply_moves(&r.moved);
+        r.moved.len()
     }
 
     fn fill_outcome(
@@ -935,11 +1052,14 @@ impl Engine {
             kind: DemandKind::Collective(kind),
             flows,
         };
-        let (p, timing) = self.plan_one(Pending {
-            record,
-            demand,
-            meta,
-        });
+        let (p, timing) = self.plan_one(
+            Pending {
+                record,
+                demand,
+                meta,
+            },
+            Some(now),
+        );
         self.state.reservations.push(p.record.clone());
         Ok((p.record, timing))
     }
@@ -1089,11 +1209,14 @@ impl Engine {
             })
             .collect();
         record.revision += 1;
-        let (mut p, timing) = self.plan_one(Pending {
-            record,
-            demand,
-            meta,
-        });
+        let (mut p, timing) = self.plan_one(
+            Pending {
+                record,
+                demand,
+                meta,
+            },
+            None,
+        );
         if p.record.status != Status::Admitted && p.record.reason == Reason::None {
             p.record.reason = Reason::WorkloadDeviation;
         }
@@ -1217,6 +1340,7 @@ impl Engine {
         &mut self,
         idx: usize,
         down: &BTreeSet<planner::topology::EdgeId>,
+        now: Option<u64>,
     ) -> anyhow::Result<Reservation> {
         let old = self.state.reservations[idx].clone();
         let demand = self.demand_of(&old)?;
@@ -1233,11 +1357,14 @@ impl Engine {
             .collect();
         let mut record = old.clone();
         record.revision += 1;
-        let (mut p, _) = self.plan_one(Pending {
-            record,
-            demand,
-            meta,
-        });
+        let (mut p, _) = self.plan_one(
+            Pending {
+                record,
+                demand,
+                meta,
+            },
+            now,
+        );
         if !down.is_empty() {
             let mut lost = 0;
             for f in &mut p.record.flows {
@@ -1316,9 +1443,16 @@ impl Engine {
         let all_down = self.down_edges();
         for idx in targets {
             let r = self
-                .replan_for_links(idx, &all_down)
+                .replan_for_links(idx, &all_down, Some(now))
                 .map_err(|e| format!("re-planning: {e}"))?;
             change.affected.push(r);
+        }
+        // Reservations moved to make room are affected too, as they are now.
+        for r in self.take_moved() {
+            match change.affected.iter_mut().find(|a| a.id == r.id) {
+                Some(a) => *a = r,
+                None => change.affected.push(r),
+            }
         }
         Ok(change)
     }
@@ -2117,5 +2251,187 @@ mod tests {
             e.reserved_now(T0 + MS),
             "same ledger"
         );
+    }
+
+    const G: u64 = 1_000_000_000;
+
+    /// 2 leaves x 5 hosts, 2 spines, 100G: room for three cross-leaf
+    /// transfers on distinct NICs.
+    fn wide_engine(reoptimization: Reoptimization) -> Engine {
+        let spec =
+            planner::topology::generate::leaf_spine(&planner::topology::generate::LeafSpine {
+                hosts_per_leaf: 5,
+                ..Default::default()
+            })
+            .unwrap();
+        let topo: &'static Topology = Box::leak(Box::new(Topology::from_spec(spec).unwrap()));
+        let mut e = Engine::new(topo, PlannerConfig::default(), State::new(topo.name(), T0))
+            .unwrap()
+            .0;
+        e.reoptimization = reoptimization;
+        e
+    }
+
+    fn ip(e: &Engine, host: usize) -> String {
+        e.topo.hosts()[host].ip.to_string()
+    }
+
+    /// x and y (45G) planned together sit on different spines; z (50G,
+    /// same window) fits only with x and y on one spine (90 = headroom).
+    fn x_y_then_z(e: &mut Engine, now_z: u64) -> (Vec<Reservation>, Reservation) {
+        let (h1, h2, h3, h6, h7, h8) = (ip(e, 0), ip(e, 1), ip(e, 2), ip(e, 5), ip(e, 6), ip(e, 7));
+        let first = submit(
+            e,
+            vec![
+                demand("x", &h1, &h6, 100 * MS, 10 * MS, 45 * G, None),
+                demand("y", &h2, &h7, 100 * MS, 10 * MS, 45 * G, None),
+            ],
+            T0,
+        )
+        .unwrap();
+        assert_ne!(first[0].flows[0].hops[0], first[1].flows[0].hops[0]);
+        let start = T0 + 100 * MS - now_z;
+        let z = submit(
+            e,
+            vec![demand("z", &h3, &h8, start, 10 * MS, 50 * G, None)],
+            now_z,
+        )
+        .unwrap();
+        (first, z.into_iter().next().unwrap())
+    }
+
+    #[test]
+    fn pending_reservations_move_to_admit_a_new_demand_and_say_so() {
+        let lead = 10 * MS;
+        let mut e = wide_engine(Reoptimization {
+            pending: true,
+            installed_not_started: false,
+            lead_ns: lead,
+        });
+        let (first, z) = x_y_then_z(&mut e, T0 + MS);
+        assert_eq!(z.status, Status::Admitted, "{:?}", z.advisory);
+        let moved = e.take_moved();
+        assert_eq!(moved.len(), 1);
+        let m = &moved[0];
+        let before = first.iter().find(|r| r.id == m.id).unwrap();
+        assert_eq!(m.revision, before.revision + 1);
+        assert_ne!(m.flows[0].hops, before.flows[0].hops);
+        assert_eq!(m.flows[0].start_unix_ns, before.flows[0].start_unix_ns);
+        assert_eq!(m.flows[0].accepted_bps, before.flows[0].accepted_bps);
+        let advisory = m.advisory.as_deref().unwrap();
+        assert!(
+            advisory.contains("moved to admit") && advisory.contains(&z.id),
+            "{advisory}"
+        );
+        // The state holds the moved record; nothing is left to report.
+        assert_eq!(
+            e.state
+                .reservations
+                .iter()
+                .find(|r| r.id == m.id)
+                .unwrap()
+                .flows[0]
+                .hops,
+            m.flows[0].hops
+        );
+        assert!(e.take_moved().is_empty());
+        // x, y and z now share the two spines 90 / 50: the ledger agrees
+        // with the records (restart rebuilds the same reservations).
+        let mut reserved = e.reserved_now(T0 + 105 * MS);
+        reserved.sort();
+        let (again, _) = Engine::new(e.topo, PlannerConfig::default(), e.state.clone()).unwrap();
+        let mut restored = again.reserved_now(T0 + 105 * MS);
+        restored.sort();
+        assert_eq!(reserved, restored);
+    }
+
+    #[test]
+    fn nothing_moves_when_off_or_once_installed() {
+        let lead = 10 * MS;
+        // Off: z gets what is left.
+        let mut off = wide_engine(Reoptimization::default());
+        let (_, z) = x_y_then_z(&mut off, T0 + MS);
+        assert_eq!(z.status, Status::Partial);
+        assert!(off.take_moved().is_empty());
+        // Pending only, but x and y are installed (past their install
+        // time, before their start): they stay.
+        let pending = Reoptimization {
+            pending: true,
+            installed_not_started: false,
+            lead_ns: lead,
+        };
+        let mut installed = wide_engine(pending);
+        let (_, z) = x_y_then_z(&mut installed, T0 + 95 * MS);
+        assert_eq!(z.status, Status::Partial);
+        assert!(installed.take_moved().is_empty());
+        // Allowed to move installed-but-not-started ones: z is admitted.
+        let mut not_started = wide_engine(Reoptimization {
+            installed_not_started: true,
+            ..pending
+        });
+        let (_, z) = x_y_then_z(&mut not_started, T0 + 95 * MS);
+        assert_eq!(z.status, Status::Admitted);
+        assert_eq!(not_started.take_moved().len(), 1);
+    }
+
+    /// Five transfers leaf1 -> leaf2 (30, 30, 20, 20, 20G) planned as one
+    /// batch sit 60 / 60 on the spines; cancelling a 20G one leaves 60 / 40
+    /// until the pending reservations are re-placed: a 30G and a 20G one
+    /// swap spines, 50 / 50.
+    #[test]
+    fn a_cancellation_lets_pending_reservations_spread_out() {
+        let mut e = wide_engine(Reoptimization {
+            pending: true,
+            installed_not_started: false,
+            lead_ns: 10 * MS,
+        });
+        let rates = [("a", 30), ("b", 30), ("c", 20), ("d", 20), ("f", 20)];
+        let signals: Vec<proto::DemandSignal> = rates
+            .iter()
+            .enumerate()
+            .map(|(i, (id, g))| {
+                let (src, dst) = (ip(&e, i), ip(&e, 5 + i));
+                demand(id, &src, &dst, 100 * MS, 10 * MS, g * G, None)
+            })
+            .collect();
+        let planned = submit(&mut e, signals, T0).unwrap();
+        assert!(planned.iter().all(|r| r.status == Status::Admitted));
+        let peak = |e: &Engine| {
+            e.reserved_now(T0 + 105 * MS)
+                .iter()
+                .filter(|(edge, _)| {
+                    matches!(
+                        (e.topo.edge(*edge).from, e.topo.edge(*edge).to),
+                        (
+                            planner::topology::NodeRef::Switch(_),
+                            planner::topology::NodeRef::Switch(_)
+                        )
+                    )
+                })
+                .map(|(_, bps)| *bps)
+                .max()
+                .unwrap()
+        };
+        assert_eq!(peak(&e), 60 * G);
+        let cancel = proto::CancelRequest {
+            header: header(),
+            target: Some(proto::cancel_request::Target::DemandId("f".into())),
+        };
+        e.cancel(&cancel.validate().unwrap()).unwrap();
+        assert_eq!(peak(&e), 60 * G, "cancelling alone moves nothing");
+        assert_eq!(e.reoptimize_pending(T0 + MS), 2);
+        assert_eq!(peak(&e), 50 * G);
+        let moved = e.take_moved();
+        assert_eq!(moved.len(), 2);
+        for m in &moved {
+            let advisory = m.advisory.as_deref().unwrap();
+            assert!(
+                advisory.contains("lower the peak utilisation from 0.6000 to 0.5000"),
+                "{advisory}"
+            );
+        }
+        // Once installed, nothing moves any more.
+        let again = e.reoptimize_pending(T0 + 95 * MS);
+        assert_eq!(again, 0);
     }
 }

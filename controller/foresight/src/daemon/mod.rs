@@ -43,7 +43,7 @@ use self::api::{
     SwitchView,
 };
 use self::desired::{Compiler, Policy};
-use self::engine::{Engine, Restored};
+use self::engine::{Engine, Reoptimization, Restored};
 use self::metrics::Metrics;
 use self::state::{Lifecycle, Reservation, State};
 use self::switches::SwitchHandle;
@@ -65,6 +65,19 @@ pub enum Switches {
     Bmv2,
 }
 
+/// Which earlier reservations a new demand, a failed link or a
+/// cancellation may move to other paths (windows and rates never change;
+/// every move is a `WatchEvents` reservation change saying what and why).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReoptimizeMode {
+    /// None: each reservation keeps the paths it was given.
+    Off,
+    /// Those none of whose entries are on the switches yet.
+    Pending,
+    /// Also those installed but not started.
+    NotStarted,
+}
+
 pub struct Config {
     pub topology: Topology,
     pub pipeline: Pipeline,
@@ -78,6 +91,8 @@ pub struct Config {
     pub election_id: u128,
     pub planner: PlannerConfig,
     pub policy: Policy,
+    /// Which reservations planning may move before they are installed.
+    pub reoptimize: ReoptimizeMode,
     /// Congestion episodes from INT reports.
     pub telemetry: TelemetryConfig,
     /// When observed traffic is a forecast mismatch.
@@ -617,6 +632,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let reloaded = state.is_some();
     let state = state.unwrap_or_else(|| State::new(topo.name(), now));
     let (mut engine, restored) = Engine::new(topo, config.planner.clone(), state)?;
+    engine.reoptimization = Reoptimization {
+        pending: config.reoptimize != ReoptimizeMode::Off,
+        installed_not_started: config.reoptimize == ReoptimizeMode::NotStarted,
+        lead_ns: config.policy.lead_ns,
+    };
     let expired = engine.expire(now);
     if reloaded {
         tracing::info!(

@@ -181,16 +181,17 @@ impl DemandSignaling for Ndsp {
         let received = Instant::now();
         let r = async {
             let batch = request.get_ref().validate()?;
-            let ((records, timing, now), took, changes) = self
+            let ((records, timing, now, moved), took, changes) = self
                 .change(received, |inner, now| {
                     let (records, timing) =
                         inner
                             .engine
                             .submit_demands(request.get_ref(), &batch, now)?;
-                    Ok((records, timing, now))
+                    Ok((records, timing, now, inner.engine.take_moved()))
                 })
                 .await?;
             self.observe(timing, &records);
+            self.broadcast(&moved);
             let body = proto::SubmitDemandResponse {
                 reservations: records.iter().map(|r| (&to_ndsp(r)).into()).collect(),
             };
@@ -207,17 +208,18 @@ impl DemandSignaling for Ndsp {
         let received = Instant::now();
         let r = async {
             let collective = request.get_ref().validate()?;
-            let ((record, timing, now), took, changes) = self
+            let ((record, timing, now, moved), took, changes) = self
                 .change(received, |inner, now| {
                     let (record, timing) =
                         inner
                             .engine
                             .submit_collective(request.get_ref(), &collective, now)?;
-                    Ok((record, timing, now))
+                    Ok((record, timing, now, inner.engine.take_moved()))
                 })
                 .await?;
             let records = [record];
             self.observe(timing, &records);
+            self.broadcast(&moved);
             let body = proto::SubmitCollectiveResponse {
                 reservation: Some((&to_ndsp(&records[0])).into()),
             };
@@ -234,13 +236,20 @@ impl DemandSignaling for Ndsp {
         let received = Instant::now();
         let r = async {
             let cancel = request.get_ref().validate()?;
-            let (records, took, changes) = self
-                .change(received, |inner, _| inner.engine.cancel(&cancel))
+            let ((records, moved), took, changes) = self
+                .change(received, |inner, now| {
+                    let records = inner.engine.cancel(&cancel)?;
+                    // The freed capacity may lower the peak of what has not
+                    // been installed yet.
+                    inner.engine.reoptimize_pending(now);
+                    Ok((records, inner.engine.take_moved()))
+                })
                 .await?;
             for r in &records {
                 tracing::info!(reservation = %r.id, "cancelled");
             }
             self.broadcast(&records);
+            self.broadcast(&moved);
             let body = proto::CancelResponse {
                 cancelled_reservation_ids: records.iter().map(|r| r.id.clone()).collect(),
             };

@@ -401,13 +401,7 @@ async fn ensure_pipeline(switch: &Switch, pipeline: &Pipeline) -> anyhow::Result
     if same {
         return Ok("kept");
     }
-    switch
-        .set_pipeline(
-            &pipeline.info,
-            pipeline.device_config.to_vec(),
-            p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit,
-        )
-        .await?;
+    installer::pipeline::push(switch, &pipeline.info, pipeline.device_config.to_vec()).await?;
     Ok("pushed")
 }
 

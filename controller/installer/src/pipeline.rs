@@ -3,8 +3,9 @@
 use p4rt::proto::p4::v1 as p4;
 use p4rt::{P4Info, Switch};
 
+use crate::intent::{key_of, normal_form, Key};
 use crate::names;
-use crate::reconcile::{read_clone_sessions, ReconcileError};
+use crate::reconcile::{apply_diff, read_clone_sessions, Diff, ReconcileError};
 
 /// Push `device_config` with `info` (VERIFY_AND_COMMIT), which resets the
 /// switch's tables. BMv2 keeps its clone (mirroring) sessions across a push
@@ -115,37 +116,22 @@ pub async fn push_keeping_entries(
 
     push(switch, info, device_config).await?;
 
-    // Put back in dependency order: sessions, members, groups, entries.
+    // Put back through the reconciler's dependency order (sessions,
+    // members, groups, entries), as inserts into the now empty switch.
     let mut kept = Kept::default();
-    let mut phases: [Vec<p4::Update>; 4] = Default::default();
-    let insert = |e: p4::Entity| p4rt::switch::update(p4::update::Type::Insert, e);
-    for e in sessions {
-        kept.clone_sessions += 1;
-        phases[0].push(insert(e));
-    }
-    for e in held {
-        use p4::entity::Entity as E;
-        match &e.entity {
-            Some(E::ActionProfileMember(_)) => {
-                kept.members += 1;
-                phases[1].push(insert(e));
-            }
-            Some(E::ActionProfileGroup(_)) => {
-                kept.groups += 1;
-                phases[2].push(insert(e));
-            }
-            Some(E::TableEntry(_)) => {
-                kept.table_entries += 1;
-                phases[3].push(insert(e));
-            }
-            _ => {}
+    let mut diff = Diff::default();
+    for e in sessions.into_iter().chain(held) {
+        let e = normal_form(e);
+        let Some(key) = key_of(&e) else { continue };
+        match key {
+            Key::CloneSession { .. } => kept.clone_sessions += 1,
+            Key::Member { .. } => kept.members += 1,
+            Key::Group { .. } => kept.groups += 1,
+            Key::Table(_) => kept.table_entries += 1,
         }
+        diff.insert.push((key, e));
     }
-    for updates in phases {
-        if !updates.is_empty() {
-            switch.write(updates).await?;
-        }
-    }
+    apply_diff(switch, &diff, usize::MAX).await?;
     let modified: Vec<p4::Update> = held_defaults
         .into_iter()
         .map(|e| p4rt::switch::update(p4::update::Type::Modify, e))

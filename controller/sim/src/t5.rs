@@ -19,6 +19,8 @@
 use planner::periodic::{Learned, LearnerConfig, Observation, PeriodLearner, Transfer};
 use planner::rng::Rng;
 
+use crate::workload::normal;
+
 /// One iteration's communication as the simulator times it.
 #[derive(Clone, Debug)]
 pub struct Phase {
@@ -73,12 +75,6 @@ pub struct Summary {
     pub wrong: usize,
     /// Communication time the wrong predictions cost over Foresight's, ns.
     pub wrong_cost_ns: f64,
-}
-
-fn normal(rng: &mut Rng) -> f64 {
-    let u1 = rng.unit().max(1e-12);
-    let u2 = rng.unit();
-    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
 }
 
 /// Runs the job against the learner.

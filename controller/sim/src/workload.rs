@@ -176,7 +176,7 @@ pub fn set_qp(f: &mut Flow, qp: u32) {
 }
 
 /// A standard normal draw (Box–Muller).
-fn normal(rng: &mut Rng) -> f64 {
+pub(crate) fn normal(rng: &mut Rng) -> f64 {
     let u = 1.0 - rng.unit();
     (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * rng.unit()).cos()
 }

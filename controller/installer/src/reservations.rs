@@ -18,6 +18,9 @@ pub const RESERVED_TC: u8 = 5;
 pub const RESERVATION_PRIORITY: i32 = 100;
 /// Priority of INT watch entries.
 pub const WATCH_PRIORITY: i32 = 100;
+/// Priority of the INT watch of a learned job's host pairs: below a
+/// reserved flow's own watch entry, which it may overlap.
+pub const JOB_WATCH_PRIORITY: i32 = 50;
 /// INT instructions Foresight asks for (`p4src/README.md`): node id, L1
 /// ports, hop latency, queue id + occupancy, egress timestamp.
 pub const INT_INSTRUCTIONS: u16 = 0xF400;
@@ -89,36 +92,46 @@ impl ReservedFlow {
     /// The ingress leaf's INT `watchlist` entry: instrument the flow's
     /// RoCEv2 packets so every hop stamps its queue and the sink reports.
     pub fn watch_entry(&self) -> Object {
-        Object::Entry(EntrySpec {
-            table: names::INT_WATCHLIST.into(),
-            matches: [
-                ("src_addr".to_string(), host_match(self.src_ip)),
-                ("dst_addr".to_string(), host_match(self.dst_ip)),
-                (
-                    "l4_dst_port".to_string(),
-                    format!("{ROCEV2_UDP_PORT}&&&0xffff"),
-                ),
-                ("dst_qp".to_string(), qp_match(self.dst_qp)),
-            ]
-            .into(),
-            action: Some(names::INT_SOURCE.into()),
-            params: [
-                ("max_hop".to_string(), INT_MAX_HOP.to_string()),
-                (
-                    "instruction_bitmap".to_string(),
-                    format!("{INT_INSTRUCTIONS:#x}"),
-                ),
-                (
-                    "ds_instruction".to_string(),
-                    format!("{INT_DS_INSTRUCTIONS:#x}"),
-                ),
-            ]
-            .into(),
-            priority: Some(WATCH_PRIORITY),
-            group: None,
-            member: None,
-        })
+        watch(self.src_ip, self.dst_ip, self.dst_qp, WATCH_PRIORITY)
     }
+}
+
+/// The INT watch of every RoCEv2 packet from `src` to `dst`, at the source
+/// host's leaf: how the controller sees a job it is learning (T+5).
+pub fn host_pair_watch_entry(src: Ipv4Addr, dst: Ipv4Addr) -> Object {
+    watch(src, dst, None, JOB_WATCH_PRIORITY)
+}
+
+fn watch(src: Ipv4Addr, dst: Ipv4Addr, dst_qp: Option<u32>, priority: i32) -> Object {
+    Object::Entry(EntrySpec {
+        table: names::INT_WATCHLIST.into(),
+        matches: [
+            ("src_addr".to_string(), host_match(src)),
+            ("dst_addr".to_string(), host_match(dst)),
+            (
+                "l4_dst_port".to_string(),
+                format!("{ROCEV2_UDP_PORT}&&&0xffff"),
+            ),
+            ("dst_qp".to_string(), qp_match(dst_qp)),
+        ]
+        .into(),
+        action: Some(names::INT_SOURCE.into()),
+        params: [
+            ("max_hop".to_string(), INT_MAX_HOP.to_string()),
+            (
+                "instruction_bitmap".to_string(),
+                format!("{INT_INSTRUCTIONS:#x}"),
+            ),
+            (
+                "ds_instruction".to_string(),
+                format!("{INT_DS_INSTRUCTIONS:#x}"),
+            ),
+        ]
+        .into(),
+        priority: Some(priority),
+        group: None,
+        member: None,
+    })
 }
 
 /// The hops of a plan path as (switch, egress port).

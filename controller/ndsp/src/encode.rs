@@ -333,6 +333,7 @@ impl From<&ValidatedReservation> for proto::Reservation {
             end_unix_ns: r.end_unix_ns,
             flows: r.flows.iter().map(Into::into).collect(),
             revision: r.revision,
+            predicted: r.predicted,
         }
     }
 }
@@ -422,6 +423,12 @@ impl From<&NetworkDeviation> for proto::NetworkDeviation {
                         observed_start_unix_ns: m.observed_start_unix_ns.unwrap_or(0),
                         expected_bps: m.expected_bps,
                         observed_bps: m.observed_bps,
+                    })
+                }
+                NetworkChange::PredictionWithdrawn { job_id, reason } => {
+                    Kind::PredictionWithdrawn(proto::PredictionWithdrawn {
+                        job_id: job_id.clone(),
+                        reason: reason.clone(),
                     })
                 }
             }),

@@ -680,6 +680,9 @@ pub struct ValidatedReservation {
     pub flows: Vec<FlowReservation>,
     /// Revision (>= 1).
     pub revision: u64,
+    /// Made by the controller from the job's learned iterations (T+5),
+    /// not announced by the workload.
+    pub predicted: bool,
 }
 
 /// A validated `ListReservationsResponse`.
@@ -807,6 +810,13 @@ pub enum NetworkChange {
     ReservationChanged(Box<ValidatedReservation>),
     /// Traffic differs from the forecast.
     ForecastMismatch(ForecastMismatch),
+    /// A job's predicted reservations were withdrawn.
+    PredictionWithdrawn {
+        /// The job.
+        job_id: String,
+        /// What its traffic did instead (1 to 1024 characters).
+        reason: String,
+    },
 }
 
 /// A network-to-workload deviation signal.

@@ -95,6 +95,7 @@ impl DemandSignaling for Mock {
                         advisory: None,
                     }],
                     revision: 1,
+                    predicted: false,
                 })
                     .into()
             })

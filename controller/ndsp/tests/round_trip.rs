@@ -449,6 +449,7 @@ fn sample_reservation() -> ValidatedReservation {
             ),
         ],
         revision: 3,
+        predicted: true,
     }
 }
 
@@ -548,6 +549,18 @@ fn watch_events_round_trip_from_domain() {
                 observed_unix_ns: 14,
                 affected_reservation_ids: vec![],
                 change: NetworkChange::LinkUp(link),
+            }),
+        },
+        ValidatedWatchEvent {
+            sequence: 6,
+            emitted_unix_ns: 15,
+            body: WatchEventBody::Deviation(NetworkDeviation {
+                observed_unix_ns: 15,
+                affected_reservation_ids: vec!["r-8".into(), "r-9".into()],
+                change: NetworkChange::PredictionWithdrawn {
+                    job_id: "llm-train".into(),
+                    reason: "no iteration by the window around 1000 ns".into(),
+                },
             }),
         },
     ];

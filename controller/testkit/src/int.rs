@@ -49,6 +49,25 @@ pub fn report_to_qp(sink: u32, seq: u32, qp: u32, hops: &[Hop]) -> Vec<u8> {
     b
 }
 
+/// [`report`] of a packet from `src` to `dst` that carried `wire_bytes`
+/// without its INT headers (the inner IPv4 total length says so).
+pub fn report_between(
+    src: std::net::Ipv4Addr,
+    dst: std::net::Ipv4Addr,
+    wire_bytes: u16,
+    sink: u32,
+    seq: u32,
+    hops: &[Hop],
+) -> Vec<u8> {
+    let mut b = report(sink, seq, hops);
+    let int_bytes = (3 + 7 * hops.len() as u16) * 4;
+    // The inner IPv4 header starts after the 20-byte report headers.
+    b[22..24].copy_from_slice(&(wire_bytes + int_bytes).to_be_bytes());
+    b[32..36].copy_from_slice(&src.octets());
+    b[36..40].copy_from_slice(&dst.octets());
+    b
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

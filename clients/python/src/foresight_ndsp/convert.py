@@ -18,7 +18,7 @@ from .types import (
 )
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 0
+PROTOCOL_MINOR = 1
 
 _PREFIX = {
     "Priority": ("PriorityClass", "PRIORITY_CLASS_"),
@@ -164,6 +164,7 @@ def reservation_from_pb(r: pb.Reservation) -> Reservation:
             for f in r.flows
         ),
         revision=r.revision,
+        predicted=r.predicted,
     )
 
 

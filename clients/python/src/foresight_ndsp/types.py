@@ -245,6 +245,8 @@ class Reservation:
     end_unix_ns: int
     flows: Tuple[FlowReservation, ...]
     revision: int
+    # Made by the controller from the job's learned iterations (T+5), not announced.
+    predicted: bool = False
 
     @property
     def reserved_bytes(self) -> int:
@@ -258,7 +260,9 @@ class WatchEvent:
 
     sequence: int
     emitted_unix_ns: int
-    kind: str  # "telemetry", "link_down", "link_up", "reservation_changed", "forecast_mismatch"
+    # "telemetry", "link_down", "link_up", "reservation_changed", "forecast_mismatch",
+    # "prediction_withdrawn" (details in raw.deviation.prediction_withdrawn)
+    kind: str
     affected_reservation_ids: Tuple[str, ...]
     reservation: Optional[Reservation]
     raw: object = field(repr=False, default=None)

@@ -16,9 +16,11 @@ use planner::PlannerConfig;
 use serde::Deserialize;
 
 use super::target_args::TargetArgs;
+use crate::daemon::learning::LearningConfig;
 use crate::daemon::telemetry::{MismatchTolerance, TelemetryConfig};
 use crate::daemon::{self, desired::Policy, Switches};
 use crate::fabric::{Endpoint, Pipeline};
+use planner::periodic::LearnerConfig;
 
 /// Default NDSP address (loopback: expose it deliberately).
 pub const DEFAULT_NDSP: &str = "127.0.0.1:50051";
@@ -123,6 +125,29 @@ pub struct ControllerCmd {
     /// its forecast rate by more than this fraction.
     #[arg(long, default_value_t = 0.25)]
     mismatch_rate_fraction: f64,
+    /// T+5: learn every registered job's iterations from the INT reports
+    /// of its host pairs (watched while learning is on) and reserve the
+    /// next ones before the job announces them (predicted reservations,
+    /// withdrawn when the traffic stops matching). Needs --int-listen.
+    #[arg(long)]
+    learn_iterations: bool,
+    /// Consecutive agreeing iterations before predicting (at least 2).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    learn_lock_after: u32,
+    /// Allowed deviation of an iteration's start, as a fraction of its period.
+    #[arg(long, default_value_t = 0.05)]
+    learn_jitter: f64,
+    /// Allowed deviation of a transfer's bytes, as a fraction of them.
+    #[arg(long, default_value_t = 0.05)]
+    learn_bytes_tolerance: f64,
+    /// Iterations reserved ahead once learned.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    learn_horizon: u32,
+    /// Silence (no report of the job's flows) that ends an iteration's
+    /// communication: longer than the pauses within it, shorter than the
+    /// compute between iterations.
+    #[arg(long, default_value_t = 50.0)]
+    learn_idle_ms: f64,
     /// Write a JSON file (pid, addresses) once every switch is reconciled.
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -350,6 +375,29 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
                 bail!("--mismatch-rate-fraction: want a fraction >= 0, e.g. 0.25");
             },
             ..MismatchTolerance::default()
+        },
+        learning: if cmd.learn_iterations {
+            let fraction = |name: &str, v: f64| {
+                if v.is_finite() && (0.0..1.0).contains(&v) {
+                    Ok(v)
+                } else {
+                    bail!("{name}: want a fraction in [0, 1), e.g. 0.05, got {v}")
+                }
+            };
+            Some(LearningConfig {
+                learner: LearnerConfig {
+                    lock_after: cmd.learn_lock_after as usize,
+                    jitter: fraction("--learn-jitter", cmd.learn_jitter)?,
+                    bytes_tolerance: fraction(
+                        "--learn-bytes-tolerance",
+                        cmd.learn_bytes_tolerance,
+                    )?,
+                    horizon: cmd.learn_horizon as usize,
+                },
+                idle_ns: ms_to_ns("--learn-idle-ms", cmd.learn_idle_ms)?,
+            })
+        } else {
+            None
         },
         ready_file: cmd.ready_file,
         switch_wait: std::time::Duration::from_secs_f64(cmd.switch_wait_s.clamp(0.0, 86_400.0)),

@@ -20,11 +20,12 @@
 //! reservation id and revision), so computing the whole state is map work.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile};
 use installer::intent::{Key, Resolved};
-use installer::reservations::ReservedFlow;
+use installer::reservations::{host_pair_watch_entry, ReservedFlow};
 use installer::static_state::{
     collector_config_with_down, hash_mode_config, hash_seed_config, static_state_with_down,
     Collector,
@@ -76,6 +77,8 @@ pub struct Compiler {
     lowered: HashMap<(String, u16), Resolved1>,
     flows: HashMap<(String, u64, usize), Arc<FlowEntities>>,
     predrain: HashMap<(String, u64, usize, String, u16), Arc<Resolved1>>,
+    /// INT watch of learned jobs' host pairs, by source leaf (T+5).
+    job_watch: Vec<(String, Resolved1)>,
 }
 
 fn resolve_one(
@@ -160,6 +163,7 @@ impl Compiler {
             lowered,
             flows: HashMap::new(),
             predrain: HashMap::new(),
+            job_watch: Vec::new(),
         })
     }
 
@@ -169,6 +173,31 @@ impl Compiler {
         let (base, lowered) = base_state(self.topo, &self.info, &self.devices, &self.policy, down)?;
         self.base = base;
         self.lowered = lowered;
+        Ok(())
+    }
+
+    /// Watch these (source, destination) host pairs with INT at the
+    /// source's leaf, whatever is reserved (the jobs being learned). Pairs
+    /// with a host outside the fabric are skipped.
+    pub fn set_watched_pairs(
+        &mut self,
+        pairs: &BTreeSet<(Ipv4Addr, Ipv4Addr)>,
+    ) -> Result<(), IntentError> {
+        let mut watch = Vec::new();
+        for &(src, dst) in pairs {
+            let Some(host) = self.topo.hosts().iter().find(|h| h.ip == src) else {
+                continue;
+            };
+            let leaf = self.topo.switches()[host.leaf as usize].name.clone();
+            let e = resolve_one(
+                &leaf,
+                host_pair_watch_entry(src, dst),
+                &self.info,
+                &self.devices,
+            )?;
+            watch.push((leaf, e));
+        }
+        self.job_watch = watch;
         Ok(())
     }
 
@@ -259,6 +288,11 @@ impl Compiler {
     ) -> Result<BTreeMap<String, Resolved>, IntentError> {
         let lead = self.policy.lead_ns;
         let mut out = self.base.clone();
+        for (leaf, (key, entity)) in &self.job_watch {
+            if let Some(sw) = out.get_mut(leaf) {
+                sw.entities.insert(key.clone(), entity.clone());
+            }
+        }
         // Install windows of active reserved flows, by (switch, port).
         let mut busy: HashMap<(String, u16), Vec<(u64, u64)>> = HashMap::new();
         let mut live_flows = HashSet::new();

@@ -9,7 +9,7 @@
 //! `ALREADY_EXISTS` / `NOT_FOUND` as NDSP defines them. A rejected request
 //! changes nothing.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::time::Instant;
 
@@ -361,6 +361,132 @@ impl Engine {
         (generation, warnings)
     }
 
+    /// The registered jobs' hosts and ranks, for learning (T+5).
+    pub fn job_hosts(&self) -> Vec<super::learning::JobHosts> {
+        let mut out: Vec<_> = self
+            .jobs
+            .iter()
+            .map(|((tenant, job_id), topo)| {
+                let mut ranks = BTreeMap::new();
+                for r in &topo.ranks {
+                    let rank = ranks.entry(r.host_address).or_insert(r.rank);
+                    *rank = (*rank).min(r.rank);
+                }
+                super::learning::JobHosts {
+                    tenant: tenant.clone(),
+                    job_id: job_id.clone(),
+                    ranks,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.tenant, &a.job_id).cmp(&(&b.tenant, &b.job_id)));
+        out
+    }
+
+    /// Reserve one iteration the controller predicted for a job (T+5): the
+    /// demands go through the same planning as announced ones, and the
+    /// records are marked predicted. Ids already live are answered as
+    /// they are (a prediction is made once per iteration).
+    pub fn submit_predicted(
+        &mut self,
+        tenant: &str,
+        job_id: &str,
+        demands: &[super::learning::PredictedDemand],
+        now: u64,
+    ) -> Result<Vec<Reservation>, GrpcStatus> {
+        let header = proto::RequestHeader {
+            protocol_version: Some(proto::ProtocolVersion {
+                major: ndsp::PROTOCOL_VERSION.major,
+                minor: ndsp::PROTOCOL_VERSION.minor,
+            }),
+            tenant: tenant.to_string(),
+        };
+        let request = proto::SubmitDemandRequest {
+            header: Some(header),
+            reference_unix_ns: 0,
+            demands: demands
+                .iter()
+                .map(|d| proto::DemandSignal {
+                    demand_id: d.demand_id.clone(),
+                    job_id: job_id.to_string(),
+                    source: Some(proto::Endpoint {
+                        address: Some(proto::endpoint::Address::Rank(d.src_rank)),
+                    }),
+                    destination: Some(proto::Endpoint {
+                        address: Some(proto::endpoint::Address::Rank(d.dst_rank)),
+                    }),
+                    start: Some(proto::demand_signal::Start::StartUnixNs(d.start_unix_ns)),
+                    size_bytes: d.size_bytes,
+                    pacing: Some(proto::demand_signal::Pacing::RateBps(d.rate_bps)),
+                    priority: proto::PriorityClass::IterationBlocking as i32,
+                    elasticity: proto::Elasticity::Inelastic as i32,
+                    ..Default::default()
+                })
+                .collect(),
+        };
+        // Built here, not decoded: the ids carry the controller's "/".
+        let batch = nt::ValidatedDemandBatch {
+            ctx: nt::RequestContext {
+                tenant: tenant.to_string(),
+                client_version: ndsp::PROTOCOL_VERSION,
+            },
+            reference_unix_ns: None,
+            demands: demands
+                .iter()
+                .map(|d| nt::ValidatedDemand {
+                    tenant: tenant.to_string(),
+                    demand_id: d.demand_id.clone(),
+                    job_id: Some(job_id.to_string()),
+                    source: nt::Endpoint::Rank(d.src_rank),
+                    destination: nt::Endpoint::Rank(d.dst_rank),
+                    start: nt::TimePoint::UnixNs(d.start_unix_ns),
+                    size_bytes: d.size_bytes,
+                    pacing: nt::Pacing::RateBps(d.rate_bps),
+                    priority: nt::Priority::IterationBlocking,
+                    elasticity: nt::Elasticity::Inelastic,
+                    deadline: None,
+                    dest_qp: None,
+                    recurrence: None,
+                })
+                .collect(),
+        };
+        let (mut records, _) = self.submit_demands(&request, &batch, now)?;
+        let ids: BTreeSet<&str> = records.iter().map(|r| r.id.as_str()).collect();
+        for r in self.state.reservations.iter_mut() {
+            if ids.contains(r.id.as_str()) {
+                r.predicted = true;
+            }
+        }
+        for r in &mut records {
+            r.predicted = true;
+        }
+        Ok(records)
+    }
+
+    /// Cancel a job's predicted reservations that have not ended by `now`.
+    pub fn withdraw_predicted(&mut self, tenant: &str, job_id: &str, now: u64) -> Vec<Reservation> {
+        let ids: Vec<String> = self
+            .state
+            .reservations
+            .iter()
+            .filter(|r| {
+                r.predicted
+                    && r.tenant == tenant
+                    && r.job_id.as_deref() == Some(job_id)
+                    && r.end_unix_ns() > now
+            })
+            .map(|r| r.id.clone())
+            .collect();
+        let mut out = Vec::new();
+        for id in ids {
+            if let Some(idx) = self.state.reservations.iter().position(|r| r.id == id) {
+                let id = self.cancel_at(idx);
+                out.push(self.state.find(&id).expect("retired").clone());
+            }
+        }
+        out
+    }
+
     // -----------------------------------------------------------------
     // Demands
     // -----------------------------------------------------------------
@@ -485,6 +611,7 @@ impl Engine {
             revision: 1,
             flows: Vec::new(),
             cancelled: false,
+            predicted: false,
         };
         let flow_id = |k: u64| {
             if occurrences == 1 {
@@ -926,6 +1053,7 @@ impl Engine {
             revision: 1,
             flows: Vec::new(),
             cancelled: false,
+            predicted: false,
         };
         if let Some(addr) = unknown {
             record.advisory = Some(format!(
@@ -1648,6 +1776,7 @@ pub fn to_ndsp(r: &Reservation) -> nt::ValidatedReservation {
         end_unix_ns: r.end_unix_ns(),
         flows,
         revision: r.revision,
+        predicted: r.predicted,
     }
 }
 

@@ -7,6 +7,7 @@
 //! * [`switch_status`] — what each switch task publishes about its switch;
 //! * [`service`] — the NDSP gRPC service;
 //! * [`telemetry`] — INT report collector and link loads;
+//! * [`learning`] — T+5: jobs' iterations learned from INT, reserved ahead;
 //! * [`metrics`], [`http`], [`api`] — Prometheus and the admin endpoint.
 //!
 //! Here: start-up (reload state, start the switch tasks, reconcile), the
@@ -18,6 +19,7 @@ pub mod api;
 pub mod desired;
 pub mod engine;
 pub mod http;
+pub mod learning;
 pub mod metrics;
 pub mod service;
 pub mod state;
@@ -44,6 +46,7 @@ use self::api::{
 };
 use self::desired::{Compiler, Policy};
 use self::engine::{Engine, Reoptimization, Restored};
+use self::learning::{Learning, LearningConfig, Step};
 use self::metrics::Metrics;
 use self::state::{Lifecycle, Reservation, State};
 use self::switches::SwitchHandle;
@@ -101,6 +104,9 @@ pub struct Config {
     /// or `switch_wait` has passed.
     pub ready_file: Option<PathBuf>,
     pub switch_wait: Duration,
+    /// Learn registered jobs' iterations from INT and reserve them ahead
+    /// (T+5); needs the INT collector.
+    pub learning: Option<LearningConfig>,
 }
 
 /// A reservation changed (cancelled, re-planned): for `WatchEvents`.
@@ -132,6 +138,13 @@ pub enum Event {
         observed_unix_ns: u64,
         affected: Vec<Affected>,
     },
+    /// A job's predicted reservations were withdrawn (T+5).
+    PredictionWithdrawn {
+        tenant: String,
+        job_id: String,
+        reason: String,
+        reservation_ids: Vec<String>,
+    },
     /// Observed traffic of a reserved flow differs from its forecast.
     Mismatch {
         tenant: String,
@@ -162,6 +175,8 @@ pub struct Controller {
     ndsp_addr: SocketAddr,
     http_addr: SocketAddr,
     election_id: u128,
+    /// T+5 learning, when on.
+    pub learning: Option<Arc<StdMutex<Learning>>>,
 }
 
 /// Acknowledgements of one commit, by switch.
@@ -264,6 +279,107 @@ impl Controller {
             }
             for e in done.errors {
                 tracing::warn!(%e, "scheduled change not applied");
+            }
+        }
+    }
+
+    /// Bring learning's job list and the INT watch of their host pairs in
+    /// line with the registered jobs (after a registration or a cancel).
+    fn sync_jobs(&self, inner: &mut Inner) {
+        let Some(learning) = &self.learning else {
+            return;
+        };
+        let pairs = {
+            let mut l = learning.lock().expect("learning lock");
+            l.set_jobs(inner.engine.job_hosts());
+            l.watched_pairs()
+        };
+        if let Err(e) = inner.compiler.set_watched_pairs(&pairs) {
+            tracing::error!(%e, "cannot watch the jobs' host pairs with INT");
+        }
+    }
+
+    /// The T+5 loop: close the jobs' quiet iterations, reserve what the
+    /// learners predict, withdraw what stopped matching.
+    async fn learn(self: Arc<Self>, idle_ns: u64) {
+        let Some(learning) = self.learning.clone() else {
+            return;
+        };
+        let period = Duration::from_nanos((idle_ns / 4).clamp(1_000_000, 50_000_000));
+        let mut ticker = tokio::time::interval(period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let steps = learning.lock().expect("learning lock").tick(now_unix_ns());
+            if steps.is_empty() {
+                continue;
+            }
+            let mut changed = Vec::new();
+            let mut withdrawn = Vec::new();
+            let acks = {
+                let mut inner = self.inner.lock().await;
+                let now = now_unix_ns();
+                for step in steps {
+                    match step {
+                        Step::Reserve {
+                            tenant,
+                            job_id,
+                            iteration,
+                            demands,
+                        } => {
+                            match inner
+                                .engine
+                                .submit_predicted(&tenant, &job_id, &demands, now)
+                            {
+                                Ok(records) => {
+                                    for r in &records {
+                                        self.metrics.outcome(r.status.name());
+                                    }
+                                    tracing::info!(%tenant, job = %job_id, iteration,
+                                        flows = demands.len(), "predicted iteration reserved");
+                                    changed.extend(records);
+                                }
+                                Err(e) => tracing::warn!(%tenant, job = %job_id, iteration,
+                                    message = e.message(), "predicted iteration not reserved"),
+                            }
+                        }
+                        Step::Withdraw {
+                            tenant,
+                            job_id,
+                            reason,
+                        } => {
+                            let records = inner.engine.withdraw_predicted(&tenant, &job_id, now);
+                            tracing::info!(%tenant, job = %job_id, %reason,
+                                withdrawn = records.len(), "predictions withdrawn");
+                            withdrawn.push((
+                                tenant,
+                                job_id,
+                                reason,
+                                records.iter().map(|r| r.id.clone()).collect(),
+                            ));
+                            changed.extend(records);
+                        }
+                    }
+                }
+                self.commit(&mut inner, now, true)
+            };
+            self.reschedule();
+            for (tenant, job_id, reason, reservation_ids) in withdrawn {
+                let _ = self.events.send(Event::PredictionWithdrawn {
+                    tenant,
+                    job_id,
+                    reason,
+                    reservation_ids,
+                });
+            }
+            for r in changed {
+                let _ = self.events.send(Event::Reservation(Changed {
+                    tenant: r.tenant.clone(),
+                    reservation: r,
+                }));
+            }
+            for e in acknowledged(acks).await.errors {
+                tracing::warn!(%e, "predicted change not applied now; will be reconciled");
             }
         }
     }
@@ -726,13 +842,32 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let http_addr = http_listener.local_addr()?;
 
     let metrics = Arc::new(Metrics::default());
+    if config.learning.is_some() && config.int_listen.is_none() {
+        anyhow::bail!("learning iterations (T+5) needs the INT collector: pass --int-listen");
+    }
+    let learning = config.learning.map(|l| {
+        // What the planner lets one NIC reserve (its headroom kept).
+        let headroom = config.planner.headroom;
+        let nic = topo
+            .hosts()
+            .iter()
+            .map(|h| (h.ip, (h.capacity_bps as f64 * headroom) as u64))
+            .collect();
+        Arc::new(StdMutex::new(Learning::new(l, nic)))
+    });
     let loads = Arc::new(LinkLoads::with_config(topo, &devices, config.telemetry));
     if let Some(addr) = config.int_listen {
         let socket = tokio::net::UdpSocket::bind(addr)
             .await
             .with_context(|| format!("INT collector: cannot listen on UDP {addr}"))?;
         tracing::info!(addr = %socket.local_addr()?, "INT collector listening");
-        tokio::spawn(telemetry::collect(socket, loads.clone(), metrics.clone()));
+        let learning = learning.clone();
+        tokio::spawn(telemetry::collect(
+            socket,
+            loads.clone(),
+            metrics.clone(),
+            learning,
+        ));
     }
 
     let initial = compiler.desired(&engine.state, now)?;
@@ -773,7 +908,17 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         ndsp_addr,
         http_addr,
         election_id: config.election_id,
+        learning,
     });
+    if let Some(l) = config.learning {
+        {
+            // Jobs restored from the state file are watched from the start.
+            let mut inner = controller.inner.lock().await;
+            controller.sync_jobs(&mut inner);
+            drop(controller.commit(&mut inner, now_unix_ns(), false));
+        }
+        tokio::spawn(controller.clone().learn(l.idle_ns));
+    }
     tokio::spawn(http::serve(http_listener, controller.clone()));
     tokio::spawn(controller.clone().scheduler());
     if config.int_listen.is_some() {

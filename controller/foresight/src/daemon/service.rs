@@ -157,7 +157,9 @@ impl DemandSignaling for Ndsp {
             let ranks = topo.ranks.len() as u32;
             let ((generation, warnings), _, _) = self
                 .change(Instant::now(), |inner, _| {
-                    Ok(inner.engine.register(request.get_ref(), topo))
+                    let registered = inner.engine.register(request.get_ref(), topo);
+                    self.c.sync_jobs(inner);
+                    Ok(registered)
                 })
                 .await?;
             Ok(Response::new(
@@ -239,6 +241,9 @@ impl DemandSignaling for Ndsp {
             let ((records, moved), took, changes) = self
                 .change(received, |inner, now| {
                     let records = inner.engine.cancel(&cancel)?;
+                    if matches!(cancel.target, nt::CancelTarget::Job(_)) {
+                        self.c.sync_jobs(inner);
+                    }
                     // The freed capacity may lower the peak of what has not
                     // been installed yet.
                     inner.engine.reoptimize_pending(now);
@@ -412,6 +417,13 @@ async fn watch_task(
                         } else {
                             nt::NetworkChange::LinkUp(link)
                         },
+                    })
+                }
+                Ok(Event::PredictionWithdrawn { tenant, job_id, reason, reservation_ids }) if tenant == watch.ctx.tenant && wanted_job(Some(&job_id)) => {
+                    nt::WatchEventBody::Deviation(nt::NetworkDeviation {
+                        observed_unix_ns: now_unix_ns(),
+                        affected_reservation_ids: reservation_ids,
+                        change: nt::NetworkChange::PredictionWithdrawn { job_id, reason },
                     })
                 }
                 Ok(Event::Mismatch { tenant, job_id, mismatch }) if tenant == watch.ctx.tenant && wanted_job(job_id.as_ref()) => {

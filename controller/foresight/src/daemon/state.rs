@@ -331,6 +331,10 @@ pub struct Reservation {
     pub flows: Vec<FlowRecord>,
     /// Set when the reservation was cancelled (or finished early).
     pub cancelled: bool,
+    /// Made by the controller from the job's learned iterations (T+5);
+    /// absent in files written before learning.
+    #[serde(default)]
+    pub predicted: bool,
 }
 
 impl Reservation {

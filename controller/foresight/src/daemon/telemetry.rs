@@ -20,6 +20,7 @@ use installer::Devices;
 use planner::topology::{EdgeId, NodeRef};
 use planner::Topology;
 
+use super::learning::Learning;
 use super::metrics::Metrics;
 
 const INS_NODE_ID: u16 = 0x8000;
@@ -60,6 +61,9 @@ pub struct Report {
     /// RoCE destination QP of the inner packet (from its BTH), when the
     /// inner packet is RoCEv2 and the report carries the BTH.
     pub dst_qp: Option<u32>,
+    /// Size of the reported packet without its INT headers (its IPv4
+    /// total length less the INT stack): what the flow carried.
+    pub wire_bytes: u32,
     /// Hops, the sink's first (the stack is pushed on top).
     pub hops: Vec<HopMetadata>,
 }
@@ -135,6 +139,7 @@ pub fn parse_report(payload: &[u8]) -> Result<Report, ReportError> {
     if ip[8] != 17 {
         return err(format!("inner protocol {} (want UDP)", ip[8]));
     }
+    let total_len = u32::from(u16::from_be_bytes([ip[1], ip[2]]));
     let src = Ipv4Addr::new(ip[11], ip[12], ip[13], ip[14]);
     let dst = Ipv4Addr::new(ip[15], ip[16], ip[17], ip[18]);
     let udp = r.take(8, "inner UDP")?;
@@ -227,6 +232,7 @@ pub fn parse_report(payload: &[u8]) -> Result<Report, ReportError> {
         src,
         dst,
         dst_qp,
+        wire_bytes: total_len.saturating_sub(len_words as u32 * 4),
         hops,
     })
 }
@@ -607,8 +613,14 @@ pub fn mismatches(
     out
 }
 
-/// Receive reports on `socket` forever.
-pub async fn collect(socket: tokio::net::UdpSocket, loads: Arc<LinkLoads>, metrics: Arc<Metrics>) {
+/// Receive reports on `socket` forever; each also feeds T+5 learning
+/// when it is on.
+pub async fn collect(
+    socket: tokio::net::UdpSocket,
+    loads: Arc<LinkLoads>,
+    metrics: Arc<Metrics>,
+    learning: Option<Arc<Mutex<Learning>>>,
+) {
     let mut buf = vec![0u8; 65536];
     loop {
         let Ok((n, from)) = socket.recv_from(&mut buf).await else {
@@ -618,6 +630,13 @@ pub async fn collect(socket: tokio::net::UdpSocket, loads: Arc<LinkLoads>, metri
             Ok(report) => {
                 metrics.int_reports.inc();
                 loads.record(&report);
+                if let Some(l) = &learning {
+                    let bytes = u64::from(report.wire_bytes);
+                    let now = super::now_unix_ns();
+                    l.lock()
+                        .expect("learning lock")
+                        .record(report.src, report.dst, bytes, now);
+                }
             }
             Err(e) => {
                 metrics.int_bad_reports.inc();

@@ -1466,6 +1466,11 @@ fn reservation(p: Path<'_>, r: &proto::Reservation) -> Result<ValidatedReservati
                 .field("subject")
                 .err("is required: set demand_id or collective_id")
         }
+        // A predicted reservation answers a demand the controller made
+        // itself, whose id carries the controller's "/".
+        Some(Subject::DemandId(id)) if r.predicted => {
+            ReservationSubject::Demand(controller_id(p.field("demand_id"), id)?)
+        }
         Some(Subject::DemandId(id)) => {
             ReservationSubject::Demand(client_id(p.field("demand_id"), id)?)
         }
@@ -1568,6 +1573,7 @@ fn reservation(p: Path<'_>, r: &proto::Reservation) -> Result<ValidatedReservati
         end_unix_ns: r.end_unix_ns,
         flows,
         revision,
+        predicted: r.predicted,
     })
 }
 
@@ -1810,7 +1816,7 @@ fn network_deviation(p: Path<'_>, d: &proto::NetworkDeviation) -> Result<Network
     let change = match &d.kind {
         None => {
             return p.field("kind").err(
-                "is required: set link_down, link_up, reservation_changed or forecast_mismatch",
+"is required: set link_down, link_up, reservation_changed, forecast_mismatch or prediction_withdrawn",
             )
         }
         Some(Kind::LinkDown(l)) => {
@@ -1837,6 +1843,13 @@ fn network_deviation(p: Path<'_>, d: &proto::NetworkDeviation) -> Result<Network
                 expected_bps: m.expected_bps,
                 observed_bps: m.observed_bps,
             })
+        }
+        Some(Kind::PredictionWithdrawn(w)) => {
+            let wp = p.field("prediction_withdrawn");
+            let job_id = client_id(wp.field("job_id"), &w.job_id)?;
+            let reason = text(wp.field("reason"), &w.reason, 1024)?
+                .ok_or_else(|| wp.field("reason").error("is required"))?;
+            NetworkChange::PredictionWithdrawn { job_id, reason }
         }
     };
     Ok(NetworkDeviation {

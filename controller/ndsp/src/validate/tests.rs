@@ -190,6 +190,7 @@ fn admitted() -> proto::Reservation {
         end_unix_ns: 2_000,
         flows: vec![admitted_flow()],
         revision: 1,
+        predicted: false,
     }
 }
 
@@ -2088,6 +2089,24 @@ fn network_deviation_is_checked() {
         e.field,
         "deviation.reservation_changed.flows[0].sr_label_stack[0]"
     );
+    // A withdrawn prediction names its job and says why.
+    let withdrawn = |job: &str, reason: &str| {
+        deviation_event(proto::network_deviation::Kind::PredictionWithdrawn(
+            proto::PredictionWithdrawn {
+                job_id: job.into(),
+                reason: reason.into(),
+            },
+        ))
+        .validate()
+    };
+    assert!(withdrawn("job-1", "no iteration by the window").is_ok());
+    let e = withdrawn("job-1", "").unwrap_err();
+    assert_eq!(
+        (e.field.as_str(), e.reason.as_str()),
+        ("deviation.prediction_withdrawn.reason", "is required")
+    );
+    let e = withdrawn("a/b", "why").unwrap_err();
+    assert_eq!(e.field, "deviation.prediction_withdrawn.job_id");
 }
 
 // ---------------------------------------------------------------------------
@@ -2116,4 +2135,19 @@ fn long_values_are_cut_short_in_errors() {
     r.topology.as_mut().unwrap().job_id = format!("{} x", "j".repeat(500));
     let e = r.validate().unwrap_err();
     assert!(e.reason.len() < 200, "{e}");
+}
+
+#[test]
+fn only_a_predicted_reservation_answers_a_controller_made_demand_id() {
+    let mut r = admitted();
+    r.subject = Some(proto::reservation::Subject::DemandId("t5/job/4/0".into()));
+    let e = r.validate().unwrap_err();
+    assert_eq!(e.field, "demand_id");
+    r.predicted = true;
+    let v = r.validate().unwrap();
+    assert!(v.predicted);
+    assert_eq!(
+        v.subject,
+        ReservationSubject::Demand("t5/job/4/0".to_string())
+    );
 }

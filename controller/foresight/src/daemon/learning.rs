@@ -1,0 +1,442 @@
+//! T+5 in the controller: learn each registered job's iterations from the
+//! INT reports of its traffic, and reserve the next ones before the job
+//! announces anything.
+//!
+//! A job's traffic is what flows between two of its registered hosts; while
+//! learning is on, the controller watches those host pairs with INT (see
+//! `desired.rs`). Every report of such a flow feeds the job's
+//! [`IterationDetector`] (a burst of communication followed by `idle_ns`
+//! of silence is one iteration), and each iteration feeds its
+//! [`PeriodLearner`]. Once the learner locks, each predicted iteration not
+//! yet reserved becomes one batch of demands, one per transfer, with ids
+//! `t5/<job>/<iteration>/<n>` (marked predicted in NDSP). An iteration that
+//! does not match, or silence past the expected window, withdraws the job's
+//! predicted reservations that have not ended, and learning starts again.
+//!
+//! Times are report arrival times on the controller's clock. Pure logic:
+//! the daemon feeds reports and the clock and carries out the [`Step`]s.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+
+#[cfg(test)]
+use planner::periodic::Cadence;
+use planner::periodic::{
+    Deviation, IterationDetector, Learned, LearnerConfig, PeriodLearner, Prediction,
+};
+
+/// How learning behaves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LearningConfig {
+    pub learner: LearnerConfig,
+    /// Silence that ends an iteration's communication, ns.
+    pub idle_ns: u64,
+}
+
+impl Default for LearningConfig {
+    fn default() -> Self {
+        LearningConfig {
+            learner: LearnerConfig::default(),
+            idle_ns: 50_000_000,
+        }
+    }
+}
+
+/// A registered job as learning sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobHosts {
+    pub tenant: String,
+    pub job_id: String,
+    /// Rank of each host (a host with several ranks keeps the lowest).
+    pub ranks: BTreeMap<Ipv4Addr, u32>,
+}
+
+type JobKey = (String, String);
+
+/// One predicted transfer, ready to submit as a demand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PredictedDemand {
+    pub demand_id: String,
+    pub src_rank: u32,
+    pub dst_rank: u32,
+    pub start_unix_ns: u64,
+    pub rate_bps: u64,
+    pub size_bytes: u64,
+}
+
+/// What the daemon must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Reserve one predicted iteration.
+    Reserve {
+        tenant: String,
+        job_id: String,
+        iteration: u64,
+        demands: Vec<PredictedDemand>,
+    },
+    /// Withdraw the job's predicted reservations that have not ended.
+    Withdraw {
+        tenant: String,
+        job_id: String,
+        reason: String,
+    },
+}
+
+struct JobLearning {
+    hosts: JobHosts,
+    detector: IterationDetector,
+    learner: PeriodLearner,
+    /// Iterations observed so far (the next one observed gets this number).
+    observed: u64,
+    /// Iterations already reserved ahead (absolute numbers).
+    reserved: BTreeSet<u64>,
+    /// Steps found while recording (an iteration closed by the next
+    /// burst's first report), handed out by the next tick.
+    pending: Vec<Step>,
+}
+
+/// Learning state of every registered job.
+pub struct Learning {
+    config: LearningConfig,
+    jobs: BTreeMap<JobKey, JobLearning>,
+    /// Which jobs each host belongs to.
+    by_host: HashMap<Ipv4Addr, Vec<JobKey>>,
+    /// Reservable rate of every fabric host's NIC, bit/s (predicted
+    /// transfers are reserved at their NIC's share, not at the rate seen
+    /// under ECMP).
+    nic_bps: HashMap<Ipv4Addr, u64>,
+}
+
+impl Learning {
+    pub fn new(config: LearningConfig, nic_bps: HashMap<Ipv4Addr, u64>) -> Learning {
+        Learning {
+            config,
+            jobs: BTreeMap::new(),
+            by_host: HashMap::new(),
+            nic_bps,
+        }
+    }
+
+    /// The registered jobs now. A job that is new or whose hosts changed
+    /// starts learning from scratch; a job no longer registered is
+    /// forgotten (its reservations were cancelled with it).
+    pub fn set_jobs(&mut self, jobs: Vec<JobHosts>) {
+        let mut next = BTreeMap::new();
+        for hosts in jobs {
+            let key = (hosts.tenant.clone(), hosts.job_id.clone());
+            let kept = self.jobs.remove(&key).filter(|j| j.hosts == hosts);
+            let job = kept.unwrap_or_else(|| JobLearning {
+                hosts,
+                detector: IterationDetector::new(self.config.idle_ns),
+                learner: PeriodLearner::new(self.config.learner),
+                observed: 0,
+                reserved: BTreeSet::new(),
+                pending: Vec::new(),
+            });
+            next.insert(key, job);
+        }
+        self.jobs = next;
+        self.by_host.clear();
+        for (key, job) in &self.jobs {
+            for ip in job.hosts.ranks.keys() {
+                self.by_host.entry(*ip).or_default().push(key.clone());
+            }
+        }
+    }
+
+    /// Ordered host pairs of every job, to watch with INT.
+    pub fn watched_pairs(&self) -> BTreeSet<(Ipv4Addr, Ipv4Addr)> {
+        let mut out = BTreeSet::new();
+        for job in self.jobs.values() {
+            for &a in job.hosts.ranks.keys() {
+                for &b in job.hosts.ranks.keys() {
+                    if a != b {
+                        out.insert((a, b));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// One INT report of a packet from `src` to `dst` carrying `bytes`,
+    /// received at `at_ns`. Traffic of no job is ignored.
+    pub fn record(&mut self, src: Ipv4Addr, dst: Ipv4Addr, bytes: u64, at_ns: u64) {
+        let Some(keys) = self.by_host.get(&src) else {
+            return;
+        };
+        let Some(key) = keys
+            .iter()
+            .find(|k| self.jobs[*k].hosts.ranks.contains_key(&dst))
+            .cloned()
+        else {
+            return;
+        };
+        let job = self.jobs.get_mut(&key).expect("indexed job");
+        if let Some(obs) = job
+            .detector
+            .record(&src.to_string(), &dst.to_string(), bytes, at_ns)
+        {
+            let steps = observe(job, obs, &self.nic_bps, self.config.learner.jitter);
+            job.pending.extend(steps);
+        }
+    }
+
+    /// Close iterations that went quiet, notice missed ones; what to do.
+    pub fn tick(&mut self, now_ns: u64) -> Vec<Step> {
+        let (nic_bps, jitter) = (&self.nic_bps, self.config.learner.jitter);
+        let mut steps = Vec::new();
+        for job in self.jobs.values_mut() {
+            steps.append(&mut job.pending);
+            if let Some(obs) = job.detector.flush(now_ns) {
+                steps.extend(observe(job, obs, nic_bps, jitter));
+            }
+            if let Some(d) = job.learner.expire(now_ns) {
+                job.reserved.clear();
+                steps.push(withdraw(&job.hosts, &d));
+            }
+        }
+        steps
+    }
+
+    /// The learned cadence of a job, once locked.
+    #[cfg(test)]
+    pub fn cadence(&self, tenant: &str, job_id: &str) -> Option<Cadence> {
+        self.jobs
+            .get(&(tenant.to_string(), job_id.to_string()))
+            .and_then(|j| j.learner.cadence())
+    }
+}
+
+/// Feed one iteration to the job's learner; reserve what became
+/// predictable, or withdraw on a deviation.
+fn observe(
+    job: &mut JobLearning,
+    obs: planner::periodic::Observation,
+    nic_bps: &HashMap<Ipv4Addr, u64>,
+    jitter: f64,
+) -> Vec<Step> {
+    job.observed += 1;
+    match job.learner.observe(obs) {
+        Ok(Learned::Locked(_)) | Ok(Learned::Confirmed) => {
+            let predictions = job.learner.predictions();
+            let margin = window_margin(&predictions, jitter);
+            let mut steps = Vec::new();
+            for p in predictions {
+                let iteration = job.observed + p.ahead as u64;
+                if job.reserved.insert(iteration) {
+                    steps.push(reserve(&job.hosts, iteration, &p, margin, nic_bps));
+                }
+            }
+            job.reserved.retain(|&i| i > job.observed);
+            steps
+        }
+        Ok(Learned::Deviated(d)) => {
+            job.reserved.clear();
+            vec![withdraw(&job.hosts, &d)]
+        }
+        Ok(Learned::Learning { .. }) => Vec::new(),
+        Err(e) => {
+            tracing::debug!(job = %job.hosts.job_id, %e, "iteration not learned from");
+            Vec::new()
+        }
+    }
+}
+
+/// Slack on each side of a predicted window: the allowed jitter of the
+/// period (start to start of consecutive predictions).
+fn window_margin(predictions: &[Prediction], jitter: f64) -> u64 {
+    let period = match predictions {
+        [a, b, ..] => b.start_ns.saturating_sub(a.start_ns),
+        [a] => a.duration_ns,
+        [] => 0,
+    };
+    (period as f64 * jitter) as u64
+}
+
+fn reserve(
+    hosts: &JobHosts,
+    iteration: u64,
+    p: &Prediction,
+    margin: u64,
+    nic_bps: &HashMap<Ipv4Addr, u64>,
+) -> Step {
+    // Each transfer gets its source NIC's rate shared by the transfers
+    // that NIC makes in the iteration.
+    let mut per_source: HashMap<&str, u64> = HashMap::new();
+    for t in &p.transfers {
+        *per_source.entry(t.src.as_str()).or_default() += 1;
+    }
+    let demands = p
+        .transfers
+        .iter()
+        .enumerate()
+        .filter_map(|(n, t)| {
+            let (src, dst): (Ipv4Addr, Ipv4Addr) = (t.src.parse().ok()?, t.dst.parse().ok()?);
+            let nic = nic_bps.get(&src).copied().unwrap_or(0) / per_source[t.src.as_str()];
+            // At the NIC share; as fast as it went when no NIC is known.
+            let rate_bps = if nic > 0 {
+                nic
+            } else {
+                (t.bytes as u128 * 8_000_000_000 / u128::from(p.duration_ns.max(1))) as u64
+            }
+            .max(1);
+            let transfer_ns = (t.bytes as u128 * 8_000_000_000).div_ceil(rate_bps as u128);
+            // The window covers the start's uncertainty on both sides and
+            // holds the rate throughout: the bytes it could carry.
+            let window_ns = transfer_ns.max(1) + 2 * u128::from(margin);
+            Some(PredictedDemand {
+                demand_id: format!("t5/{}/{iteration}/{n}", hosts.job_id),
+                src_rank: hosts.ranks[&src],
+                dst_rank: hosts.ranks[&dst],
+                start_unix_ns: p.start_ns.saturating_sub(margin),
+                rate_bps,
+                size_bytes: (rate_bps as u128 * window_ns).div_ceil(8_000_000_000) as u64,
+            })
+        })
+        .collect();
+    Step::Reserve {
+        tenant: hosts.tenant.clone(),
+        job_id: hosts.job_id.clone(),
+        iteration,
+        demands,
+    }
+}
+
+fn withdraw(hosts: &JobHosts, d: &Deviation) -> Step {
+    Step::Withdraw {
+        tenant: hosts.tenant.clone(),
+        job_id: hosts.job_id.clone(),
+        reason: d.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn ip(n: u8) -> Ipv4Addr {
+        Ipv4Addr::new(10, 0, n, 1)
+    }
+
+    fn learning() -> Learning {
+        let nic = (1..=4).map(|n| (ip(n), 8_000_000_000)).collect();
+        let mut l = Learning::new(
+            LearningConfig {
+                learner: LearnerConfig {
+                    lock_after: 3,
+                    jitter: 0.1,
+                    bytes_tolerance: 0.1,
+                    horizon: 2,
+                },
+                idle_ns: 10 * MS,
+            },
+            nic,
+        );
+        l.set_jobs(vec![JobHosts {
+            tenant: "t".into(),
+            job_id: "job".into(),
+            ranks: (1..=4).map(|n| (ip(n), u32::from(n) - 1)).collect(),
+        }]);
+        l
+    }
+
+    /// One ring iteration starting at `start_ms`: every host sends 100
+    /// packets of 1,000 bytes to the next over 20 ms.
+    fn iteration(l: &mut Learning, start_ms: u64) {
+        for k in 0..100u64 {
+            for n in 1..=4u8 {
+                let at = start_ms * MS + k * 200_000;
+                l.record(ip(n), ip(n % 4 + 1), 1000, at);
+            }
+        }
+    }
+
+    fn reserves(steps: &[Step]) -> Vec<u64> {
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Reserve { iteration, .. } => Some(*iteration),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn locks_after_three_iterations_and_reserves_the_next_two() {
+        let mut l = learning();
+        let mut seen = Vec::new();
+        for i in 0..3 {
+            iteration(&mut l, 100 * i);
+            seen.extend(l.tick(100 * i * MS + 50 * MS));
+        }
+        assert_eq!(reserves(&seen), vec![4, 5], "{seen:?}");
+        let Step::Reserve { demands, .. } = &seen[0] else {
+            panic!("{seen:?}")
+        };
+        assert_eq!(demands.len(), 4);
+        let d = &demands[0];
+        assert_eq!(d.demand_id, "t5/job/4/0");
+        assert_eq!((d.src_rank, d.dst_rank), (0, 1));
+        // The 4th iteration starts 100 ms after the 3rd: the window opens
+        // a period's jitter (10 ms) early, and lasts the transfer at the
+        // NIC rate (100 kB at 8 Gbit/s = 0.1 ms) plus the jitter each side.
+        assert_eq!(d.start_unix_ns, 300 * MS - 10 * MS);
+        // ... holding the NIC's 8 Gbit/s throughout the window.
+        assert_eq!(d.rate_bps, 8_000_000_000);
+        assert_eq!(d.size_bytes, 100_000 + 20 * MS);
+        // A matching 4th iteration reserves only the 6th.
+        iteration(&mut l, 300);
+        assert_eq!(reserves(&l.tick(350 * MS)), vec![6]);
+    }
+
+    #[test]
+    fn silence_withdraws_and_learning_starts_again() {
+        let mut l = learning();
+        for i in 0..3 {
+            iteration(&mut l, 100 * i);
+            l.tick(100 * i * MS + 50 * MS);
+        }
+        // Nothing by the end of the 4th iteration's window (300 ms + 10 ms).
+        assert!(l.tick(305 * MS).is_empty());
+        let steps = l.tick(320 * MS);
+        assert!(
+            matches!(&steps[..], [Step::Withdraw { job_id, reason, .. }] if job_id == "job" && reason.contains("no iteration")),
+            "{steps:?}"
+        );
+        assert_eq!(l.cadence("t", "job"), None);
+    }
+
+    #[test]
+    fn a_changed_iteration_withdraws() {
+        let mut l = learning();
+        for i in 0..3 {
+            iteration(&mut l, 100 * i);
+            l.tick(100 * i * MS + 50 * MS);
+        }
+        // Twice the bytes (another batch size).
+        iteration(&mut l, 300);
+        iteration(&mut l, 300);
+        let steps = l.tick(350 * MS);
+        assert!(
+            matches!(&steps[..], [Step::Withdraw { reason, .. }] if reason.contains("bytes")),
+            "{steps:?}"
+        );
+    }
+
+    #[test]
+    fn traffic_of_no_job_is_ignored_and_pairs_are_watched() {
+        let mut l = learning();
+        for i in 0..5 {
+            for k in 0..10 {
+                l.record(ip(9), ip(1), 1000, (100 * i) * MS + k * MS);
+            }
+            assert!(l.tick((100 * i + 50) * MS).is_empty());
+        }
+        assert_eq!(l.watched_pairs().len(), 12);
+        l.set_jobs(Vec::new());
+        assert!(l.watched_pairs().is_empty());
+    }
+}

@@ -1,0 +1,252 @@
+//! T+5 on a running controller (its switches are down: no BMv2 needed): a
+//! registered job that announces nothing sends three ring iterations (as
+//! the INT reports of its host pairs show them); the controller reserves
+//! the next two by itself, marked predicted, keeps reserving while the job
+//! keeps time, and withdraws them (with a prediction_withdrawn event)
+//! within one period of the job going silent. On BMv2: a learned job's
+//! host pairs are watched with INT at their source leaves while it is
+//! registered, and no longer once it is cancelled.
+
+mod common;
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use common::*;
+use ndsp::proto;
+use ndsp::types::{NetworkChange, ReservationStatus, ValidatedReservation, WatchEventBody};
+use ndsp::Validate;
+
+const PERIOD: Duration = Duration::from_millis(400);
+
+/// One ring iteration over the job's four hosts: 10 reports of 1,000-byte
+/// packets per hop over 30 ms.
+fn iteration(udp: &std::net::UdpSocket, to: &str, hosts: &[Ipv4Addr]) {
+    for k in 0..10u32 {
+        for (i, &src) in hosts.iter().enumerate() {
+            let dst = hosts[(i + 1) % hosts.len()];
+            let r = testkit::int::report_between(src, dst, 1000, 2, k, &[(2, 3, 1, 0, 0, 0)]);
+            udp.send_to(&r, to).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(3));
+    }
+}
+
+async fn predicted(
+    client: &mut ndsp::proto::demand_signaling_client::DemandSignalingClient<
+        tonic::transport::Channel,
+    >,
+) -> Vec<ValidatedReservation> {
+    client
+        .list_reservations(proto::ListReservationsRequest {
+            header: header(),
+            job_id: "train".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .validate()
+        .unwrap()
+        .reservations
+        .into_iter()
+        .filter(|r| r.predicted)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_job_is_learned_reserved_ahead_and_withdrawn() {
+    let dir = tempfile::tempdir().unwrap();
+    let switches = dir.path().join("switches.yaml");
+    std::fs::write(
+        &switches,
+        "leaf1: {addr: \"127.0.0.1:1\"}\nleaf2: {addr: \"127.0.0.1:1\"}\nspine1: {addr: \"127.0.0.1:1\"}\nspine2: {addr: \"127.0.0.1:1\"}\n",
+    )
+    .unwrap();
+    let int_listen = format!("127.0.0.1:{}", free_udp_port());
+    let controller = Controller::spawn(
+        dir.path(),
+        &switches,
+        50,
+        &[
+            "--switch-wait-s",
+            "0",
+            "--int-listen",
+            &int_listen,
+            "--learn-iterations",
+            "--learn-idle-ms",
+            "40",
+            "--learn-jitter",
+            "0.2",
+        ],
+    );
+    let mut client = controller.client().await;
+    let hosts: Vec<Ipv4Addr> = ["10.0.1.1", "10.0.1.2", "10.0.2.1", "10.0.2.2"]
+        .iter()
+        .map(|h| h.parse().unwrap())
+        .collect();
+    let names: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    client
+        .register_topology(register("train", &names))
+        .await
+        .unwrap();
+    let mut watch = client
+        .watch_events(proto::WatchEventsRequest {
+            header: header(),
+            job_ids: vec!["train".into()],
+            telemetry_interval_ns: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let t0 = Instant::now();
+    for i in 0..3u32 {
+        tokio::time::sleep_until((t0 + PERIOD * i).into()).await;
+        iteration(&udp, &int_listen, &hosts);
+    }
+    // The third iteration closes 40 ms after its last report.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let ahead = predicted(&mut client).await;
+    let mut ids: Vec<String> = ahead
+        .iter()
+        .map(|r| match &r.subject {
+            ndsp::types::ReservationSubject::Demand(d) => d.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        [
+            "t5/train/4/0",
+            "t5/train/4/1",
+            "t5/train/4/2",
+            "t5/train/4/3",
+            "t5/train/5/0",
+            "t5/train/5/1",
+            "t5/train/5/2",
+            "t5/train/5/3"
+        ],
+        "{ahead:?}"
+    );
+    for r in &ahead {
+        assert_eq!(r.status, ReservationStatus::Admitted, "{r:?}");
+        // What a 100 Gbit/s NIC may reserve (90 %): each host sends one
+        // transfer.
+        assert_eq!(r.flows[0].requested_bps, 90_000_000_000, "{r:?}");
+    }
+    // The 4th iteration is reserved around its expected start.
+    let now_ns = now_unix_ns();
+    let fourth = ahead
+        .iter()
+        .filter(|r| matches!(&r.subject, ndsp::types::ReservationSubject::Demand(d) if d.starts_with("t5/train/4/")))
+        .map(|r| r.start_unix_ns)
+        .min()
+        .unwrap();
+    let expected = now_ns + (PERIOD * 3).saturating_sub(t0.elapsed()).as_nanos() as u64;
+    let slack = 150_000_000;
+    assert!(
+        fourth.abs_diff(expected) < slack,
+        "4th iteration reserved from {fourth}, expected about {expected}"
+    );
+
+    // The job keeps time: iteration 4 confirms, iteration 6 is reserved.
+    tokio::time::sleep_until((t0 + PERIOD * 3).into()).await;
+    iteration(&udp, &int_listen, &hosts);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let ahead = predicted(&mut client).await;
+    assert!(
+        ahead.iter().any(|r| matches!(&r.subject, ndsp::types::ReservationSubject::Demand(d) if d.starts_with("t5/train/6/"))),
+        "{ahead:?}"
+    );
+
+    // Then it goes silent: every predicted reservation not yet ended is
+    // withdrawn within one period of the missed start.
+    let silent = Instant::now();
+    let mut withdrawn = None;
+    let deadline = Instant::now() + 2 * PERIOD + Duration::from_secs(1);
+    while withdrawn.is_none() && Instant::now() < deadline {
+        let Ok(Some(Ok(ev))) = tokio::time::timeout(Duration::from_millis(200), watch.message())
+            .await
+            .map(|m| m.transpose())
+        else {
+            continue;
+        };
+        let ev = ev.validate().expect("a valid event");
+        if let WatchEventBody::Deviation(d) = ev.body {
+            if let NetworkChange::PredictionWithdrawn { job_id, reason } = d.change {
+                withdrawn = Some((job_id, reason, d.affected_reservation_ids, silent.elapsed()));
+            }
+        }
+    }
+    let (job, reason, affected, after) = withdrawn.expect("a prediction_withdrawn event");
+    assert_eq!(job, "train");
+    assert!(reason.contains("no iteration"), "{reason}");
+    assert!(!affected.is_empty());
+    // Silence starts ~120 ms after iteration 4 began; iteration 5 was due
+    // 400 ms after it, with 80 ms of jitter allowed.
+    assert!(
+        after < PERIOD + Duration::from_millis(200),
+        "withdrawn {after:?} after the job went silent"
+    );
+    // What is left of the job's predictions has ended (the iterations it
+    // did); nothing is reserved ahead any more.
+    let now_ns = now_unix_ns();
+    let left: Vec<_> = predicted(&mut client)
+        .await
+        .into_iter()
+        .filter(|r| r.status != ReservationStatus::Cancelled && r.end_unix_ns > now_ns)
+        .collect();
+    assert!(left.is_empty(), "still reserved: {left:?}");
+    let metrics = controller.get_text("/metrics");
+    assert!(
+        metrics.contains("foresight_int_reports_total 160"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learned_jobs_host_pairs_are_watched_on_the_switches() {
+    let _serial = serial().await;
+    let Some(fabric) = Fabric::start("T+5 watch entries on BMv2") else {
+        return;
+    };
+    let int_listen = format!("127.0.0.1:{}", free_udp_port());
+    let controller =
+        fabric.controller_with(100, &["--int-listen", &int_listen, "--learn-iterations"]);
+    let mut reader = fabric.reader().await;
+    let watch = ["FsIngress.int_ingress.watchlist"];
+    let mut client = controller.client().await;
+    client
+        .register_topology(register("train", &["10.0.1.1", "10.0.2.1"]))
+        .await
+        .unwrap();
+    let line = |src: &str, dst: &str| {
+        format!("FsIngress.int_ingress.watchlist|dst_addr={dst}&&&255.255.255.255,l4_dst_port=4791&&&65535,src_addr={src}&&&255.255.255.255|FsIngress.int_ingress.int_source(ds_instruction=32768,instruction_bitmap=62464,max_hop=8)")
+    };
+    let entries = reader.entries(&watch).await;
+    assert_eq!(
+        entries["leaf1"],
+        [line("10.0.1.1", "10.0.2.1")].into_iter().collect(),
+        "{entries:?}"
+    );
+    assert_eq!(
+        entries["leaf2"],
+        [line("10.0.2.1", "10.0.1.1")].into_iter().collect(),
+        "{entries:?}"
+    );
+    assert!(entries.get("spine1").is_none_or(|s| s.is_empty()));
+    client
+        .cancel(proto::CancelRequest {
+            header: header(),
+            target: Some(proto::cancel_request::Target::JobId("train".into())),
+        })
+        .await
+        .unwrap();
+    let entries = reader.entries(&watch).await;
+    assert!(entries.values().all(|s| s.is_empty()), "{entries:?}");
+    controller.kill();
+}

@@ -48,6 +48,32 @@ fn invalid(field: impl Into<String>, reason: impl Into<String>) -> GrpcStatus {
     ValidationError::new(field, reason).into()
 }
 
+/// Refuse an announcement whose every occurrence has already ended when
+/// the controller receives it (a stale forecast: a retry long after the
+/// fact, an iteration announced after it ran); reserving it would hold
+/// capacity for traffic that is over. `end_of_first` is the first
+/// occurrence's end (its latest possible end where only rates are known).
+fn refuse_stale(
+    field: &str,
+    end_of_first: u64,
+    recurrence: Option<nt::Recurrence>,
+    now: u64,
+) -> Result<(), GrpcStatus> {
+    let last_end = recurrence.map_or(end_of_first, |r| {
+        end_of_first.saturating_add(r.period_ns.saturating_mul(u64::from(r.occurrences) - 1))
+    });
+    if last_end < now {
+        return Err(invalid(
+            field,
+            format!(
+                "the announced traffic ended {:.3} ms before the controller received it (a stale announcement); nothing was reserved",
+                (now - last_end) as f64 / 1e6
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// What a planning call took, for metrics.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PlanTiming {
@@ -517,6 +543,17 @@ impl Engine {
                         d.demand_id, existing.id
                     )));
                 }
+            }
+        }
+        // Stale announcements before anything is allocated.
+        for (i, d) in batch.demands.iter().enumerate() {
+            if answers[i].is_none() {
+                let end = d.start.resolve(reference).saturating_add(d.duration_ns());
+                let field = match d.start {
+                    nt::TimePoint::OffsetNs(_) => format!("demands[{i}].start_offset_ns"),
+                    nt::TimePoint::UnixNs(_) => format!("demands[{i}].start_unix_ns"),
+                };
+                refuse_stale(&field, end, d.recurrence, now)?;
             }
         }
         // Flow counts before anything is allocated.
@@ -1030,6 +1067,22 @@ impl Engine {
             }
         }
         let reference = c.reference_unix_ns.unwrap_or(now);
+        // With only a flow rate known, no flow carries more than the whole
+        // buffer: that bounds the end.
+        let longest_ns = match c.pacing {
+            nt::CollectivePacing::DurationNs(d) => d,
+            nt::CollectivePacing::FlowRateBps(r) => transfer_ns(c.size_bytes, r),
+        };
+        let field = match c.start {
+            nt::TimePoint::OffsetNs(_) => "collective.start_offset_ns",
+            nt::TimePoint::UnixNs(_) => "collective.start_unix_ns",
+        };
+        refuse_stale(
+            field,
+            c.start.resolve(reference).saturating_add(longest_ns),
+            c.recurrence,
+            now,
+        )?;
         let start = c.start.resolve(reference).max(now);
         let occurrences = c.recurrence.map_or(1, |r| r.occurrences as u64);
         let period = c.recurrence.map_or(0, |r| r.period_ns);
@@ -2011,6 +2064,72 @@ mod tests {
             "{}",
             err.message()
         );
+    }
+
+    #[test]
+    fn stale_announcements_are_refused_and_change_nothing() {
+        let mut e = engine();
+        let fresh = demand(
+            "fresh",
+            "10.0.1.1",
+            "10.0.2.1",
+            0,
+            10 * MS,
+            10_000_000_000,
+            None,
+        );
+        // Announced for T0, 10 ms long, received a second later.
+        let req = proto::SubmitDemandRequest {
+            header: header(),
+            reference_unix_ns: T0,
+            demands: vec![
+                demand(
+                    "late",
+                    "10.0.1.2",
+                    "10.0.2.2",
+                    0,
+                    10 * MS,
+                    10_000_000_000,
+                    None,
+                ),
+                fresh.clone(),
+            ],
+        };
+        let batch = req.validate().unwrap();
+        let err = e.submit_demands(&req, &batch, T0 + 1_000 * MS).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(
+            err.message().starts_with(
+                "demands[0].start_offset_ns: the announced traffic ended 990.000 ms before"
+            ),
+            "{}",
+            err.message()
+        );
+        assert!(e.state.reservations.is_empty(), "all or nothing");
+        // A recurrence whose later occurrences are still ahead is not stale.
+        let mut recurring = req.demands[0].clone();
+        recurring.recurrence = Some(proto::Recurrence {
+            period_ns: 600 * MS,
+            occurrences: 3,
+        });
+        let req = proto::SubmitDemandRequest {
+            demands: vec![recurring],
+            ..req
+        };
+        let batch = req.validate().unwrap();
+        assert!(e.submit_demands(&req, &batch, T0 + 1_000 * MS).is_ok());
+        // A collective whose window ended is refused too.
+        register(&mut e, &["10.0.1.1", "10.0.2.1"]);
+        let req = ring("ar", 16, 100 * MS, 200 * MS);
+        let c = req.validate().unwrap();
+        let err = e.submit_collective(&req, &c, T0 + 500 * MS).unwrap_err();
+        assert!(
+            err.message()
+                .starts_with("collective.start_offset_ns: the announced traffic ended 200.000 ms"),
+            "{}",
+            err.message()
+        );
+        assert_eq!(e.state.reservations.len(), 1);
     }
 
     #[test]

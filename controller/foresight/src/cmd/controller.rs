@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use super::target_args::TargetArgs;
 use crate::daemon::learning::LearningConfig;
+use crate::daemon::limits::Limits;
 use crate::daemon::telemetry::{MismatchTolerance, TelemetryConfig};
 use crate::daemon::{self, desired::Policy, Switches};
 use crate::fabric::{Endpoint, Pipeline};
@@ -148,6 +149,22 @@ pub struct ControllerCmd {
     /// compute between iterations.
     #[arg(long, default_value_t = 50.0)]
     learn_idle_ms: f64,
+    /// Live reservations one tenant may hold (0: no limit).
+    #[arg(long, default_value_t = Limits::default().live_per_tenant)]
+    max_live_reservations: usize,
+    /// Reservations one request may create (0: the protocol's 4096).
+    #[arg(long, default_value_t = Limits::default().new_per_request)]
+    max_new_reservations_per_request: usize,
+    /// Sustained NDSP requests per second per tenant (0: no limit).
+    #[arg(long, default_value_t = Limits::default().requests_per_s)]
+    max_requests_per_s: f64,
+    /// Requests a tenant may send at once above the sustained rate.
+    #[arg(long, default_value_t = Limits::default().burst)]
+    request_burst: f64,
+    /// Largest NDSP request the server decodes, in bytes (larger:
+    /// OUT_OF_RANGE before anything is read).
+    #[arg(long, default_value_t = 4 << 20)]
+    max_request_bytes: usize,
     /// Write a JSON file (pid, addresses) once every switch is reconciled.
     #[arg(long)]
     ready_file: Option<PathBuf>,
@@ -399,6 +416,22 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         } else {
             None
         },
+        limits: {
+            let rate = |name: &str, v: f64| {
+                if v.is_finite() && v >= 0.0 {
+                    Ok(v)
+                } else {
+                    bail!("{name}: want a number >= 0, got {v}")
+                }
+            };
+            Limits {
+                live_per_tenant: cmd.max_live_reservations,
+                new_per_request: cmd.max_new_reservations_per_request,
+                requests_per_s: rate("--max-requests-per-s", cmd.max_requests_per_s)?,
+                burst: rate("--request-burst", cmd.request_burst)?,
+            }
+        },
+        max_request_bytes: cmd.max_request_bytes.max(1024),
         ready_file: cmd.ready_file,
         switch_wait: std::time::Duration::from_secs_f64(cmd.switch_wait_s.clamp(0.0, 86_400.0)),
     };

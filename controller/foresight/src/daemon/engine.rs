@@ -387,6 +387,29 @@ impl Engine {
         (generation, warnings)
     }
 
+    /// Live reservations of `tenant`.
+    pub fn live_count(&self, tenant: &str) -> usize {
+        self.state
+            .reservations
+            .iter()
+            .filter(|r| r.tenant == tenant)
+            .count()
+    }
+
+    /// Demands of `batch` that are not live already (an identical
+    /// resubmission creates nothing).
+    pub fn new_demands(&self, batch: &nt::ValidatedDemandBatch) -> usize {
+        let tenant = &batch.ctx.tenant;
+        batch
+            .demands
+            .iter()
+            .filter(|d| {
+                self.live_index(tenant, &Subject::Demand(d.demand_id.clone()))
+                    .is_none()
+            })
+            .count()
+    }
+
     /// The registered jobs' hosts and ranks, for learning (T+5).
     pub fn job_hosts(&self) -> Vec<super::learning::JobHosts> {
         let mut out: Vec<_> = self

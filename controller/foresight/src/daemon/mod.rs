@@ -8,6 +8,7 @@
 //! * [`service`] — the NDSP gRPC service;
 //! * [`telemetry`] — INT report collector and link loads;
 //! * [`learning`] — T+5: jobs' iterations learned from INT, reserved ahead;
+//! * [`limits`] — what one tenant may ask (reservations, requests/s);
 //! * [`metrics`], [`http`], [`api`] — Prometheus and the admin endpoint.
 //!
 //! Here: start-up (reload state, start the switch tasks, reconcile), the
@@ -20,6 +21,7 @@ pub mod desired;
 pub mod engine;
 pub mod http;
 pub mod learning;
+pub mod limits;
 pub mod metrics;
 pub mod service;
 pub mod state;
@@ -47,6 +49,7 @@ use self::api::{
 use self::desired::{Compiler, Policy};
 use self::engine::{Engine, Reoptimization, Restored};
 use self::learning::{Learning, LearningConfig, Step};
+use self::limits::{Admission, Limits};
 use self::metrics::Metrics;
 use self::state::{Lifecycle, Reservation, State};
 use self::switches::SwitchHandle;
@@ -107,6 +110,10 @@ pub struct Config {
     /// Learn registered jobs' iterations from INT and reserve them ahead
     /// (T+5); needs the INT collector.
     pub learning: Option<LearningConfig>,
+    /// Per-tenant limits.
+    pub limits: Limits,
+    /// Largest NDSP request the server decodes, bytes.
+    pub max_request_bytes: usize,
 }
 
 /// A reservation changed (cancelled, re-planned): for `WatchEvents`.
@@ -177,6 +184,8 @@ pub struct Controller {
     election_id: u128,
     /// T+5 learning, when on.
     pub learning: Option<Arc<StdMutex<Learning>>>,
+    /// Per-tenant limits and request rates.
+    pub admission: Admission,
 }
 
 /// Acknowledgements of one commit, by switch.
@@ -909,6 +918,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         http_addr,
         election_id: config.election_id,
         learning,
+        admission: Admission::new(config.limits),
     });
     if let Some(l) = config.learning {
         {
@@ -982,7 +992,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     eprintln!("foresight controller: NDSP on {ndsp_addr}, metrics and admin on http://{http_addr} ({} switches)", endpoints.len());
     let service = ndsp::proto::demand_signaling_server::DemandSignalingServer::new(
         service::Ndsp::new(controller.clone()),
-    );
+    )
+    .max_decoding_message_size(config.max_request_bytes);
     // TCP_NODELAY: answers are several small writes; with Nagle and the
     // peer's delayed ACK each RPC would wait ~40 ms.
     let incoming = tokio_stream::StreamExt::map(

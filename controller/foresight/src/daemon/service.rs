@@ -153,6 +153,7 @@ impl DemandSignaling for Ndsp {
     ) -> Result<Response<proto::RegisterTopologyResponse>, Status> {
         let r = async {
             let topo = request.get_ref().validate()?;
+            self.c.admission.request(&topo.ctx.tenant, Instant::now())?;
             let job_id = topo.job_id.clone();
             let ranks = topo.ranks.len() as u32;
             let ((generation, warnings), _, _) = self
@@ -183,8 +184,15 @@ impl DemandSignaling for Ndsp {
         let received = Instant::now();
         let r = async {
             let batch = request.get_ref().validate()?;
+            self.c.admission.request(&batch.ctx.tenant, received)?;
             let ((records, timing, now, moved), took, changes) = self
                 .change(received, |inner, now| {
+                    let tenant = &batch.ctx.tenant;
+                    self.c.admission.reservations(
+                        tenant,
+                        inner.engine.live_count(tenant),
+                        inner.engine.new_demands(&batch),
+                    )?;
                     let (records, timing) =
                         inner
                             .engine
@@ -210,8 +218,13 @@ impl DemandSignaling for Ndsp {
         let received = Instant::now();
         let r = async {
             let collective = request.get_ref().validate()?;
+            self.c.admission.request(&collective.ctx.tenant, received)?;
             let ((record, timing, now, moved), took, changes) = self
                 .change(received, |inner, now| {
+                    let tenant = &collective.ctx.tenant;
+                    self.c
+                        .admission
+                        .reservations(tenant, inner.engine.live_count(tenant), 1)?;
                     let (record, timing) =
                         inner
                             .engine
@@ -238,6 +251,7 @@ impl DemandSignaling for Ndsp {
         let received = Instant::now();
         let r = async {
             let cancel = request.get_ref().validate()?;
+            self.c.admission.request(&cancel.ctx.tenant, received)?;
             let ((records, moved), took, changes) = self
                 .change(received, |inner, now| {
                     let records = inner.engine.cancel(&cancel)?;
@@ -271,6 +285,7 @@ impl DemandSignaling for Ndsp {
         let received = Instant::now();
         let r = async {
             let deviation = request.get_ref().validate()?;
+            self.c.admission.request(&deviation.ctx.tenant, received)?;
             let ((records, timing), took, changes) = self
                 .change(received, |inner, now| {
                     inner.engine.deviation(&deviation, now)

@@ -1,0 +1,143 @@
+//! Per-tenant limits on a running controller (its switches are down: no
+//! BMv2 needed): a tenant over its live reservations, over its request
+//! rate, or sending an oversized request is refused with
+//! RESOURCE_EXHAUSTED (OUT_OF_RANGE for the size) naming the limit, and
+//! nothing changes; another tenant is not affected.
+
+mod common;
+
+use common::*;
+use ndsp::proto::{self, cancel_request};
+
+fn as_tenant(tenant: &str, mut h: Option<proto::RequestHeader>) -> Option<proto::RequestHeader> {
+    h.as_mut().unwrap().tenant = tenant.into();
+    h
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_are_held_to_their_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let switches = dir.path().join("switches.yaml");
+    std::fs::write(
+        &switches,
+        "leaf1: {addr: \"127.0.0.1:1\"}\nleaf2: {addr: \"127.0.0.1:1\"}\nspine1: {addr: \"127.0.0.1:1\"}\nspine2: {addr: \"127.0.0.1:1\"}\n",
+    )
+    .unwrap();
+    let controller = Controller::spawn(
+        dir.path(),
+        &switches,
+        50,
+        &[
+            "--switch-wait-s",
+            "0",
+            "--max-live-reservations",
+            "3",
+            "--max-requests-per-s",
+            "0.1",
+            "--request-burst",
+            "6",
+            "--max-request-bytes",
+            "65536",
+        ],
+    );
+    let mut client = controller.client().await;
+    let submit = |tenant: &str, ids: &[&str]| proto::SubmitDemandRequest {
+        header: as_tenant(tenant, header()),
+        reference_unix_ns: 0,
+        demands: ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                demand(
+                    id,
+                    "10.0.1.1",
+                    "10.0.2.1",
+                    1_000_000_000 + i as u64,
+                    10_000_000,
+                    1_000_000,
+                    None,
+                )
+            })
+            .collect(),
+    };
+    let list = |tenant: &str| proto::ListReservationsRequest {
+        header: as_tenant(tenant, header()),
+        ..Default::default()
+    };
+    // Requests 1 and 2 of 6 in the burst: three live reservations.
+    client
+        .submit_demand(submit("a", &["d1", "d2"]))
+        .await
+        .unwrap();
+    client.submit_demand(submit("a", &["d3"])).await.unwrap();
+    // 3: a fourth is over the live limit; nothing is reserved.
+    let e = client
+        .submit_demand(submit("a", &["d4"]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+    assert!(
+        e.message().contains("holds 3 live reservations")
+            && e.message().contains("--max-live-reservations"),
+        "{}",
+        e.message()
+    );
+    // 4: resubmitting a live demand creates nothing and is answered.
+    client.submit_demand(submit("a", &["d3"])).await.unwrap();
+    let live = client
+        .list_reservations(list("a"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(live.reservations.len(), 3);
+    // Another tenant has its own limits.
+    client.submit_demand(submit("b", &["d1"])).await.unwrap();
+    // 5 and 6 use the rest of tenant a's burst; 7 is over the rate.
+    for _ in 0..2 {
+        let e = client
+            .cancel(proto::CancelRequest {
+                header: as_tenant("a", header()),
+                target: Some(cancel_request::Target::DemandId("nothing".into())),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound);
+    }
+    let e = client
+        .cancel(proto::CancelRequest {
+            header: as_tenant("a", header()),
+            target: Some(cancel_request::Target::DemandId("d1".into())),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{}", e.message());
+    assert!(
+        e.message().contains("--max-requests-per-s"),
+        "{}",
+        e.message()
+    );
+    assert_eq!(
+        client
+            .list_reservations(list("a"))
+            .await
+            .unwrap()
+            .into_inner()
+            .reservations
+            .len(),
+        3,
+        "the refused cancel changed nothing"
+    );
+    // A request over --max-request-bytes is refused before it is read.
+    let ids: Vec<String> = (0..2000).map(|i| format!("big-{i:04}")).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let e = client.submit_demand(submit("c", &ids)).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::OutOfRange, "{}", e.message());
+    assert!(client
+        .list_reservations(list("c"))
+        .await
+        .unwrap()
+        .into_inner()
+        .reservations
+        .is_empty());
+    controller.kill();
+}

@@ -106,6 +106,9 @@ pub struct ReservationSummary {
     pub end_unix_ns: u64,
     pub install_unix_ns: Option<u64>,
     pub revision: u64,
+    /// Made by the controller from the job's learned iterations (T+5).
+    #[serde(default)]
+    pub predicted: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -341,6 +344,7 @@ pub mod tests {
             end_unix_ns: 11_000_000,
             install_unix_ns: None,
             revision: 1,
+            predicted: false,
         }
     }
 

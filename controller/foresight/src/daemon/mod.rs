@@ -595,6 +595,7 @@ impl Controller {
                 end_unix_ns: r.end_unix_ns(),
                 install_unix_ns: r.install_unix_ns(self.lead_ns),
                 revision: r.revision,
+                predicted: r.predicted,
             }
         };
         for r in &engine.state.reservations {

@@ -48,8 +48,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import lab as labmod  # noqa: E402
+import shaper as shapermod  # noqa: E402
 
 MODES = ("ecmp5", "qp", "foresight")
+# The RoCE queue (DSCP 24, data and ACKs) and the queue of reserved traffic
+# when it has its own (the controller's default traffic class).
+ROCE_QUEUE, RESERVED_QUEUE = 3, 5
 # Ingress drop reasons worth counting per run (p4src/README.md, "Drop reasons").
 DROP_REASONS = (1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13)
 
@@ -109,17 +113,18 @@ class Experiment:
         if self.controller_mode == key:
             return
         self.lab.stop_controller()
-        # Reserved traffic in the RoCE queue (3), like everything else: BMv2
-        # rate-limits each priority queue on its own, so a queue of its own
-        # would give reserved flows a second link's worth of rate.
+        # Reserved traffic in the RoCE queue (3) like everything else; or,
+        # with --reserved-queue own, in a queue of its own (5) with its own
+        # ECN profile and the port shaped across queues (shaper.py).
+        tc = RESERVED_QUEUE if self.args.reserved_queue == "own" else ROCE_QUEUE
         extra = ["--ecmp-hash", "five-tuple" if mode == "ecmp5" else "qp-aware",
-                 "--hash-seed", self.args.hash_seed, "--reserved-tc", "3",
+                 "--hash-seed", self.args.hash_seed, "--reserved-tc", str(tc),
                  "--headroom", "1.0", "--lead-time-ms", str(self.args.lead_time_ms)]
         if not predrain:
             extra += ["--predrain-probability", "0"]
         if not self.args.lowered_ecn:
-            # The lowered profile marks every flow of the port, reserved ones
-            # included (one queue); the lab relies on pre-drain by default.
+            # No lowered profile: the static one stays on reserved ports and
+            # pre-drain alone slows the competing flows down.
             extra += ["--lowered-ecn", "10,50,13107"]
         if self.int_reports:
             # Only when INT is measured: report copies cross the fabric to
@@ -209,8 +214,12 @@ class Experiment:
         for (src, dst, qp), c in sorted(conns.items()):
             gbps = c["pps"] / self.port_pps * self.host_gbps
             if c["kind"] == "collective":
-                # The job forecasts its NIC's line rate, shared by the channels.
-                gbps = self.host_gbps / self.args.channels
+                # The job forecasts its NIC's line rate, shared by the
+                # channels; with the port shaped (--reserved-queue own), the
+                # rate the NIC sends at, as a reservation of the full line
+                # rate would leave the port's other traffic nothing.
+                share = self.args.nic_fraction if self.args.reserved_queue == "own" else 1.0
+                gbps = self.host_gbps * share / self.args.channels
                 dur_ms = ideal * 1e3 * 1.25
                 demands.append({"id": f"{tag}-ring-{src}-{dst}-{qp}", "src": f.ip(src), "dst": f.ip(dst), "qp": qp,
                                 "bytes": int(gbps * 1e9 / 8 * dur_ms / 1e3), "rate_gbps": gbps,
@@ -241,6 +250,28 @@ class Experiment:
                         g["line_rate_pps"] *= fl["accepted_bps"] / fl["requested_bps"]
         return reserved, len(flows), [d["id"] for d in demands]
 
+    def port_shaper(self, reservations_path):
+        """The port shaper for this run's reservations (shaper.py)."""
+        with open(reservations_path) as fh:
+            reservations = json.load(fh)
+        f = self.lab.fabric
+        unshaped = {(f.hosts[self.lab.collector]["leaf"], f.hosts[self.lab.collector]["port"])} \
+            if self.lab.collector else set()
+        port_pps = {k: self.lab.rate_pps(g) for k, g in f.port_gbps().items() if k not in unshaped}
+        pps_of_bps = lambda bps: bps / 1e9 * self.args.pps_per_gbps  # noqa: E731
+        data_queues = [q for q in range(8) if q != shapermod.CNP_QUEUE]
+        steps = shapermod.schedule(reservations, port_pps, int(self.args.lead_time_ms * 1e6),
+                                   pps_of_bps, RESERVED_QUEUE, data_queues)
+        for _, sw, port, rates in steps:
+            total = shapermod.port_total(rates, RESERVED_QUEUE, ROCE_QUEUE)
+            if total > port_pps[(sw, port)]:
+                raise RuntimeError(f"shaper would give {sw}:{port} {total} packets/s")
+
+        def base(sw):
+            return [f"set_queue_rate {pps} {port}" for (s, port), pps in sorted(port_pps.items())
+                    if s == sw]
+        return shapermod.Shaper(self.lab, steps, base)
+
     def tx_counters(self):
         """Packets sent per (switch, port) from the P4 tx_port counters."""
         out = {}
@@ -267,9 +298,12 @@ class Experiment:
             fh.write(self.lab.fabric.path + "\n")
         reserved = total = 0
         demand_ids = []
+        shaper = None
         if mode == "foresight":
             reserved, total, demand_ids = self.forecast(s, ring_start, ideal,
                                                         os.path.join(raw, "forecast.json"), tag)
+            if self.args.reserved_queue == "own":
+                shaper = self.port_shaper(os.path.join(raw, "reservations.json")).start()
         spec_path = os.path.join(raw, "spec.json")
         with open(spec_path, "w") as fh:
             json.dump(s, fh)
@@ -290,6 +324,10 @@ class Experiment:
                  "--linger-ms", str(3 * self.args.rto_ms),
                  "--ack-every", "16", "--ack-delay-ms", str(self.args.ack_delay_ms), "--quiet"], stdout=logf, stderr=subprocess.STDOUT)
         codes = {h: p.wait() for h, p in procs.items()}
+        if shaper:
+            shaper.stop()
+            if shaper.errors:
+                raise RuntimeError(f"port shaper: {shaper.errors[0]}")
         after = self.tx_counters()
         if collector:
             collector.terminate()
@@ -459,7 +497,12 @@ def main():
         p.add_argument("--background-share", type=float, default=0.3,
                        help="background flow rate as a fraction of a NIC's")
         p.add_argument("--lowered-ecn", action="store_true",
-                       help="lower the DCQCN thresholds of reserved ports (off: pre-drain only)")
+                       help="lower the DCQCN thresholds of reserved ports for competing traffic "
+                            "(off: pre-drain only)")
+        p.add_argument("--reserved-queue", choices=("own", "shared"), default="shared",
+                       help="reserved traffic shares the RoCE queue (3); or has its own queue (5) with its "
+                            "own ECN profile and the port shaped across queues (shaper.py; see the README "
+                            "for why it is not the default yet)")
         p.add_argument("--rto-ms", type=float, default=1000.0,
                        help="go-back-N timeout: above the deepest queueing delay of a path")
         p.add_argument("--background-lead-ms", type=int, default=1500,

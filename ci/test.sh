@@ -33,6 +33,8 @@ if [ -n "$have_tofino_p4c" ]; then suite p4-tna-artifacts p4src/compile.sh --che
 else skip "TNA artifact freshness check (p4src/compile.sh --check --tna)" "the Tofino p4c (p4c-barefoot) not found in $tofino_prefix/bin"; fi
 # The TNA program's decision tables against the v1model logic (no compiler needed).
 suite p4-tna-decisions python3 p4src/tna/check_decisions.py
+# The lab's port shaper on a recorded run's reservations (no root, no BMv2).
+suite bmv2-lab-shaper python3 bmv2-lab/test_shaper.py
 
 # 3. PTF packet tests of the data plane on BMv2.
 if [ -x ptf-tests/run.sh ]; then

@@ -1,4 +1,5 @@
-"""ECN marking as a DCQCN congestion point (per-port Kmin/Kmax/Pmax).
+"""ECN marking as a DCQCN congestion point (Kmin/Kmax/Pmax per port, and
+per queue above it).
 
 BMv2 quirk that bites here: an egress queue only builds up when it is
 rate-limited, and rate and depth are set through the Thrift CLI
@@ -48,7 +49,7 @@ class DcqcnThresholds(DcqcnBase):
         s1 = self.sw["s1"]
         self.route("s1", "10.2.0.0", 16, 2)
         s1.insert("ecn.dcqcn_port", {"egress_port": 2}, "ecn.set_dcqcn",
-                  {"kmin": KMIN, "kmax": KMAX, "pmax": 0})
+                  {"kmin": KMIN, "kmax": KMAX, "pmax": 0}, priority=1)
         self.set_queue("s1", 2, RATE_PPS, depth=64)
 
         ecn_out, drained = self.burst(ecn=2, first_id=100)     # ECT(0)
@@ -89,12 +90,12 @@ class DcqcnRuntimeChange(DcqcnBase):
         s1 = self.sw["s1"]
         self.route("s1", "10.2.0.0", 16, 2)
         s1.insert("ecn.dcqcn_port", {"egress_port": 2}, "ecn.set_dcqcn",
-                          {"kmin": 0, "kmax": 0, "pmax": 0})
+                          {"kmin": 0, "kmax": 0, "pmax": 0}, priority=1)
         self.set_queue("s1", 2, RATE_PPS, depth=64)
         ecn_out, drained = self.burst(ecn=2, first_id=900)
         self.assertTrue(all(e == 3 for e in ecn_out[drained + 1:]), ecn_out)
         s1.modify("ecn.dcqcn_port", {"egress_port": 2}, "ecn.set_dcqcn",
-                  {"kmin": 1000, "kmax": 2000, "pmax": 65535})
+                  {"kmin": 1000, "kmax": 2000, "pmax": 65535}, priority=1)
         ecn_out, _ = self.burst(ecn=2, first_id=1100)
         self.assertEqual(ecn_out, [2] * N)
 
@@ -127,7 +128,7 @@ class DcqcnRampProbability(DcqcnBase):
         s1 = self.sw["s1"]
         self.route("s1", "10.2.0.0", 16, 2)
         s1.insert("ecn.dcqcn_port", {"egress_port": 2}, "ecn.set_dcqcn",
-                  {"kmin": self.KMIN, "kmax": self.KMAX, "pmax": self.PMAX})
+                  {"kmin": self.KMIN, "kmax": self.KMAX, "pmax": self.PMAX}, priority=1)
         self.set_queue("s1", 2, RATE_PPS, depth=self.N + 16)
 
         flows = [Flow("10.1.0.1", "10.2.0.1", sport=49152, qp=0x78, ip_id=2000 + i)
@@ -183,3 +184,70 @@ class DcqcnRampProbability(DcqcnBase):
             self.assertTrue(w_lo > window[1] or w_hi < window[0],
                             "the window cannot tell the ramp from %s (%.1f..%.1f)"
                             % (name, w_lo, w_hi))
+
+
+def ecn_of(frame):
+    """The IPv4 ECN bits of a frame, under an MPLS label stack or not."""
+    at, ethertype = 14, int.from_bytes(frame[12:14], "big")
+    if ethertype == 0x8847:
+        while True:
+            bottom = frame[at + 2] & 1
+            at += 4
+            if bottom:
+                break
+    return frame[at + 1] & 3
+
+
+class DcqcnReservedQueueKeepsItsProfile(FsTest):
+    """What the controller installs around a reserved burst: the lowered
+    profile for every queue of the port (priority 10, above the static
+    entry) and the reserved queue's own profile (qid 5, priority 20). Into
+    a rate-limited port, competing RoCE packets (queue 3) are CE-marked
+    once their queue holds any packet, while the reserved flow's packets
+    (SR, traffic class 5) in their own queue are not. Without the reserved
+    queue's entry the same burst marks them too (the bug the entry fixes)."""
+
+    N = 8
+
+    def burst(self, first_id):
+        pkts = []
+        for i in range(self.N):
+            competing = Flow("10.1.0.1", "10.2.0.1", sport=49152, qp=0x40, ip_id=first_id + i)
+            reserved = Flow("10.1.0.1", "10.2.0.1", sport=49152, qp=0x555,
+                            ip_id=first_id + 100 + i)
+            pkts += [competing.packet(HOST_MAC, sw_mac("s1", 1), ecn=2, dscp=24),
+                     reserved.packet(HOST_MAC, sw_mac("s1", 1), ecn=2, dscp=24)]
+        for p in pkts:
+            self.send("s1", 1, p)
+        out = {}
+        for _ in range(2 * self.N):
+            frame = self.receive("s1", 2, timeout=10)
+            reserved = int.from_bytes(frame[12:14], "big") == 0x8847
+            out.setdefault("reserved" if reserved else "competing", []).append(ecn_of(frame))
+        return out
+
+    def runTest(self):
+        s1 = self.sw["s1"]
+        self.route("s1", "10.2.0.0", 16, 2)
+        s1.insert("qos.dscp_priority", {"dscp": 24}, "qos.set_priority", {"priority": 3})
+        s1.insert("sr.reservation", {"dst_qp": (0x555, 0xffffff)}, "sr.push_2",
+                  {"tc": 5, "label0": 1002, "label1": 1099}, priority=10)
+        self.adjacency("s1", 2)
+        never = {"kmin": 100000, "kmax": 200000, "pmax": 0}
+        s1.insert("ecn.dcqcn_port", {"egress_port": 2}, "ecn.set_dcqcn", never, priority=1)
+        s1.insert("ecn.dcqcn_port", {"egress_port": 2}, "ecn.set_dcqcn",
+                  {"kmin": 0, "kmax": 0, "pmax": 0}, priority=10)
+        own = s1.insert("ecn.dcqcn_port", {"egress_port": 2, "qid": (5, 0x7)},
+                        "ecn.set_dcqcn", never, priority=20)
+        self.set_queue("s1", 2, 10, depth=64)
+
+        out = self.burst(3000)
+        print("\n  ECN out with the reserved queue's profile:", out)
+        self.assertEqual(out["reserved"], [2] * self.N, "reserved packets were marked")
+        self.assertGreaterEqual(out["competing"].count(3), self.N // 2, out)
+
+        s1.delete(own)
+        out = self.burst(4000)
+        print("  ECN out without it:", out)
+        self.assertGreaterEqual(out["reserved"].count(3), self.N // 2,
+                                "the lowered profile should mark reserved packets without their own entry")

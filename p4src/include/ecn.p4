@@ -6,9 +6,13 @@
 //     Kmin < q <= Kmax   mark with probability Pmax * (q - Kmin) / (Kmax - Kmin)
 //     q > Kmax           mark
 // Kmin/Kmax are in packets (BMv2 counts queue depth in packets) and Pmax in
-// 1/65536 (65535 ~ 1.0); FsEgress.ecn.dcqcn_port holds one profile per port
-// and the controller rewrites it at run time. Ports without a profile never
-// mark on queue depth.
+// 1/65536 (65535 ~ 1.0). FsEgress.ecn.dcqcn_port holds the profiles per
+// (egress port, queue): the queue is ternary, so a port's profile is one
+// entry for all its queues, and a higher-priority entry gives one queue its
+// own (the controller lowers a port's thresholds around a reserved burst
+// for every queue but the reserved one, so reserved traffic is not marked
+// by its own protection). Ports without a profile never mark on queue
+// depth.
 //
 // Pre-drain: FsEgress.ecn.predrain lists competing flows per egress port
 // that the controller wants slowed before a reserved burst arrives; a match
@@ -48,6 +52,8 @@ control Ecn(inout headers_t hdr, inout fs_metadata_t meta,
     table dcqcn_port {
         key = {
             sm.egress_port : exact @name("egress_port");
+            // The packet's priority queue, chosen in ingress (qos).
+            sm.priority    : ternary @name("qid");
         }
         actions = {
             set_dcqcn;

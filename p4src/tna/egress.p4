@@ -37,6 +37,9 @@ control Ecn(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta,
     table dcqcn_port {
         key = {
             eg_intr_md.egress_port : exact @name("egress_port");
+            // The packet's egress queue, its low 3 bits (the traffic
+            // class, as v1model's priority: 8 queues per port).
+            eg_intr_md.egress_qid[2:0] : ternary @name("qid");
         }
         actions = {
             set_dcqcn;

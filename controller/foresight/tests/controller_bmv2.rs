@@ -6,7 +6,7 @@
 //! * a 16-rank ring all-reduce (and two host demands, one of which falls
 //!   back to ECMP) produces exactly the expected entries — SR push and INT
 //!   watch at the ingress leaves, lowered DCQCN thresholds on every port of
-//!   the reserved paths, pre-drain marks for the competing fallback flow —
+//!   the reserved paths (but not for the reserved queue), pre-drain marks for the competing fallback flow —
 //!   on the right switches, no earlier than start − lead, before the start,
 //!   and they disappear at expiry;
 //! * malformed NDSP messages are rejected with the field named and change
@@ -293,7 +293,8 @@ async fn demand_installs_expected_entries_at_lead_time_and_removes_them_at_expir
             want.get(sw).unwrap_or(&BTreeSet::new()),
             "SR/INT entries of {sw}"
         );
-        // DCQCN: the baseline, with the ports of reserved paths lowered.
+        // DCQCN: the baseline, with the ports of reserved paths lowered
+        // for every queue but the reserved one.
         let dcqcn: BTreeSet<String> = set
             .iter()
             .filter(|l| table_of(l) == "FsEgress.ecn.dcqcn_port")
@@ -310,11 +311,16 @@ async fn demand_installs_expected_entries_at_lead_time_and_removes_them_at_expir
                 .unwrap()
                 .parse()
                 .unwrap();
-            want_dcqcn.insert(if busy.contains(&(sw.clone(), port)) {
-                lowered(port)
-            } else {
-                line.clone()
-            });
+            // The static entry stays; a busy port gets the lowered profile
+            // for all queues and the static one again for the reserved
+            // queue (5), above it.
+            want_dcqcn.insert(line.clone());
+            if busy.contains(&(sw.clone(), port)) {
+                want_dcqcn.insert(lowered(port));
+                want_dcqcn.insert(format!(
+                    "FsEgress.ecn.dcqcn_port|egress_port={port},qid=5&&&7|FsEgress.ecn.set_dcqcn(kmax=50,kmin=10,pmax=13107)"
+                ));
+            }
         }
         assert_eq!(dcqcn, want_dcqcn, "DCQCN thresholds of {sw}");
         // Pre-drain: only the fallback flow, only on ports reservations use.

@@ -1,6 +1,7 @@
-//! ECN state around a reserved burst: per-port DCQCN marking profiles (the
-//! static one, and the lowered one a port gets while it is about to carry,
-//! or carries, a reservation) and per-flow pre-drain entries that CE-mark
+//! ECN state around a reserved burst: DCQCN marking profiles per (port,
+//! queue) (the static one of every port, and while a port is about to
+//! carry, or carries, a reservation: the lowered one for its competing
+//! queues and its own for the reserved queue) and per-flow pre-drain entries that CE-mark
 //! known competing flows on those ports so their senders back off before
 //! the burst arrives.
 
@@ -53,12 +54,27 @@ pub const PREDRAIN_PRIORITY: i32 = 100;
 /// Default pre-drain marking probability, in 1/65536: always.
 pub const PREDRAIN_ALWAYS: u16 = 0xffff;
 
-/// The `dcqcn_port` entry of one egress port (written with MODIFY when the
-/// profile changes: the key stays the same).
-pub fn dcqcn_entry(port: u16, profile: EcnProfile) -> Object {
+/// Priority of a port's profile for all its queues.
+pub const DCQCN_PORT_PRIORITY: i32 = 1;
+/// Priority of the lowered profile around a reserved burst (all queues).
+pub const DCQCN_LOWERED_PRIORITY: i32 = 10;
+/// Priority of the reserved queue's own profile during the burst.
+pub const DCQCN_RESERVED_PRIORITY: i32 = 20;
+
+/// A `dcqcn_port` entry: `profile` for `queue` of `port` (every queue
+/// when `None`) at `priority`.
+fn dcqcn(port: u16, queue: Option<u8>, profile: EcnProfile, priority: i32) -> Object {
+    let qid = match queue {
+        Some(q) => format!("{q}&&&0x7"),
+        None => "0&&&0".to_string(),
+    };
     Object::Entry(EntrySpec {
         table: names::DCQCN_PORT.into(),
-        matches: [("egress_port".to_string(), port.to_string())].into(),
+        matches: [
+            ("egress_port".to_string(), port.to_string()),
+            ("qid".to_string(), qid),
+        ]
+        .into(),
         action: Some(names::SET_DCQCN.into()),
         params: [
             ("kmin".to_string(), profile.kmin.to_string()),
@@ -66,10 +82,32 @@ pub fn dcqcn_entry(port: u16, profile: EcnProfile) -> Object {
             ("pmax".to_string(), profile.pmax.to_string()),
         ]
         .into(),
-        priority: None,
+        priority: Some(priority),
         group: None,
         member: None,
     })
+}
+
+/// The static profile of one egress port, for all its queues.
+pub fn dcqcn_entry(port: u16, profile: EcnProfile) -> Object {
+    dcqcn(port, None, profile, DCQCN_PORT_PRIORITY)
+}
+
+/// What a port carries while a reservation is near or running, above its
+/// static entry: the lowered profile for every queue, and for the reserved
+/// queue `reserved_tc` its own profile (`reserved`), so the thresholds
+/// that slow competing senders down do not mark the reserved flows. Both
+/// go when the reservation ends and the static entry rules again.
+pub fn dcqcn_burst_entries(
+    port: u16,
+    lowered: EcnProfile,
+    reserved_tc: u8,
+    reserved: EcnProfile,
+) -> [Object; 2] {
+    [
+        dcqcn(port, None, lowered, DCQCN_LOWERED_PRIORITY),
+        dcqcn(port, Some(reserved_tc), reserved, DCQCN_RESERVED_PRIORITY),
+    ]
 }
 
 /// A competing flow to CE-mark on `port`: `predrain_mark(probability)`.
@@ -108,6 +146,24 @@ mod tests {
     fn lowered_profile_marks_earlier() {
         let (base, low) = (EcnProfile::default(), EcnProfile::lowered());
         assert!(low.kmin < base.kmin && low.kmax < base.kmax && low.pmax > base.pmax);
+    }
+
+    #[test]
+    fn a_burst_lowers_every_queue_but_the_reserved_one() {
+        let entries = dcqcn_burst_entries(4, EcnProfile::lowered(), 5, EcnProfile::default());
+        let [Object::Entry(all), Object::Entry(reserved)] = &entries else {
+            panic!("not entries")
+        };
+        assert_eq!(all.matches["qid"], "0&&&0");
+        assert_eq!(all.params["kmin"], "2");
+        assert_eq!(reserved.matches["qid"], "5&&&0x7");
+        assert_eq!(reserved.params["kmin"], "10");
+        // The reserved queue's entry wins over the lowered one, which wins
+        // over the port's static entry.
+        let Object::Entry(base) = dcqcn_entry(4, EcnProfile::default()) else {
+            panic!("not an entry")
+        };
+        assert!(reserved.priority > all.priority && all.priority > base.priority);
     }
 
     #[test]

@@ -103,10 +103,10 @@ pub struct ControllerCmd {
     /// polarised fabric). The planner predicts ECMP fallback paths with it.
     #[arg(long, default_value = "per-switch")]
     hash_seed: SeedPolicy,
-    /// BMv2 priority queue (MPLS traffic class) of reserved traffic, 0-7.
-    /// The lab uses the RoCE queue (3), because BMv2 rate-limits each
-    /// priority queue separately: a queue of its own would give reserved
-    /// traffic a second link's worth of rate.
+    /// Priority queue (MPLS traffic class) of reserved traffic, 0-7. It
+    /// keeps its own DCQCN profile while the lowered one applies to the
+    /// port's other queues. The port's scheduler must cap it at what is
+    /// reserved (BMv2 rate-limits each queue alone: bmv2-lab/shaper.py).
     #[arg(long, default_value_t = installer::reservations::RESERVED_TC,
           value_parser = clap::value_parser!(u8).range(0..=7))]
     reserved_tc: u8,

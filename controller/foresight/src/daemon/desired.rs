@@ -5,9 +5,10 @@
 //!
 //! * at its ingress leaf, the SR push entry (label stack and priority
 //!   queue) and the INT watch entry;
-//! * on every port of its path, the lowered DCQCN profile (a MODIFY of the
-//!   port's static `dcqcn_port` entry, restored when no reservation needs
-//!   the port any more);
+//! * on every port of its path, the lowered DCQCN profile for every queue
+//!   but the reserved one, which keeps its own (two `dcqcn_port` entries
+//!   above the port's static one, removed when no reservation needs the
+//!   port any more);
 //! * on those ports, a pre-drain entry for every known competing flow: a
 //!   flow the controller knows of that is not reserved (ECMP fallback),
 //!   whose ECMP path crosses the port while the reservation is installed.
@@ -23,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
-use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile};
+use installer::ecn::{dcqcn_burst_entries, predrain_entry, EcnProfile};
 use installer::intent::{Key, Resolved};
 use installer::reservations::{host_pair_watch_entry, ReservedFlow};
 use installer::static_state::{
@@ -74,7 +75,8 @@ pub struct Compiler {
     devices: Arc<Devices>,
     policy: Policy,
     base: BTreeMap<String, Resolved>,
-    lowered: HashMap<(String, u16), Resolved1>,
+    /// The burst entries of every port (see `dcqcn_burst_entries`).
+    lowered: HashMap<(String, u16), Vec<Resolved1>>,
     flows: HashMap<(String, u64, usize), Arc<FlowEntities>>,
     predrain: HashMap<(String, u64, usize, String, u16), Arc<Resolved1>>,
     /// INT watch of learned jobs' host pairs, by source leaf (T+5).
@@ -102,7 +104,7 @@ fn resolve_one(
 /// service, and the lowered DCQCN entry of every port.
 type Base = (
     BTreeMap<String, Resolved>,
-    HashMap<(String, u16), Resolved1>,
+    HashMap<(String, u16), Vec<Resolved1>>,
 );
 
 fn base_state(
@@ -129,13 +131,18 @@ fn base_state(
     let mut lowered = HashMap::new();
     for (name, intent) in &intents {
         let resolved = intent.resolve(name, info, devices)?;
-        // Every port with a static DCQCN profile can be lowered.
+        // Every port with a static DCQCN profile can be lowered (all but
+        // the reserved queue, which keeps the static profile).
         for o in &intent.objects {
             if let Object::Entry(e) = o {
                 if e.table == installer::names::DCQCN_PORT {
                     let port: u16 = e.matches["egress_port"].parse().expect("ports are numbers");
-                    let r = resolve_one(name, dcqcn_entry(port, policy.lowered), info, devices)?;
-                    lowered.insert((name.clone(), port), r);
+                    let entries =
+                        dcqcn_burst_entries(port, policy.lowered, policy.reserved_tc, policy.ecn)
+                            .into_iter()
+                            .map(|o| resolve_one(name, o, info, devices))
+                            .collect::<Result<Vec<_>, _>>()?;
+                    lowered.insert((name.clone(), port), entries);
                 }
             }
         }
@@ -314,11 +321,11 @@ impl Compiler {
                     .or_insert_with(|| e.watch.1.clone());
                 for h in &f.hops {
                     let k = (h.switch.clone(), h.port);
-                    if let Some((key, entity)) = self.lowered.get(&k) {
-                        out.get_mut(&h.switch)
-                            .expect("hop in fabric")
-                            .entities
-                            .insert(key.clone(), entity.clone());
+                    if let Some(entries) = self.lowered.get(&k) {
+                        let sw = out.get_mut(&h.switch).expect("hop in fabric");
+                        for (key, entity) in entries {
+                            sw.entities.insert(key.clone(), entity.clone());
+                        }
                     }
                     busy.entry(k)
                         .or_default()

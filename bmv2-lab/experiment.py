@@ -250,6 +250,13 @@ class Experiment:
                         g["line_rate_pps"] *= fl["accepted_bps"] / fl["requested_bps"]
         return reserved, len(flows), [d["id"] for d in demands]
 
+    def ack_class(self):
+        """With reserved traffic in its own queue, ACKs and NAKs ride the
+        CNP class (DSCP 48, queue 7, above data) in every mode, as fabrics
+        that give control packets a class of their own do; otherwise the
+        flow's own class."""
+        return ["--ack-dscp", "48"] if self.args.reserved_queue == "own" else []
+
     def port_shaper(self, reservations_path):
         """The port shaper for this run's reservations (shaper.py)."""
         with open(reservations_path) as fh:
@@ -322,7 +329,8 @@ class Experiment:
                 [self.rocegen, "run", "--spec", spec_path, "--host", h, "--out", raw,
                  "--timeout-s", f"{timeout:.0f}", "--rto-ms", str(self.args.rto_ms),
                  "--linger-ms", str(3 * self.args.rto_ms),
-                 "--ack-every", "16", "--ack-delay-ms", str(self.args.ack_delay_ms), "--quiet"], stdout=logf, stderr=subprocess.STDOUT)
+                 "--ack-every", "16", "--ack-delay-ms", str(self.args.ack_delay_ms), "--quiet",
+                 *self.ack_class()], stdout=logf, stderr=subprocess.STDOUT)
         codes = {h: p.wait() for h, p in procs.items()}
         if shaper:
             shaper.stop()

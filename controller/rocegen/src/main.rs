@@ -100,6 +100,9 @@ struct RunArgs {
     /// ...or this long after the first unacknowledged packet.
     #[arg(long, default_value_t = 2.0)]
     ack_delay_ms: f64,
+    /// DSCP of ACKs and NAKs (default: the flow's own DSCP).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=63))]
+    ack_dscp: Option<u8>,
     #[arg(long, default_value_t = 5.0)]
     rate_sample_ms: f64,
     /// Keep answering after our own flows are done (peer's lost last ACK).
@@ -181,6 +184,7 @@ fn real_main() -> Result<ExitCode> {
             o.tlp_ns = ms(a.tlp_ms);
             o.ack_every = a.ack_every.max(1);
             o.ack_delay_ns = ms(a.ack_delay_ms);
+            o.ack_dscp = a.ack_dscp;
             o.rate_sample_ns = ms(a.rate_sample_ms).max(100_000);
             o.linger_ns = ms(a.linger_ms);
             o.quiet = a.quiet;

@@ -40,6 +40,10 @@ pub struct RunOpts {
     pub ack_every: u32,
     /// ...or this long after the first unacknowledged one.
     pub ack_delay_ns: u64,
+    /// DSCP of ACKs and NAKs; `None`: the flow's own (as a NIC does by
+    /// default). A class above data keeps them flowing when strict-priority
+    /// reserved traffic fills a port.
+    pub ack_dscp: Option<u8>,
     pub rate_sample_ns: u64,
     /// Keep answering (re-ACKing) this long after our own work is done, so
     /// a peer whose last ACK was lost can still finish.
@@ -61,6 +65,7 @@ impl RunOpts {
             tlp_ns: 20_000_000,
             ack_every: 16,
             ack_delay_ns: 2_000_000,
+            ack_dscp: None,
             rate_sample_ns: 5_000_000,
             linger_ns: 1_000_000_000,
             max_burst_ns: 2_000_000,
@@ -849,7 +854,7 @@ impl Host {
         let ip = Ipv4Udp {
             src: self.ip,
             dst: c.peer,
-            tos: c.dscp << 2,
+            tos: self.opts.ack_dscp.unwrap_or(c.dscp) << 2,
             ident,
             udp_src: udp_port_for(c.peer_qp),
         };

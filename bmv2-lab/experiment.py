@@ -257,8 +257,13 @@ class Experiment:
         flow's own class."""
         return ["--ack-dscp", "48"] if self.args.reserved_queue == "own" else []
 
-    def port_shaper(self, reservations_path):
-        """The port shaper for this run's reservations (shaper.py)."""
+    def port_pps_of(self, key):
+        return self.lab.rate_pps(self.lab.fabric.port_gbps()[key])
+
+    def shape_ports(self, reservations_path):
+        """Split the rate of every port that carries a reservation between
+        its reserved and other queues for this run (shaper.py); returns
+        the rates set."""
         with open(reservations_path) as fh:
             reservations = json.load(fh)
         f = self.lab.fabric
@@ -267,17 +272,13 @@ class Experiment:
         port_pps = {k: self.lab.rate_pps(g) for k, g in f.port_gbps().items() if k not in unshaped}
         pps_of_bps = lambda bps: bps / 1e9 * self.args.pps_per_gbps  # noqa: E731
         data_queues = [q for q in range(8) if q != shapermod.CNP_QUEUE]
-        steps = shapermod.schedule(reservations, port_pps, int(self.args.lead_time_ms * 1e6),
-                                   pps_of_bps, RESERVED_QUEUE, data_queues)
-        for _, sw, port, rates in steps:
-            total = shapermod.port_total(rates, RESERVED_QUEUE, ROCE_QUEUE)
-            if total > port_pps[(sw, port)]:
-                raise RuntimeError(f"shaper would give {sw}:{port} {total} packets/s")
-
-        def base(sw):
-            return [f"set_queue_rate {pps} {port}" for (s, port), pps in sorted(port_pps.items())
-                    if s == sw]
-        return shapermod.Shaper(self.lab, steps, base)
+        rates = shapermod.split(reservations, port_pps, pps_of_bps, RESERVED_QUEUE, data_queues)
+        for key, qs in rates.items():
+            total = shapermod.port_total(qs, RESERVED_QUEUE, ROCE_QUEUE)
+            if total > port_pps[key]:
+                raise RuntimeError(f"shaper would give {key} {total} packets/s")
+        shapermod.apply(self.lab, rates)
+        return rates
 
     def tx_counters(self):
         """Packets sent per (switch, port) from the P4 tx_port counters."""
@@ -305,12 +306,12 @@ class Experiment:
             fh.write(self.lab.fabric.path + "\n")
         reserved = total = 0
         demand_ids = []
-        shaper = None
+        shaped = {}
         if mode == "foresight":
             reserved, total, demand_ids = self.forecast(s, ring_start, ideal,
                                                         os.path.join(raw, "forecast.json"), tag)
             if self.args.reserved_queue == "own":
-                shaper = self.port_shaper(os.path.join(raw, "reservations.json")).start()
+                shaped = self.shape_ports(os.path.join(raw, "reservations.json"))
         spec_path = os.path.join(raw, "spec.json")
         with open(spec_path, "w") as fh:
             json.dump(s, fh)
@@ -332,10 +333,10 @@ class Experiment:
                  "--ack-every", "16", "--ack-delay-ms", str(self.args.ack_delay_ms), "--quiet",
                  *self.ack_class()], stdout=logf, stderr=subprocess.STDOUT)
         codes = {h: p.wait() for h, p in procs.items()}
-        if shaper:
-            shaper.stop()
-            if shaper.errors:
-                raise RuntimeError(f"port shaper: {shaper.errors[0]}")
+        if shaped:
+            # Every queue of the shaped ports back at the port's rate.
+            shapermod.apply(self.lab, {k: {q: self.port_pps_of(k) for q in v}
+                                       for k, v in shaped.items()})
         after = self.tx_counters()
         if collector:
             collector.terminate()

@@ -24,7 +24,8 @@ have_mininet=; /usr/bin/python3 -c 'import mininet' 2>/dev/null && [ "$(id -u)" 
 
 # 1. Rust: unit tests everywhere; the BMv2 integration tests need the switch.
 [ -n "$have_bmv2" ] || skip "Rust BMv2 integration tests (controller/*/tests)" "simple_switch_grpc not found on PATH or in $prefix/bin; each prints its own SKIPPED line and returns early"
-suite rust cargo test --workspace --release
+# --no-fail-fast: one failing test binary does not hide the others' results.
+suite rust cargo test --workspace --release --no-fail-fast
 
 # 2. Committed P4 artifacts must match what p4c produces now.
 if [ -n "$have_p4c" ]; then suite p4-artifacts p4src/compile.sh --check --bmv2
@@ -49,8 +50,9 @@ if [ -n "$have_bmv2" ] && [ -n "$have_mininet" ]; then
   smoke=(/usr/bin/python3 bmv2-lab/smoke/smoke.py --foresight target/release/foresight --simple-switch-grpc "$(command -v simple_switch_grpc)")
   suite mininet-smoke "${smoke[@]}"
   echo "== mininet-smoke-negative: the same test with a wrong route must fail"
-  # Its own summary line is relabelled so that it does not read as a failure.
-  "${smoke[@]}" --entries bmv2-lab/smoke/broken-entries.yaml | sed 's/^mininet-smoke: /mininet-smoke with the broken route (must fail): /'
+  # Its own failure lines are relabelled so that they do not read as one.
+  "${smoke[@]}" --entries bmv2-lab/smoke/broken-entries.yaml \
+    | sed -e 's/^mininet-smoke: /mininet-smoke with the broken route (must fail): /' -e 's/^FAIL: /failed as it must: /'
   if [ "${PIPESTATUS[0]}" = 0 ]; then fail mininet-smoke-negative; else pass mininet-smoke-negative; fi
   # 5. The lab: every topology up with the controller, all hosts reachable,
   #    nothing left behind (also after a crash), a short experiment.

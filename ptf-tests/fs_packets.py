@@ -142,11 +142,11 @@ def hop_field_offsets(ins, ds):
     return offsets
 
 
-def int_headers(orig_dscp, hop_ml, rhc, ins, ds, domain, stack=b"", e=0, d=0):
+def int_headers(orig_dscp, hop_ml, rhc, ins, ds, domain, stack=b"", e=0, d=0, m=0):
     """Shim + INT-MD header + metadata stack."""
     length = 3 + len(stack) // 4
     return (bytes(IntShim(length=length, dscp=orig_dscp)) +
-            bytes(IntMd(d=d, e=e, hop_ml=hop_ml, remaining_hop_cnt=rhc, instructions=ins,
+            bytes(IntMd(d=d, e=e, m=m, hop_ml=hop_ml, remaining_hop_cnt=rhc, instructions=ins,
                         domain_id=domain, ds_instructions=ds)) + stack)
 
 

@@ -411,3 +411,135 @@ class IntDiscardBit(IntBase):
         self.expect_nothing()
         got = self.wait_counter(lambda: self.drop_count("s3", DROP["INT_DISCARD"]), 1)
         self.assertEqual(got, 1)
+
+
+class IntReportSampling(IntBase):
+    """Report sampling 1 in N per flow (`int_ingress.report_sampling`): every
+    packet still reaches the host, and the sink reports exactly each flow's
+    Nth, 2Nth, ... packet, counted per flow however the flows interleave;
+    N = 1 reports every packet again."""
+
+    SWITCHES = ("s1",)
+    EVERY = 4
+
+    def qp_of_report(self, frame):
+        """(sequence number, destination QP of the reported packet)."""
+        seq = int.from_bytes(frame[42:46], "big") & 0x3fffff
+        bth = REPORT_STACK_OFF + 4 * hop_words(self.INS, self.DS)
+        return seq, int.from_bytes(frame[bth + 5:bth + 8], "big")
+
+    def runTest(self):
+        s1 = self.sw["s1"]
+        self.route("s1", DST, 32, 6)
+        s1.insert("int_ingress.watchlist",
+                  {"src_addr": (SRC, 0xffffffff), "dst_addr": (DST, 0xffffffff)},
+                  "int_ingress.int_source",
+                  {"max_hop": 4, "instruction_bitmap": self.INS, "ds_instruction": self.DS},
+                  priority=10)
+        s1.insert("int_ingress.sink_ports", {"egress_port": 6}, "int_ingress.set_sink")
+        self.clone_session("s1", REPORT_SESSION, [(7, 1)])
+        s1.set_default("int_egress.report_config", "int_egress.set_collector",
+                       {"src_mac": sw_mac("s1", 7), "dst_mac": COLLECTOR_MAC,
+                        "src_addr": REPORT_SRC_IP, "collector_addr": COLLECTOR_IP,
+                        "src_port": REPORT_SPORT, "collector_port": COLLECTOR_PORT})
+        s1.set_default("int_ingress.report_sampling", "int_ingress.set_report_every",
+                       {"every": self.EVERY})
+        flows = {"a": Flow(SRC, DST, sport=49180, qp=0x0000a1),
+                 "b": Flow(SRC, DST, sport=49181, qp=0x0000b2)}
+        order = "aabababbaaabbaaabaab" * 2         # 24 of a, 16 of b, interleaved
+        sent = {"a": 0, "b": 0}
+        expected = []
+        for name in order:
+            f = flows[name]
+            self.send("s1", 1, f.packet(HOST_MAC, sw_mac("s1", 1), ttl=64, dscp=ROCE_DSCP))
+            self.assert_frame(self.receive("s1", 6),
+                              f.packet(sw_mac("s1", 6), nbr_mac("s1", 6), ttl=63, dscp=ROCE_DSCP),
+                              (), "packet %d of flow %s to the host" % (sent[name] + 1, name))
+            sent[name] += 1
+            if sent[name] % self.EVERY == 0:
+                got = self.qp_of_report(self.receive("s1", 7))
+                expected.append(got)
+                self.assertEqual(got, (len(expected) - 1, f.qp),
+                                 "report after packet %d of flow %s" % (sent[name], name))
+            self.expect_nothing(timeout=0.05)
+        self.assertEqual(len(expected), (24 + 16) // self.EVERY)
+
+        # Back to every packet.
+        s1.set_default("int_ingress.report_sampling", "int_ingress.set_report_every",
+                       {"every": 1})
+        for i in range(3):
+            self.send("s1", 1, flows["b"].packet(HOST_MAC, sw_mac("s1", 1), ttl=64,
+                                                 dscp=ROCE_DSCP))
+            self.receive("s1", 6)
+            self.assertEqual(self.qp_of_report(self.receive("s1", 7)),
+                             (len(expected) + i, flows["b"].qp))
+        self.expect_nothing()
+
+
+class IntMtu(IntBase):
+    """INT v2.1 5.3 with `int_egress.port_mtu` (IPv4 total length + MPLS
+    labels): a transit hop whose metadata would exceed its egress port's MTU
+    pushes nothing, keeps Remaining Hop Count and sets M; with one byte more
+    of MTU it pushes. A source whose INT headers alone would not fit leaves
+    the packet without INT; the sink strips a packet with M set as usual."""
+
+    def mtu(self, sw, port, mtu):
+        self.sw[sw].insert("int_egress.port_mtu", {"egress_port": port},
+                           "int_egress.set_port_mtu", {"mtu": mtu})
+
+    def runTest(self):
+        ins, ds = self.INS, self.DS
+        ml = hop_words(ins, ds)
+        self.path()
+        f = Flow(SRC, DST, sport=49190, qp=QP)
+        h1 = int_hop(ins, ds, node_id=101, in_port=1, out_port=2, latency=5, qid=3,
+                     egress_ts=77, tx_bytes=100)
+        arriving = f.packet(HOST_MAC, sw_mac("s2", 1), ttl=63, int_dscp=True,
+                            int_bytes=int_headers(0, ml, 7, ins, ds, FS_DOMAIN, h1))
+        ip_len = len(bytes(arriving)) - 14
+        # One byte short of room for s2's metadata: M, nothing pushed, RHC kept.
+        self.mtu("s2", 3, ip_len + 4 * ml - 1)
+        self.send("s2", 1, arriving)
+        self.expect("s2", 3, f.packet(sw_mac("s2", 3), nbr_mac("s2", 3), ttl=62, int_dscp=True,
+                                      int_bytes=int_headers(0, ml, 7, ins, ds, FS_DOMAIN, h1,
+                                                            m=1)))
+        self.expect_nothing()
+
+        # Exactly enough room: s2 pushes its entry (M stays clear).
+        self.sw["s2"].modify("int_egress.port_mtu", {"egress_port": 3},
+                             "int_egress.set_port_mtu", {"mtu": ip_len + 4 * ml})
+        self.send("s2", 1, arriving)
+        got = self.receive("s2", 3)
+        self.assertEqual(len(got) - 14, ip_len + 4 * ml, "s2 pushed its %d words" % ml)
+        md = got[14 + 20 + 8 + 4:]
+        self.assertEqual((md[0] >> 1) & 1, 0, "M bit clear")
+        self.assertEqual(md[3], 6, "Remaining Hop Count decremented")
+        self.expect_nothing()
+
+        # The sink strips a packet that carries M and reports it.
+        self.send("s3", 1, f.packet(HOST_MAC, sw_mac("s3", 1), ttl=62, int_dscp=True,
+                                    int_bytes=int_headers(0, ml, 7, ins, ds, FS_DOMAIN, h1,
+                                                          m=1)))
+        self.expect("s3", 4, f.packet(sw_mac("s3", 4), nbr_mac("s3", 4), ttl=61))
+        self.receive("s3", 3)
+        self.expect_nothing()
+
+        # Source: 15 bytes of room cannot take the 16-byte INT headers, so
+        # the packet leaves s1 without INT; 16 bytes take the headers, and
+        # the source's own entry then sets M.
+        self.watch("s1", ins, ds)
+        plain = f.packet(HOST_MAC, sw_mac("s1", 1), ttl=64, dscp=ROCE_DSCP)
+        plain_len = len(bytes(plain)) - 14
+        self.mtu("s1", 2, plain_len + 15)
+        self.send("s1", 1, plain)
+        self.expect("s1", 2, f.packet(sw_mac("s1", 2), nbr_mac("s1", 2), ttl=63,
+                                      dscp=ROCE_DSCP))
+        self.expect_nothing()
+        self.sw["s1"].modify("int_egress.port_mtu", {"egress_port": 2},
+                             "int_egress.set_port_mtu", {"mtu": plain_len + 16})
+        self.send("s1", 1, plain)
+        self.expect("s1", 2, f.packet(sw_mac("s1", 2), nbr_mac("s1", 2), ttl=63,
+                                      dscp=ROCE_DSCP, int_dscp=True,
+                                      int_bytes=int_headers(ROCE_DSCP, ml, 8, ins, ds,
+                                                            FS_DOMAIN, m=1)))
+        self.expect_nothing()

@@ -81,10 +81,15 @@ struct int_meta_t {
     @field_list(FL_INT_REPORT) bit<9>  sink_egress_port;
     @field_list(FL_INT_REPORT) bit<3>  sink_queue;
     @field_list(FL_INT_REPORT) bit<48> ingress_ts;
+    bit<16> report_every;    // the sink reports 1 in this many packets of a flow
+    bit<12> sample_slot;     // the flow's report sampling counter
+    bit<1>  report_now;      // this packet of the flow is reported
     // Egress working state.
     bit<32> node_id;
     bit<32> csum_delta;      // one's-complement sum of UDP-checksummed changes
     bit<1>  report_configured;
+    bit<16> mtu;             // egress port's MTU (0: unchecked), INT's M bit
+    bit<16> label_bytes;     // MPLS labels still on the packet at egress
 }
 
 struct ecn_meta_t {

@@ -27,8 +27,12 @@
 //   instructions it cannot honour exactly: reserved bits 9-14, unknown
 //   domain-specific bits, a Hop ML that disagrees with the bitmap, or a
 //   non-zero UDP checksum without bit 15 (see below).
-//   No MTU check (the M bit is never set): BMv2 ports have no MTU, so the
-//   fabric's links must leave room for the INT bytes (INT v2.1 5.3).
+//   MTU (INT v2.1 5.3): FsEgress.int_egress.port_mtu gives an egress
+//   port's MTU (IPv4 total length plus any MPLS labels, in bytes; ports
+//   without an entry are unchecked). A hop whose metadata would take the
+//   packet past it pushes nothing, does not decrement Remaining Hop Count
+//   and sets the M bit; a source whose INT headers alone would not fit
+//   leaves the packet without INT. BMv2 ports themselves have no MTU.
 //
 // UDP checksum: RoCEv2 sends zero UDP checksums, which stay zero. For a
 // non-zero checksum the source also sets instruction bit 15 and every hop
@@ -147,6 +151,39 @@ control IntIngress(in headers_t hdr, inout fs_metadata_t meta,
         size = FS_INT_SINK_PORTS_SIZE;
     }
 
+    /// Packets of a flow the sink counts per report: it reports one in
+    /// `every` (0 and 1 report every packet). Set by the controller, which
+    /// scales what it derives from report counts by the same factor.
+    action set_report_every(bit<16> every) {
+        meta.telemetry.report_every = every;
+    }
+
+    table report_sampling {
+        key = {}
+        actions = { set_report_every; }
+        default_action = set_report_every(1);
+        size = 1;
+    }
+
+    // Packets of the flow in each slot since its last report.
+    register<bit<16>>(FS_INT_SAMPLE_SLOTS) report_sample_count;
+
+    /// The sink's sampling decision (`report_now`): counts the flow's
+    /// packets in its hash slot, so its reports are evenly spaced whatever
+    /// other flows do (unless they share its slot).
+    @hidden
+    action sample_report() {
+        hash(meta.telemetry.sample_slot, HashAlgorithm.crc16, 12w0,
+             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, meta.flow.l4_src_port,
+               meta.flow.l4_dst_port, meta.flow.dst_qp }, (bit<32>)FS_INT_SAMPLE_SLOTS);
+        bit<16> seen;
+        report_sample_count.read(seen, (bit<32>)meta.telemetry.sample_slot);
+        seen = seen + 1;
+        meta.telemetry.report_now = (bit<1>)(seen >= meta.telemetry.report_every);
+        report_sample_count.write((bit<32>)meta.telemetry.sample_slot,
+                                  seen >= meta.telemetry.report_every ? 16w0 : seen);
+    }
+
     apply {
         bool fragment = hdr.ipv4.flags[0:0] == 1 || hdr.ipv4.frag_offset != 0;
         if (hdr.udp.isValid() && !hdr.int_shim.isValid() && !fragment) {
@@ -159,8 +196,12 @@ control IntIngress(in headers_t hdr, inout fs_metadata_t meta,
                 meta.telemetry.sink_egress_port = sm.egress_spec;
                 meta.telemetry.sink_queue = sm.priority;
                 meta.telemetry.ingress_ts = sm.ingress_global_timestamp;
-                clone_preserving_field_list(CloneType.I2E, INT_REPORT_CLONE_SESSION,
-                                            FL_INT_REPORT);
+                report_sampling.apply();
+                sample_report();
+                if (meta.telemetry.report_now == 1) {
+                    clone_preserving_field_list(CloneType.I2E, INT_REPORT_CLONE_SESSION,
+                                                FL_INT_REPORT);
+                }
                 if (hdr.int_md.isValid() && hdr.int_md.d == 1) {
                     // D bit: the sink reports and discards.
                     meta.drop_reason = DROP_INT_DISCARD;
@@ -191,12 +232,28 @@ control IntStamp(inout headers_t hdr, inout fs_metadata_t meta, in int_hop_t v) 
             ok = false;   // could not stay checksum-neutral, see the file comment
         }
 
+        bit<16> hop_bytes = ((bit<16>)hdr.int_md.hop_ml) << 2;
+        bool too_big = meta.telemetry.mtu != 0 &&
+            hdr.ipv4.total_len + meta.telemetry.label_bytes + hop_bytes > meta.telemetry.mtu;
         if (hdr.int_md.remaining_hop_cnt == 0) {
             // Max hop count exceeded: push nothing, set E once.
             if (hdr.int_md.e == 0) {
                 bit<16> hi_old = hdr.int_md.ver ++ hdr.int_md.d ++ hdr.int_md.e ++
                                  hdr.int_md.m ++ hdr.int_md.rsvd[11:3];
                 hdr.int_md.e = 1;
+                bit<16> hi_new = hdr.int_md.ver ++ hdr.int_md.d ++ hdr.int_md.e ++
+                                 hdr.int_md.m ++ hdr.int_md.rsvd[11:3];
+                if (hdr.udp.checksum != 0) {
+                    hdr.udp.checksum = csum_replace16(hdr.udp.checksum, hi_old, hi_new);
+                }
+            }
+        } else if (ok && too_big) {
+            // The metadata would not fit the egress MTU: push nothing, set M
+            // once (the sink reverts its checksum change, as for E).
+            if (hdr.int_md.m == 0) {
+                bit<16> hi_old = hdr.int_md.ver ++ hdr.int_md.d ++ hdr.int_md.e ++
+                                 hdr.int_md.m ++ hdr.int_md.rsvd[11:3];
+                hdr.int_md.m = 1;
                 bit<16> hi_new = hdr.int_md.ver ++ hdr.int_md.d ++ hdr.int_md.e ++
                                  hdr.int_md.m ++ hdr.int_md.rsvd[11:3];
                 if (hdr.udp.checksum != 0) {
@@ -377,6 +434,22 @@ control IntEgress(inout headers_t hdr, inout fs_metadata_t meta,
         size = 1;
     }
 
+    /// The port's MTU in bytes (IPv4 total length plus MPLS labels).
+    action set_port_mtu(bit<16> mtu) {
+        meta.telemetry.mtu = mtu;
+    }
+
+    table port_mtu {
+        key = {
+            sm.egress_port : exact @name("egress_port");
+        }
+        actions = {
+            set_port_mtu;
+            @defaultonly NoAction;
+        }
+        size = FS_PORT_COUNT;
+    }
+
     // Source: insert shim + INT-MD header (the source's own entry is pushed
     // by the stamp that follows). Called from apply only, not a table action.
     @hidden
@@ -421,10 +494,23 @@ control IntEgress(inout headers_t hdr, inout fs_metadata_t meta,
             hdr.mpls[3].setInvalid();
         }
 
+        // The MTU the stamps respect (a report copy is truncated: none).
+        meta.telemetry.mtu = 0;
+        meta.telemetry.label_bytes = 0;
+        if (!report) {
+            port_mtu.apply();
+            if (hdr.mpls[0].isValid()) { meta.telemetry.label_bytes = 4; }
+            if (hdr.mpls[1].isValid()) { meta.telemetry.label_bytes = 8; }
+            if (hdr.mpls[2].isValid()) { meta.telemetry.label_bytes = 12; }
+            if (hdr.mpls[3].isValid()) { meta.telemetry.label_bytes = 16; }
+        }
+        bool headers_fit = meta.telemetry.mtu == 0 ||
+            hdr.ipv4.total_len + meta.telemetry.label_bytes + 16 <= meta.telemetry.mtu;
+
         // Source (on a report copy only when source and sink are one switch).
         if (meta.telemetry.source == 1 && !hdr.int_shim.isValid() &&
             hdr.udp.isValid() && (report || meta.telemetry.sink == 0) &&
-            meta.telemetry.max_hop != 0) {
+            meta.telemetry.max_hop != 0 && headers_fit) {
             bit<16> ins = meta.telemetry.instruction_bitmap & ~INT_INS_RESERVED;
             if (hdr.udp.checksum != 0) {
                 ins = ins | INT_INS_CHECKSUM_COMPLEMENT;
@@ -531,13 +617,13 @@ control IntEgress(inout headers_t hdr, inout fs_metadata_t meta,
             if (hdr.int_md.isValid()) {
                 if (meta.telemetry.sink == 1) {
                     // Sink: remove INT, restore the DSCP (and the checksum, if
-                    // a hop set E).
-                    if (hdr.udp.checksum != 0 && hdr.int_md.e == 1) {
-                        bit<16> hi_e = hdr.int_md.ver ++ hdr.int_md.d ++ 1w1 ++
-                                       hdr.int_md.m ++ hdr.int_md.rsvd[11:3];
+                    // a hop set E or M).
+                    if (hdr.udp.checksum != 0 && (hdr.int_md.e == 1 || hdr.int_md.m == 1)) {
+                        bit<16> hi_set = hdr.int_md.ver ++ hdr.int_md.d ++ hdr.int_md.e ++
+                                         hdr.int_md.m ++ hdr.int_md.rsvd[11:3];
                         bit<16> hi_clear = hdr.int_md.ver ++ hdr.int_md.d ++ 1w0 ++
-                                           hdr.int_md.m ++ hdr.int_md.rsvd[11:3];
-                        hdr.udp.checksum = csum_replace16(hdr.udp.checksum, hi_e, hi_clear);
+                                           1w0 ++ hdr.int_md.rsvd[11:3];
+                        hdr.udp.checksum = csum_replace16(hdr.udp.checksum, hi_set, hi_clear);
                     }
                     bit<16> int_bytes = ((bit<16>)hdr.int_shim.len + 1) << 2;
                     hdr.udp.length = hdr.udp.length - int_bytes;

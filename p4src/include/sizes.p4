@@ -48,6 +48,10 @@
 #define FS_INT_WATCHLIST_SIZE 4096
 // INT sink (host-facing) ports: at most one entry per port.
 #define FS_INT_SINK_PORTS_SIZE 512
+// Report sampling counters at a sink, indexed by a 12-bit flow hash: the
+// flows one leaf sinks (32 hosts x 64 reserved flows = 2,048) x2 so that
+// few share a counter (flows that do share one are sampled together).
+#define FS_INT_SAMPLE_SLOTS 4096
 
 // DCQCN congestion-point profile: one entry per egress port.
 #define FS_DCQCN_PORTS_SIZE 512

@@ -159,12 +159,21 @@ def ref_mark(ecn, hit, kmax_slack, kmin_slack, under_pmax, p_hit, probability, u
     return ("no_mark",)
 
 
-def ref_hop_action(role, ml_match, hops_left, len_after):
-    """What the hop does: push, set E, strip, drop, or nothing."""
+def ref_hop_action(role, ml_match, hops_left, len_after, head_over, hop_over):
+    """What the hop does: push, set E or M, strip, drop, or nothing. A source
+    whose headers would pass the MTU does not insert them (v1model decides
+    before inserting, TNA takes them out again); a hop whose metadata would
+    pass it sets M, but running out of hops (E) comes first."""
     if role == C["FS_INT_SOURCE"]:
-        return ("push_hop",)
+        if head_over:
+            return ("unsource",)
+        return ("mtu_exceeded",) if hop_over else ("push_hop",)
     if role == C["FS_INT_TRANSIT"] and ml_match:
-        return ("push_hop",) if hops_left != 0 and len_after <= MAX_LEN else ("exceed_hop",)
+        if hops_left == 0:
+            return ("exceed_hop",)
+        if hop_over:
+            return ("mtu_exceeded",)
+        return ("push_hop",) if len_after <= MAX_LEN else ("exceed_hop",)
     if role == C["FS_INT_SINK"]:
         return ("strip_int",)
     if role == C["FS_INT_SINK_TOO_DEEP"]:
@@ -258,7 +267,8 @@ def main():
         ("no_mark",))
     counts["int_egress.int_hop_action"] = compare(
         "int_hop_action", table(egress, "int_hop_action"), ref_hop_action,
-        cases([range(8), b, (0, 1, 2, 255), range(256)], 400_000, 3),
+        cases([range(8), b, (0, 1, 2, 255), range(256), (0, 1, 16, 0xFFFF),
+               (0, 1, 4, 0x8000, 0xFFFF)], 400_000, 3),
         ("leave_int",))
     counts["int_egress.report_outcome"] = compare(
         "report_outcome", table(egress, "report_outcome"), ref_report_outcome,

@@ -166,7 +166,8 @@ control Ecn(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta,
 //   2. `hop_size_a` and `hop_size_b` size this hop's metadata from that
 //      bitmap; their sum is the hop's words and bytes;
 //   3. one decision pushes the hop (source, or a transit whose stack has
-//      room), sets the E bit, or strips the stack (sink);
+//      room), sets the E bit (out of hops) or the M bit (past the port's
+//      MTU), or strips the stack (sink);
 //   4. the stamp values, computed beside all this, are written into the
 //      headers the instructions ask for; a report copy becomes a report.
 const bit<3> FS_INT_PASS = 0;       // no INT work at this hop
@@ -647,6 +648,68 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
     action leave_int() {
         meta.tx_bytes_add = eg_intr_md.pkt_length + meta.len_base;
     }
+    // The metadata would pass the egress MTU: M bit, nothing pushed.
+    action mtu_exceeded() {
+        hdr.int_md.m = 1;
+        meta.tx_bytes_add = eg_intr_md.pkt_length + meta.len_base;
+    }
+    // A source whose INT headers alone pass the MTU: the packet leaves as
+    // it came (v1model does not insert them).
+    action unsource() {
+        hdr.ipv4.dscp = hdr.int_shim.orig_dscp;
+        hdr.udp.length = hdr.udp.length - 16;
+        hdr.ipv4.total_len = hdr.ipv4.total_len - 16;
+        hdr.int_shim.setInvalid();
+        hdr.int_md.setInvalid();
+        meta.tx_bytes_add = eg_intr_md.pkt_length + FS_MINUS_BRIDGE;
+    }
+
+    // INT v2.1 5.3 as in include/int.p4: the egress port's MTU covers the
+    // IPv4 packet and any MPLS labels. Budget: the MTU less the labels.
+    action labels(bit<16> bytes) { meta.label_bytes = bytes; }
+    @hidden
+    table label_bytes {
+        key = {
+            hdr.mpls[0].isValid() : exact;
+            hdr.mpls[1].isValid() : exact;
+            hdr.mpls[2].isValid() : exact;
+            hdr.mpls[3].isValid() : exact;
+        }
+        actions = { labels; }
+        const default_action = labels(0);
+        const entries = {
+            (true, false, false, false): labels(4);
+            (true, true, false, false): labels(8);
+            (true, true, true, false): labels(12);
+            (true, true, true, true): labels(16);
+        }
+        size = 8;
+    }
+
+    action set_port_mtu(bit<16> mtu) {
+        meta.mtu_budget = mtu |-| meta.label_bytes;
+    }
+
+    table port_mtu {
+        key = {
+            eg_intr_md.egress_port : exact @name("egress_port");
+        }
+        actions = {
+            set_port_mtu;
+            @defaultonly NoAction;
+        }
+        size = FS_PORT_COUNT;
+    }
+
+    // After the role (a source's headers are in the length) ...
+    action mtu_room() {
+        meta.mtu_room = meta.mtu_budget |-| hdr.ipv4.total_len;
+        meta.mtu_head_over = hdr.ipv4.total_len |-| meta.mtu_budget;
+    }
+    // ... and the hop's size.
+    action mtu_hop() {
+        meta.mtu_hop_over = meta.hop_bytes |-| meta.mtu_room;
+    }
 
     // hop_ml == this hop's word count (Tofino compares two fields this way
     // only when they sit alike in their containers, so as an exact match).
@@ -682,20 +745,28 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
             meta.ml_match                  : ternary;
             hdr.int_md.remaining_hop_cnt   : ternary;
             meta.len_after                 : ternary;
+            meta.mtu_head_over             : ternary;
+            meta.mtu_hop_over              : ternary;
         }
-        actions = { push_hop; exceed_hop; strip_int; drop_too_deep; leave_int; }
+        actions = {
+            push_hop; exceed_hop; strip_int; drop_too_deep; leave_int; mtu_exceeded; unsource;
+        }
         const default_action = leave_int();
-        // role, hop_ml matches, hops left, stack length after this hop.
+        // role, hop_ml matches, hops left, stack length after this hop,
+        // headers past the MTU, metadata past the MTU.
         const entries = {
-            (FS_INT_SOURCE, _, _, _): push_hop();
-            (FS_INT_TRANSIT, 1, 0, _): exceed_hop();
-            (FS_INT_TRANSIT, 1, _, 0 &&& 0xf0): push_hop();        // 0..15
-            (FS_INT_TRANSIT, 1, _, 16 &&& 0xfe): push_hop();       // 16, 17
-            (FS_INT_TRANSIT, 1, _, _): exceed_hop();
-            (FS_INT_SINK, _, _, _): strip_int();
-            (FS_INT_SINK_TOO_DEEP, _, _, _): drop_too_deep();
+            (FS_INT_SOURCE, _, _, _, 0, 0): push_hop();
+            (FS_INT_SOURCE, _, _, _, 0, _): mtu_exceeded();
+            (FS_INT_SOURCE, _, _, _, _, _): unsource();
+            (FS_INT_TRANSIT, 1, 0, _, _, _): exceed_hop();
+            (FS_INT_TRANSIT, 1, _, 0 &&& 0xf0, _, 0): push_hop();        // 0..15
+            (FS_INT_TRANSIT, 1, _, 16 &&& 0xfe, _, 0): push_hop();       // 16, 17
+            (FS_INT_TRANSIT, 1, _, _, _, 0): exceed_hop();
+            (FS_INT_TRANSIT, 1, _, _, _, _): mtu_exceeded();
+            (FS_INT_SINK, _, _, _, _, _): strip_int();
+            (FS_INT_SINK_TOO_DEEP, _, _, _, _, _): drop_too_deep();
         }
-        size = 8;
+        size = 12;
     }
 
     action report_values() {
@@ -758,6 +829,13 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
             occupancy_write.execute(eg_intr_md.egress_port ++ eg_intr_md.egress_qid[2:0]);
         }
 
+        // The MTU budget (report copies, truncated anyway, are unchecked).
+        meta.mtu_budget = 0xffff;
+        label_bytes.apply();
+        if (meta.report == 0) {
+            port_mtu.apply();
+        }
+
         // Steps 1 and 2: role, then size.
         int_role.apply();
         int_len_after.apply();
@@ -765,6 +843,8 @@ control IntEgress(inout fs_egress_headers_t hdr, inout fs_egress_metadata_t meta
         hop_size_a_table.apply();
         hop_size_b_table.apply();
         sums();
+        mtu_room();
+        mtu_hop();
 
         // Step 3.
         hop_ml_check.apply();

@@ -148,6 +148,9 @@ struct fs_ingress_metadata_t {
     PortId_t  ingress_port;
     PortId_t  int_sink_port;        // the report copy's view of the data packet
     QueueId_t int_sink_queue;
+    bit<16>   int_report_every_m1;  // report sampling: 1 in (this + 1) packets
+    bit<12>   int_sample_slot;      // the flow's report sampling counter
+    bit<1>    int_report_now;
 }
 
 struct fs_egress_metadata_t {
@@ -186,6 +189,11 @@ struct fs_egress_metadata_t {
     bit<16> push_delta;             // packet length change if the hop pushes
     bit<8>  len_after;              // transit: INT shim len once this hop's words are in
     bit<1>  ml_match;               // the stack's hop_ml is this hop's word count
+    bit<16> label_bytes;            // MPLS labels on the packet at egress
+    bit<16> mtu_budget;             // port MTU less the labels (0xffff: unchecked)
+    bit<16> mtu_room;               // bytes the IPv4 packet may still grow
+    bit<16> mtu_head_over;          // non-zero: the packet (with new INT headers) exceeds the MTU
+    bit<16> mtu_hop_over;           // non-zero: this hop's metadata would exceed the MTU
     bit<1>  push;                   // this hop stamps its metadata
     bit<16> strip_bytes;            // bytes a sink removes (shim, INT-MD, stack)
     bit<16> strip_delta;            // packet length change at a sink

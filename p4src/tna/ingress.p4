@@ -421,9 +421,41 @@ control IntIngress(in fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta
         size = FS_INT_SINK_PORTS_SIZE;
     }
 
+    // Report sampling (include/int.p4): the sink reports 1 in `every`
+    // packets of a flow, counted per flow hash slot.
+    action set_report_every(bit<16> every) {
+        meta.int_report_every_m1 = every |-| 1;
+    }
+
+    table report_sampling {
+        key = {}
+        actions = { set_report_every; }
+        default_action = set_report_every(1);
+        size = 1;
+    }
+
+    Hash<bit<12>>(HashAlgorithm_t.CRC16) sample_hash;
+    Register<bit<16>, bit<12>>(FS_INT_SAMPLE_SLOTS, 0) report_sample_count;
+    RegisterAction<bit<16>, bit<12>, bit<1>>(report_sample_count) sample_tick = {
+        void apply(inout bit<16> seen, out bit<1> fire) {
+            if (seen >= meta.int_report_every_m1) {
+                seen = 0;
+                fire = 1;
+            } else {
+                seen = seen + 1;
+                fire = 0;
+            }
+        }
+    };
+
     apply {
         meta.int_source = 0;
         meta.int_sink = 0;
+        meta.int_report_now = 0;
+        report_sampling.apply();
+        meta.int_sample_slot = sample_hash.get({ hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
+                                                 meta.flow.l4_src_port, meta.flow.l4_dst_port,
+                                                 meta.flow.dst_qp });
         if (hdr.udp.isValid() && !hdr.int_shim.isValid() &&
             hdr.ipv4.flags[0:0] == 0 && hdr.ipv4.frag_offset == 0) {
             watchlist.apply();
@@ -438,12 +470,15 @@ control IntIngress(in fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta
             meta.drop_reason == DROP_NONE && meta.fwd_drop_reason == DROP_NONE) {
             meta.int_sink_port = ig_tm_md.ucast_egress_port;
             meta.int_sink_queue = ig_tm_md.qid;
-            meta.mirror_session = (MirrorId_t)INT_REPORT_CLONE_SESSION;
-            meta.mirror_kind = FS_PKT_REPORT;
-            ig_dprsr_md.mirror_type = FS_MIRROR_TYPE_REPORT;
+            meta.int_report_now = sample_tick.execute(meta.int_sample_slot);
             if (hdr.int_md.isValid() && hdr.int_md.d == 1) {
                 meta.fwd_drop_reason = DROP_INT_DISCARD;
             }
+        }
+        if (meta.int_report_now == 1) {
+            meta.mirror_session = (MirrorId_t)INT_REPORT_CLONE_SESSION;
+            meta.mirror_kind = FS_PKT_REPORT;
+            ig_dprsr_md.mirror_type = FS_MIRROR_TYPE_REPORT;
         }
     }
 }

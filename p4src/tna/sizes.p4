@@ -36,6 +36,8 @@
 #define FS_ADJACENCY_SIZE 1024
 #define FS_INT_WATCHLIST_SIZE 2048
 #define FS_INT_SINK_PORTS_SIZE 512
+// Report sampling counters (16-bit, one per 12-bit flow hash): 8 KB of SRAM.
+#define FS_INT_SAMPLE_SLOTS 4096
 #define FS_DCQCN_PORTS_SIZE 512
 // Watched and pre-drained flows: half a stage of TCAM each.
 #define FS_PREDRAIN_SIZE 2048

@@ -24,6 +24,8 @@ pub const INT_WATCHLIST: &str = "FsIngress.int_ingress.watchlist";
 pub const INT_SOURCE: &str = "FsIngress.int_ingress.int_source";
 pub const INT_SINK_PORTS: &str = "FsIngress.int_ingress.sink_ports";
 pub const INT_SET_SINK: &str = "FsIngress.int_ingress.set_sink";
+pub const INT_REPORT_SAMPLING: &str = "FsIngress.int_ingress.report_sampling";
+pub const INT_SET_REPORT_EVERY: &str = "FsIngress.int_ingress.set_report_every";
 pub const HASH_MODE: &str = "FsIngress.routing.hash_mode";
 pub const HASH_QP_AWARE: &str = "FsIngress.routing.hash_qp_aware";
 pub const HASH_FIVE_TUPLE: &str = "FsIngress.routing.hash_five_tuple";
@@ -33,6 +35,8 @@ pub const INT_NODE_CONFIG: &str = "FsEgress.int_egress.node_config";
 pub const INT_SET_NODE_ID: &str = "FsEgress.int_egress.set_node_id";
 pub const INT_REPORT_CONFIG: &str = "FsEgress.int_egress.report_config";
 pub const INT_SET_COLLECTOR: &str = "FsEgress.int_egress.set_collector";
+pub const INT_PORT_MTU: &str = "FsEgress.int_egress.port_mtu";
+pub const INT_SET_PORT_MTU: &str = "FsEgress.int_egress.set_port_mtu";
 /// Clone session the INT sink mirrors report copies to
 /// (`INT_REPORT_CLONE_SESSION` in `p4src/include/formats.p4`).
 pub const INT_REPORT_CLONE_SESSION: u32 = 64;
@@ -43,13 +47,14 @@ pub const PREDRAIN: &str = "FsEgress.ecn.predrain";
 pub const PREDRAIN_MARK: &str = "FsEgress.ecn.predrain_mark";
 
 /// Every table the controller owns entries of (reconciliation reads these).
-pub const OWNED_TABLES: [&str; 8] = [
+pub const OWNED_TABLES: [&str; 9] = [
     IPV4_LPM,
     SR_RESERVATION,
     SR_ADJACENCY,
     DSCP_PRIORITY,
     INT_WATCHLIST,
     INT_SINK_PORTS,
+    INT_PORT_MTU,
     DCQCN_PORT,
     PREDRAIN,
 ];

@@ -244,6 +244,9 @@ pub fn hash_seed_config(seed: u32) -> Object {
 pub struct Collector {
     pub host: planner::topology::HostIdx,
     pub udp_port: u16,
+    /// Sinks report 1 in this many packets of each watched flow (1: all);
+    /// whoever reads the reports scales counts by it.
+    pub report_every: u16,
 }
 
 /// The report configuration of every INT sink (every leaf with host ports):
@@ -295,10 +298,42 @@ pub fn collector_config_with_down(
                 id: names::INT_REPORT_CLONE_SESSION,
                 ports: vec![u32::from(port)],
             },
+            Object::Default(entry(
+                names::INT_REPORT_SAMPLING,
+                &[],
+                names::INT_SET_REPORT_EVERY,
+                &[("every", collector.report_every.to_string())],
+            )),
         ];
         out.insert(me.name.clone(), objects);
     }
     out
+}
+
+/// The smallest MTU an IPv4 link may have (RFC 791).
+pub const MIN_MTU: u16 = 68;
+
+/// INT's MTU check on every port of every switch (`port_mtu`): a hop
+/// whose metadata would take a packet (IPv4 plus MPLS labels) past `mtu`
+/// bytes sets the INT M bit instead. Ports without an entry are unchecked.
+pub fn port_mtu_config(topo: &Topology, mtu: u16) -> BTreeMap<String, Vec<Object>> {
+    assert!(mtu >= MIN_MTU, "an MTU below {MIN_MTU} bytes");
+    (0..topo.switches().len() as SwitchIdx)
+        .map(|s| {
+            let objects = ports(topo, s)
+                .into_iter()
+                .map(|edge| {
+                    Object::Entry(entry(
+                        names::INT_PORT_MTU,
+                        &[("egress_port", topo.edge(edge).from_port.to_string())],
+                        names::INT_SET_PORT_MTU,
+                        &[("mtu", mtu.to_string())],
+                    ))
+                })
+                .collect();
+            (topo.switches()[s as usize].name.clone(), objects)
+        })
+        .collect()
 }
 
 /// An LPM route to a member (one next hop, member id = port) or a group.
@@ -444,6 +479,34 @@ mod tests {
     }
 
     #[test]
+    fn port_mtu_covers_every_port_of_every_switch() {
+        let topo = small();
+        let config = port_mtu_config(&topo, 4200);
+        assert_eq!(config.len(), topo.switches().len());
+        for (s, sw) in topo.switches().iter().enumerate() {
+            let ports: BTreeSet<String> = config[&sw.name]
+                .iter()
+                .map(|o| match o {
+                    Object::Entry(e) => {
+                        assert_eq!(e.params["mtu"], "4200");
+                        e.matches["egress_port"].clone()
+                    }
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            let want: BTreeSet<String> = ports_of(&topo, s as SwitchIdx);
+            assert_eq!(ports, want, "{}", sw.name);
+        }
+    }
+
+    fn ports_of(topo: &Topology, s: SwitchIdx) -> BTreeSet<String> {
+        ports(topo, s)
+            .into_iter()
+            .map(|e| topo.edge(e).from_port.to_string())
+            .collect()
+    }
+
+    #[test]
     fn collector_config_points_every_sink_at_the_collector() {
         let topo = small();
         let h3 = topo.host_by_name("h3").unwrap();
@@ -452,6 +515,7 @@ mod tests {
             Collector {
                 host: h3,
                 udp_port: 32766,
+                report_every: 8,
             },
         );
         assert_eq!(config.len(), 2, "both leaves are sinks, spines are not");
@@ -467,6 +531,17 @@ mod tests {
             panic!("report_config first")
         };
         assert_eq!(report.params["collector_addr"], "10.0.2.1");
+        let every = config["leaf2"].iter().find_map(|o| match o {
+            Object::Default(e) if e.table == names::INT_REPORT_SAMPLING => {
+                Some(e.params["every"].clone())
+            }
+            _ => None,
+        });
+        assert_eq!(
+            every.as_deref(),
+            Some("8"),
+            "every sink samples as configured"
+        );
     }
 
     #[test]

@@ -40,6 +40,7 @@ fn every_object_resolves_against_the_committed_p4info() {
     let collector = Collector {
         host: topo.host_by_name("h4").unwrap(),
         udp_port: 32766,
+        report_every: 4,
     };
     for (switch, intent) in intents.iter_mut() {
         intent.push(hash_mode_config(planner::ecmp::HashMode::FiveTuple));
@@ -96,7 +97,7 @@ fn every_object_resolves_against_the_committed_p4info() {
         .unwrap();
     assert_eq!(
         leaf1.defaults.len(),
-        4,
-        "INT node id, hash mode, hash seed and report config"
+        5,
+        "INT node id, hash mode, hash seed, report config and report sampling"
     );
 }

@@ -94,6 +94,18 @@ pub struct ControllerCmd {
     /// Receive INT reports on this UDP address (link utilisation in metrics and status).
     #[arg(long)]
     int_listen: Option<SocketAddr>,
+    /// INT sinks report 1 in this many packets of each watched flow, so
+    /// they stop cloning every packet (1: all). What the controller counts
+    /// from reports (congestion packets, flow packets, T+5 bytes) is scaled
+    /// back by it; port rates come from byte counters and need no scaling.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    int_report_every: u16,
+    /// MTU of every switch port, in bytes of IPv4 packet plus MPLS labels:
+    /// an INT hop whose metadata would pass it sets the M bit instead, and
+    /// a source whose INT headers would not fit leaves the packet alone.
+    /// Unset: ports are unchecked (the fabric leaves room for INT).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(i64::from(installer::static_state::MIN_MTU)..))]
+    int_mtu: Option<u16>,
     /// ECMP hash of RoCEv2 traffic on every switch (five-tuple ignores the QP,
     /// like a fabric without QP-aware hashing; the lab compares the two).
     #[arg(long, value_enum, default_value = "qp-aware")]
@@ -347,6 +359,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
                 )
             })?,
             udp_port: cmd.int_port,
+            report_every: cmd.int_report_every,
         }),
     };
     let state_file = (cmd.state_file.as_os_str() != "none").then(|| cmd.state_file.clone());
@@ -377,10 +390,12 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             ecmp_hash: cmd.ecmp_hash.into(),
             ecmp_seeds: cmd.hash_seed,
             reserved_tc: cmd.reserved_tc,
+            int_mtu: cmd.int_mtu,
         },
         telemetry: TelemetryConfig {
             congestion_queue_packets: cmd.congestion_queue_packets,
             congestion_gap_ns: ms_to_ns("--congestion-gap-ms", cmd.congestion_gap_ms)?,
+            report_every: cmd.int_report_every,
         },
         mismatch: MismatchTolerance {
             start_ns: ms_to_ns("--mismatch-start-ms", cmd.mismatch_start_ms)?,

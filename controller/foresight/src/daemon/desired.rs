@@ -28,8 +28,8 @@ use installer::ecn::{dcqcn_burst_entries, predrain_entry, EcnProfile};
 use installer::intent::{Key, Resolved};
 use installer::reservations::{host_pair_watch_entry, ReservedFlow};
 use installer::static_state::{
-    collector_config_with_down, hash_mode_config, hash_seed_config, static_state_with_down,
-    Collector,
+    collector_config_with_down, hash_mode_config, hash_seed_config, port_mtu_config,
+    static_state_with_down, Collector,
 };
 use installer::{Devices, Intent, IntentError, Object};
 use p4rt::proto::p4::v1 as p4;
@@ -59,6 +59,8 @@ pub struct Policy {
     pub ecmp_seeds: SeedPolicy,
     /// Priority queue (MPLS traffic class) of reserved traffic.
     pub reserved_tc: u8,
+    /// MTU of every switch port for INT's M bit (None: unchecked).
+    pub int_mtu: Option<u16>,
 }
 
 type Resolved1 = (Key, p4::Entity);
@@ -118,6 +120,14 @@ fn base_state(
     for (name, intent) in intents.iter_mut() {
         intent.push(hash_mode_config(policy.ecmp_hash));
         intent.push(hash_seed_config(policy.ecmp_seeds.seed(name)));
+    }
+    if let Some(mtu) = policy.int_mtu {
+        for (switch, objects) in port_mtu_config(topo, mtu) {
+            let intent = intents.entry(switch).or_default();
+            for o in objects {
+                intent.push(o);
+            }
+        }
     }
     if let Some(c) = policy.collector {
         for (switch, objects) in collector_config_with_down(topo, c, down) {

@@ -1901,6 +1901,7 @@ mod tests {
             ecmp_hash: planner::ecmp::HashMode::QpAware,
             ecmp_seeds: seeds,
             reserved_tc: installer::reservations::RESERVED_TC,
+            int_mtu: None,
         };
         let devices = std::sync::Arc::new(installer::Devices::bmv2());
         Compiler::new(topo, pipeline.info, devices, policy).unwrap()

@@ -267,6 +267,9 @@ pub struct TelemetryConfig {
     /// below it in between) belong to one episode; an episode with no
     /// report above for this long is over.
     pub congestion_gap_ns: u64,
+    /// Sinks report 1 in this many packets of a flow (the collector's
+    /// `report_every`), so each report stands for this many packets.
+    pub report_every: u16,
 }
 
 impl Default for TelemetryConfig {
@@ -274,7 +277,15 @@ impl Default for TelemetryConfig {
         TelemetryConfig {
             congestion_queue_packets: 20,
             congestion_gap_ns: 10_000_000,
+            report_every: 1,
         }
+    }
+}
+
+impl TelemetryConfig {
+    /// Packets one report stands for.
+    pub fn report_weight(&self) -> u64 {
+        u64::from(self.report_every.max(1))
     }
 }
 
@@ -288,7 +299,8 @@ pub struct Episode {
     /// The last report that saw the queue above the threshold.
     pub last_unix_ns: u64,
     pub peak_queue_packets: u32,
-    /// Reports (watched packets) that saw the queue above the threshold.
+    /// Watched packets that saw the queue above the threshold (reports
+    /// scaled by the sampling factor).
     pub packets: u64,
     /// Still going on.
     pub open: bool,
@@ -339,6 +351,7 @@ pub struct FlowObservation {
     /// The first report of the flow (controller clock).
     pub first_seen_unix_ns: u64,
     pub last_seen_unix_ns: u64,
+    /// Packets the reports stand for (reports x the sampling factor).
     pub reports: u64,
     /// (egress timestamp µs, tx bytes) of the flow's ingress hop in its
     /// first and latest report.
@@ -468,7 +481,7 @@ impl LinkLoads {
                     });
                     e.last_unix_ns = now_unix_ns;
                     e.peak_queue_packets = e.peak_queue_packets.max(q);
-                    e.packets += 1;
+                    e.packets += self.config.report_weight();
                 } else {
                     c.close((node, port));
                 }
@@ -492,7 +505,7 @@ impl LinkLoads {
                 }
                 o.last = (ts, tx);
                 o.last_seen_unix_ns = now_unix_ns;
-                o.reports += 1;
+                o.reports += self.config.report_weight();
                 if flows.len() > 4096 {
                     flows.retain(|_, o| {
                         now_unix_ns.saturating_sub(o.last_seen_unix_ns) < FLOW_IDLE_NS
@@ -631,7 +644,8 @@ pub async fn collect(
                 metrics.int_reports.inc();
                 loads.record(&report);
                 if let Some(l) = &learning {
-                    let bytes = u64::from(report.wire_bytes);
+                    // A sampled report stands for its flow's unsampled packets.
+                    let bytes = u64::from(report.wire_bytes) * loads.config.report_weight();
                     let now = super::now_unix_ns();
                     l.lock()
                         .expect("learning lock")
@@ -704,6 +718,7 @@ pub mod tests {
             TelemetryConfig {
                 congestion_queue_packets: 10,
                 congestion_gap_ns: 5_000,
+                report_every: 1,
             },
         );
         let r = |seq, hops: &[(u32, u16, u16, u32, u64, u32)]| {
@@ -752,6 +767,41 @@ pub mod tests {
         assert_eq!(same, after);
         assert_eq!(again.len(), 1);
         assert!(again[0].open);
+    }
+
+    #[test]
+    fn sampled_reports_count_for_the_packets_they_stand_for() {
+        let topo = topo();
+        let config = TelemetryConfig {
+            congestion_queue_packets: 10,
+            congestion_gap_ns: 5_000,
+            report_every: 16,
+        };
+        let loads = LinkLoads::with_config(&topo, &Devices::bmv2(), config);
+        let mut last = None;
+        for (seq, at) in [(1, 1_000), (2, 2_000)] {
+            let b = report_to_qp(2, seq, 700, &[(1, 1, 3, 30, seq as u64 * 10, 0)]);
+            let r = parse_report(&b).unwrap();
+            loads.record_at(&r, at);
+            last = Some(r);
+        }
+        let r = last.unwrap();
+        let (eps, _) = loads.congestion_since(0, 2_000);
+        assert_eq!(eps.len(), 1);
+        assert_eq!(eps[0].packets, 2 * 16, "two reports of 1 in 16 packets");
+        let seen = loads
+            .flow(r.src, r.dst, Some(700))
+            .expect("the flow was reported");
+        assert_eq!(seen.reports, 2 * 16);
+        // 0 is read as 1 (every packet), as the data plane does.
+        assert_eq!(
+            TelemetryConfig {
+                report_every: 0,
+                ..config
+            }
+            .report_weight(),
+            1
+        );
     }
 
     #[test]
@@ -856,6 +906,7 @@ pub mod tests {
             TelemetryConfig {
                 congestion_queue_packets: 10,
                 congestion_gap_ns: 5_000,
+                report_every: 1,
             },
         );
         // leaf1 (id 1) reports device port 144, its topology port 3.

@@ -186,8 +186,9 @@ pub const PORT_PARAMS: [(&str, &str); 2] = [
     (names::FORWARD_ADJACENCY, "port"),
 ];
 /// Match fields whose values are ports, by table.
-pub const PORT_MATCHES: [(&str, &str); 3] = [
+pub const PORT_MATCHES: [(&str, &str); 4] = [
     (names::INT_SINK_PORTS, "egress_port"),
+    (names::INT_PORT_MTU, "egress_port"),
     (names::DCQCN_PORT, "egress_port"),
     (names::PREDRAIN, "egress_port"),
 ];

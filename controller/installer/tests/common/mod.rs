@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile, PREDRAIN_ALWAYS};
 use installer::reservations::ReservedFlow;
 use installer::static_state::{
-    collector_config, hash_mode_config, hash_seed_config, static_state, Collector,
+    collector_config, hash_mode_config, hash_seed_config, port_mtu_config, static_state, Collector,
 };
 use installer::Intent;
 use planner::ecmp::HashMode;
@@ -24,15 +24,21 @@ pub fn small_topology() -> Topology {
 /// The intent of every switch of `topo` with one of each object the
 /// controller ever writes: the static state with an INT collector, both
 /// ECMP hash modes, the ECMP hash seed, SR push entries for every stack depth (1-4 labels),
-/// INT watch entries, lowered DCQCN profiles and pre-drain entries with
-/// and without a QP.
+/// INT watch entries, INT port MTUs, lowered DCQCN profiles and pre-drain
+/// entries with and without a QP.
 pub fn every_object(topo: &Topology) -> BTreeMap<String, Intent> {
     let mut intents = static_state(topo, EcnProfile::default());
     let collector = Collector {
         host: topo.host_by_name("h4").unwrap(),
         udp_port: 32766,
+        report_every: 4,
     };
     for (switch, objects) in collector_config(topo, collector) {
+        for o in objects {
+            intents.get_mut(&switch).unwrap().push(o);
+        }
+    }
+    for (switch, objects) in port_mtu_config(topo, 4200) {
         for o in objects {
             intents.get_mut(&switch).unwrap().push(o);
         }

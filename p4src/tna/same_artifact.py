@@ -3,8 +3,9 @@
 
 Byte-identical files are the same. JSON (bfrt.json) is compared with the
 keys that name the build rather than the program set aside (compiler
-version, build date, source paths) and set-like lists sorted; RESOURCES.md with its compile-time line
-set aside, since that varies from run to run.
+version, build date, source paths), set-like lists sorted and the
+compiler's own snapshot tables left out; RESOURCES.md with its compile-time
+line set aside, since that varies from run to run.
 """
 import json
 import sys
@@ -18,8 +19,18 @@ VOLATILE_KEYS = {"build_date", "compiler_version", "compile_command", "run_id",
 UNORDERED_KEYS = {"depends_on"}
 
 
+# Tables bf-p4c adds for the driver's pipeline snapshots, not the program's:
+# their ids and order vary between runs of the same compiler on the same
+# source (seen: pipe.snapshot.cfg as 2433099927 and 2436788429, ingress and
+# egress triggers swapped), and nothing of Foresight uses them.
+COMPILER_TABLE_PREFIX = "pipe.snapshot."
+
+
 def strip(node):
     if isinstance(node, dict):
+        if isinstance(node.get("tables"), list):
+            node = dict(node, tables=[t for t in node["tables"]
+                                      if not str(t.get("name", "")).startswith(COMPILER_TABLE_PREFIX)])
         return {k: sorted(v) if k in UNORDERED_KEYS and isinstance(v, list) else strip(v)
                 for k, v in node.items() if k not in VOLATILE_KEYS}
     if isinstance(node, list):

@@ -12,10 +12,17 @@
 //!    killed with SIGKILL and restarted on its state file: time until every
 //!    switch is reconciled, and the check that nothing was duplicated or
 //!    lost (switch contents identical before and after, zero changes).
+//! 3. **Scale**: the control loop of (1) for 16-, 256- and 1,024-rank ring
+//!    all-reduces on a generated leaf-spine of 12 BMv2 switches (8 leaves of
+//!    16 NICs, 4 spines; 8 GPUs per NIC), hosts taken leaf by leaf in turn
+//!    so that every ring crosses the spines; how the time grows with the
+//!    entities written.
 //!
 //! `cargo bench -p foresight --bench control_loop`
 //! (env: `FORESIGHT_BENCH_ITERATIONS`, default 200; `FORESIGHT_BENCH_CHANNELS`,
-//! default 8; `FORESIGHT_BENCH_RESERVATIONS`, default 500).
+//! default 8; `FORESIGHT_BENCH_RESERVATIONS`, default 500;
+//! `FORESIGHT_BENCH_SCALE_RANKS`, default 16,256,1024 (empty: skip);
+//! `FORESIGHT_BENCH_SCALE_ITERATIONS`, default 50).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -70,7 +77,138 @@ fn main() {
     runtime.block_on(async move {
         control_loop(&fabric).await;
         restart(&mut fabric).await;
+        drop(fabric);
+        scale().await;
     });
+}
+
+/// The generated fabric of the scale figures, written into `dir`.
+fn scale_topology(dir: &std::path::Path) -> std::path::PathBuf {
+    use planner::topology::generate::{leaf_spine, LeafSpine};
+    let spec = leaf_spine(&LeafSpine {
+        name: "bench-scale".into(),
+        leaves: 8,
+        spines: 4,
+        hosts_per_leaf: 16,
+        host_gbps: 100.0,
+        uplink_gbps: 400.0,
+        gpus_per_host: 8,
+        nics_per_server: 1,
+    })
+    .unwrap();
+    let path = dir.join("bench-scale.yaml");
+    planner::topology::yaml::save_file(&spec, &path).unwrap();
+    path
+}
+
+async fn scale() {
+    let ranks: Vec<u32> = std::env::var("FORESIGHT_BENCH_SCALE_RANKS")
+        .unwrap_or_else(|_| "16,256,1024".into())
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            s.trim()
+                .parse()
+                .expect("FORESIGHT_BENCH_SCALE_RANKS: comma-separated rank counts")
+        })
+        .collect();
+    if ranks.is_empty() {
+        return;
+    }
+    let iterations = env("FORESIGHT_BENCH_SCALE_ITERATIONS", 50);
+    let channels = env("FORESIGHT_BENCH_CHANNELS", 8) as u32;
+    let dir = tempfile::tempdir().unwrap();
+    let topology = scale_topology(dir.path());
+    let topo = planner::topology::yaml::load_file(&topology).unwrap();
+    let Some(fabric) = Fabric::start_topology("control-loop scale bench", &topology) else {
+        return;
+    };
+    // Leaf by leaf in turn: consecutive NICs of a ring sit on different leaves.
+    let leaves = topo.leaves().len();
+    let per_leaf = topo.hosts().len() / leaves;
+    let hosts: Vec<String> = (0..per_leaf)
+        .flat_map(|i| topo.leaves().iter().map(move |&leaf| (leaf, i)))
+        .map(|(leaf, i)| {
+            topo.hosts()
+                .iter()
+                .filter(|h| h.leaf == leaf)
+                .nth(i)
+                .unwrap()
+                .ip
+                .to_string()
+        })
+        .collect();
+    let most = *ranks.iter().max().unwrap();
+    assert!(
+        most as usize <= 8 * hosts.len(),
+        "{most} ranks need {} NICs; the fabric has {}",
+        most.div_ceil(8),
+        hosts.len()
+    );
+    let controller = fabric.controller(50);
+    let mut client = controller.client().await;
+    let names: Vec<&str> = hosts.iter().map(String::as_str).collect();
+    client
+        .register_topology(register("scale", &names))
+        .await
+        .unwrap();
+    println!(
+        "scale: ring all-reduce ({channels} channels) on {} BMv2 switches ({} leaves x {per_leaf} NICs, {} spines), {iterations} iterations each",
+        fabric.switches.len(),
+        leaves,
+        fabric.switches.len() - leaves
+    );
+    for &n in &ranks {
+        let (mut server, mut rpc, mut removal) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut changes, mut flows) = (0, 0);
+        for i in 0..iterations + 3 {
+            let id = format!("s{n}-{i}");
+            let request = ring_allreduce(&id, "scale", n, channels, 0, 10_000 * MS);
+            let t0 = Instant::now();
+            let response = client.submit_collective(request).await.unwrap();
+            let client_ms = t0.elapsed().as_secs_f64() * 1e3;
+            let meta = |k: &str| -> f64 {
+                response
+                    .metadata()
+                    .get(k)
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            };
+            let (us, n_changes) = (
+                meta("foresight-install-us"),
+                meta("foresight-switch-changes"),
+            );
+            let r = response.into_inner().validate().unwrap();
+            assert!(
+                r.flows.iter().all(|f| f.accepted_bps > 0),
+                "every flow reserved"
+            );
+            let t1 = Instant::now();
+            client
+                .cancel(proto::CancelRequest {
+                    header: header(),
+                    target: Some(proto::cancel_request::Target::CollectiveId(id)),
+                })
+                .await
+                .unwrap();
+            // The first three warm up (connections, caches).
+            if i >= 3 {
+                server.push(us / 1e3);
+                rpc.push(client_ms);
+                removal.push(t1.elapsed().as_secs_f64() * 1e3);
+                changes = n_changes as usize;
+                flows = r.flows.len();
+            }
+        }
+        println!("  {n} ranks: {flows} flows, {changes} entity changes per collective");
+        summary("NDSP received -> all entries acknowledged", server);
+        summary("client SubmitCollective RPC (incl. gRPC)", rpc);
+        summary("client Cancel RPC (entries removed)", removal);
+    }
+    controller.kill();
 }
 
 async fn control_loop(fabric: &Fabric) {

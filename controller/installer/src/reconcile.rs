@@ -171,7 +171,8 @@ pub async fn apply(
 /// first (table entries point at them), then every table entry change in
 /// one go (inserts, modifies and deletes of distinct keys are independent),
 /// then the groups, members and sessions to delete. Empty phases send no
-/// request, so a change of table entries only is one Write RPC.
+/// request, so a change of table entries only is one Write RPC. A phase
+/// larger than `batch_size` goes as several, [`WRITES_IN_FLIGHT`] at once.
 pub async fn apply_diff(
     switch: &Switch,
     diff: &Diff,
@@ -201,7 +202,15 @@ pub async fn apply_diff(
         phases[phase].push(p4rt::switch::update(Type::Delete, e.clone()));
     }
     for phase in phases {
-        switch.write_batched(phase, batch_size).await?;
+        switch
+            .write_streamed(phase, batch_size, WRITES_IN_FLIGHT)
+            .await?;
     }
     Ok(())
 }
+
+/// Write RPCs of one phase outstanding at once: a phase's updates do not
+/// depend on each other, and with several in flight the switch works on
+/// one batch while the next is on its way (`cargo bench -p p4rt --bench
+/// write_rate`: 1,000-entry batches 1.5x faster with 2-4 in flight).
+pub const WRITES_IN_FLIGHT: usize = 4;

@@ -7,8 +7,10 @@
 //! ceiling (one 10,000-update request built in advance). Timings include
 //! building the entries from P4Info names, as a caller would.
 //!
-//! Env: FORESIGHT_BENCH_ENTRIES (default 10000), FORESIGHT_PYTHON (.venv) and
-//! FORESIGHT_FINSY_PYTHON (.venv-finsy) for the peers.
+//! Env: FORESIGHT_BENCH_ENTRIES (default 10000), FORESIGHT_BENCH_WRITES
+//! (the batch sizes and requests in flight), FORESIGHT_PYTHON (.venv) and
+//! FORESIGHT_FINSY_PYTHON (.venv-finsy) for the peers (FORESIGHT_BENCH_PEERS=0
+//! leaves them out).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,19 +25,21 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// One exact-match entry built from P4Info names, as a caller would.
+fn entry(info: &P4Info, key: u64) -> p4::Entity {
+    TableEntryBuilder::new(info, "exact_table")
+        .unwrap()
+        .exact("dst_addr", key)
+        .unwrap()
+        .action("set_port", &[("port", 1u32.into())])
+        .unwrap()
+        .build()
+        .unwrap()
+        .into()
+}
+
 fn entries(info: &P4Info, keys: std::ops::Range<u64>) -> Vec<p4::Entity> {
-    keys.map(|key| {
-        TableEntryBuilder::new(info, "exact_table")
-            .unwrap()
-            .exact("dst_addr", key)
-            .unwrap()
-            .action("set_port", &[("port", 1u32.into())])
-            .unwrap()
-            .build()
-            .unwrap()
-            .into()
-    })
-    .collect()
+    keys.map(|key| entry(info, key)).collect()
 }
 
 async fn connect(addr: &str, election_id: u128) -> Switch {
@@ -64,8 +68,11 @@ async fn clear(switch: &Switch, info: &P4Info) -> usize {
 struct Row {
     client: String,
     batch: String,
+    in_flight: usize,
     entries: usize,
     seconds: f64,
+    /// The same shape with every update built in advance, entries/s.
+    shape_ceiling: Option<f64>,
 }
 
 impl Row {
@@ -78,6 +85,9 @@ fn run_peer(python: &Path, script: &str, args: &[String]) -> Option<(usize, f64)
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("benches/peers")
         .join(script);
+    if std::env::var("FORESIGHT_BENCH_PEERS").as_deref() == Ok("0") {
+        return None;
+    }
     if !python.exists() {
         eprintln!(
             "skipping {}: {} not found (run ci/setup.sh)",
@@ -105,6 +115,20 @@ fn run_peer(python: &Path, script: &str, args: &[String]) -> Option<(usize, f64)
         value["entries"].as_u64()? as usize,
         value["seconds"].as_f64()?,
     ))
+}
+
+/// (batch, requests in flight) of each run: FORESIGHT_BENCH_WRITES as
+/// `BATCHxIN_FLIGHT,...`, default 1x1,100x1,1000x1,1x16,1x64,100x4,1000x2,1000x4.
+fn write_configs() -> Vec<(usize, usize)> {
+    let text = std::env::var("FORESIGHT_BENCH_WRITES")
+        .unwrap_or_else(|_| "1x1,100x1,1000x1,1x16,1x64,100x4,1000x2,1000x4".into());
+    text.split(',')
+        .map(|c| {
+            c.split_once('x')
+                .and_then(|(b, f)| Some((b.trim().parse().ok()?, f.trim().parse().ok()?)))
+                .unwrap_or_else(|| panic!("FORESIGHT_BENCH_WRITES: {c:?} is not BATCHxIN_FLIGHT"))
+        })
+        .collect()
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -143,52 +167,58 @@ async fn main() {
         .unwrap();
     let mut rows = Vec::new();
 
-    for batch in [1usize, 100, 1000] {
-        clear(&switch, &info).await;
-        let start = Instant::now();
-        let built = entries(&info, 1..count as u64 + 1);
-        switch
-            .apply(p4::update::Type::Insert, built, batch)
-            .await
-            .unwrap();
-        let seconds = start.elapsed().as_secs_f64();
-        let installed = clear(&switch, &info).await;
-        assert_eq!(
-            installed, count,
-            "batch {batch}: the switch holds {installed} entries"
-        );
+    // In order (one request at a time), then with requests in flight. The
+    // entries are built from P4Info names as each batch is sent. Each shape
+    // is measured again with every update built in advance: what the switch
+    // takes at that shape when the client does the least (its ceiling there).
+    for (batch, in_flight) in write_configs() {
+        let run = |prebuilt: bool| {
+            let (switch, info) = (&switch, &info);
+            async move {
+                clear(switch, info).await;
+                let ready: Vec<p4::Update> = if prebuilt {
+                    entries(info, 1..count as u64 + 1)
+                        .into_iter()
+                        .map(|e| p4rt::switch::update(p4::update::Type::Insert, e))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                let start = Instant::now();
+                let result = if prebuilt {
+                    switch.write_streamed(ready, batch, in_flight).await
+                } else {
+                    let built = (1..count as u64 + 1).map(|key| {
+                        p4rt::switch::update(p4::update::Type::Insert, entry(info, key))
+                    });
+                    switch.write_streamed(built, batch, in_flight).await
+                };
+                result.unwrap();
+                let seconds = start.elapsed().as_secs_f64();
+                let installed = clear(switch, info).await;
+                assert_eq!(
+                    installed, count,
+                    "batch {batch}, {in_flight} in flight: the switch holds {installed} entries"
+                );
+                seconds
+            }
+        };
+        let seconds = run(false).await;
+        let prebuilt_seconds = run(true).await;
         rows.push(Row {
             client: "foresight p4rt".into(),
             batch: batch.to_string(),
+            in_flight,
             entries: count,
             seconds,
+            shape_ceiling: Some(count as f64 / prebuilt_seconds),
         });
         eprintln!(
-            "  p4rt batch {batch}: {:.0} entries/s",
-            rows.last().unwrap().rate()
+            "  p4rt batch {batch}, {in_flight} in flight: {:.0} entries/s (prebuilt {:.0})",
+            rows.last().unwrap().rate(),
+            count as f64 / prebuilt_seconds
         );
     }
-
-    // Batch 1 with 16 requests in flight: the round trip hidden.
-    clear(&switch, &info).await;
-    let start = Instant::now();
-    let updates = entries(&info, 1..count as u64 + 1)
-        .into_iter()
-        .map(|e| p4rt::switch::update(p4::update::Type::Insert, e))
-        .collect();
-    switch.write_pipelined(updates, 1, 16).await.unwrap();
-    let seconds = start.elapsed().as_secs_f64();
-    assert_eq!(
-        clear(&switch, &info).await,
-        count,
-        "pipelined run installed everything"
-    );
-    rows.push(Row {
-        client: "foresight p4rt, 16 in flight".into(),
-        batch: "1".into(),
-        entries: count,
-        seconds,
-    });
 
     // Ceiling: one request with every update, built and encoded beforehand;
     // what remains is the transfer and BMv2's own work.
@@ -216,8 +246,10 @@ async fn main() {
     let ceiling = Row {
         client: "BMv2 ceiling (1 prebuilt request)".into(),
         batch: count.to_string(),
+        in_flight: 1,
         entries: count,
         seconds: ceiling_seconds,
+        shape_ceiling: None,
     };
 
     // Latency of one 64-entry batch.
@@ -260,8 +292,10 @@ async fn main() {
         rows.push(Row {
             client: "p4runtime-shell".into(),
             batch: "1".into(),
+            in_flight: 1,
             entries: n,
             seconds: s,
+            shape_ceiling: None,
         });
     }
     let check = connect(&addr, 2).await;
@@ -281,14 +315,17 @@ async fn main() {
             "--batch".into(),
             batch.into(),
         ];
-        if let Some((n, s)) = run_peer(&finsy_python, "finsy_write.py", &args) {
-            rows.push(Row {
-                client: "finsy".into(),
-                batch: batch.into(),
-                entries: n,
-                seconds: s,
-            });
-        }
+        let Some((n, s)) = run_peer(&finsy_python, "finsy_write.py", &args) else {
+            continue;
+        };
+        rows.push(Row {
+            client: "finsy (asyncio)".into(),
+            batch: batch.into(),
+            in_flight: 1,
+            entries: n,
+            seconds: s,
+            shape_ceiling: None,
+        });
         let check = connect(&addr, 100).await;
         let written = clear(&check, &info).await;
         check.shutdown().await;
@@ -307,25 +344,29 @@ async fn main() {
         .map(Row::rate);
     let finsy = rows
         .iter()
-        .filter(|r| r.client == "finsy")
+        .filter(|r| r.client.starts_with("finsy"))
         .map(Row::rate)
         .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
     println!();
     println!(
-        "| client | batch | entries/s | vs p4runtime-shell | vs finsy (best batch) | vs ceiling |"
+        "| client | batch | in flight | entries/s | same shape prebuilt | of that | vs 1-request ceiling | vs p4runtime-shell | vs finsy (best) |"
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for row in rows.iter().chain(std::iter::once(&ceiling)) {
         let ratio =
             |base: Option<f64>| base.map_or("n/a".into(), |b| format!("{:.2}x", row.rate() / b));
         println!(
-            "| {} | {} | {:.0} | {} | {} | {:.2}x |",
+            "| {} | {} | {} | {:.0} | {} | {} | {:.2}x | {} | {} |",
             row.client,
             row.batch,
+            row.in_flight,
             row.rate(),
+            row.shape_ceiling.map_or("".into(), |c| format!("{c:.0}")),
+            row.shape_ceiling
+                .map_or("".into(), |c| format!("{:.2}", row.rate() / c)),
+            row.rate() / ceiling.rate(),
             ratio(shell),
             ratio(finsy),
-            row.rate() / ceiling.rate()
         );
     }
     println!();

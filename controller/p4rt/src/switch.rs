@@ -287,99 +287,104 @@ impl Switch {
         updates: Vec<p4::Update>,
         batch_size: usize,
     ) -> Result<(), WriteError> {
-        let batch_size = batch_size.max(1);
-        let total = updates.len();
-        let mut sent = 0;
-        let mut remaining = updates.into_iter().peekable();
-        let mut client = self.client.clone();
-        while remaining.peek().is_some() {
-            let batch: Vec<p4::Update> = remaining.by_ref().take(batch_size).collect();
-            let batch_len = batch.len();
-            let descriptions: Vec<String> = batch
-                .iter()
-                .map(|u| {
-                    u.entity
-                        .as_ref()
-                        .map_or("empty update".into(), |e| describe(None, e))
-                })
-                .collect();
-            let request = p4::WriteRequest {
-                device_id: self.options.device_id,
-                role: self.options.role.clone(),
-                election_id: Some(to_uint128(self.options.election_id)),
-                updates: batch,
-                atomicity: p4::write_request::Atomicity::ContinueOnError as i32,
-                ..Default::default()
-            };
-            if let Err(status) = client.write(request).await {
-                let failures = update_failures(&status, sent, &descriptions);
-                return Err(WriteError {
-                    addr: self.options.addr.clone(),
-                    status: failures
-                        .is_empty()
-                        .then(|| format!("{}: {}", code_name(status.code()), status.message())),
-                    failures,
-                    not_sent: total - sent - batch_len,
-                });
-            }
-            sent += batch_len;
-        }
-        Ok(())
+        self.write_streamed(updates, batch_size, 1).await
     }
 
-    /// Like [`Switch::write_batched`], with up to `in_flight` Write RPCs
-    /// outstanding at once: for updates that do not depend on each other
-    /// (the switch may apply concurrent requests in any order). Hides the
-    /// round-trip time when batches are small. All batches are sent; the
-    /// error lists every failed update by its index in `updates`.
-    pub async fn write_pipelined(
+    /// Send `updates` in Write RPCs of at most `batch_size` updates with up
+    /// to `in_flight` of them outstanding, building each batch from the
+    /// iterator only when it is sent: building, encoding and the switch's
+    /// work overlap, and the round trip is hidden. With `in_flight` 1 the
+    /// batches are applied in order; with more the switch may apply them in
+    /// any order, so the updates must not depend on each other. After a
+    /// failed batch no new one is sent; the error lists every failed update
+    /// (of every batch sent) by its index and how many were not sent.
+    pub async fn write_streamed(
         &self,
-        updates: Vec<p4::Update>,
+        updates: impl IntoIterator<Item = p4::Update>,
         batch_size: usize,
         in_flight: usize,
     ) -> Result<(), WriteError> {
-        use futures::StreamExt as FuturesStreamExt;
-        let batch_size = batch_size.max(1);
-        let mut batches = Vec::new();
-        let mut offset = 0;
-        let mut remaining = updates.into_iter().peekable();
-        while remaining.peek().is_some() {
-            let batch: Vec<p4::Update> = remaining.by_ref().take(batch_size).collect();
-            let len = batch.len();
-            batches.push((offset, batch));
-            offset += len;
-        }
-        let requests = FuturesStreamExt::map(
-            futures::stream::iter(batches),
-            |(offset, batch)| async move {
-                self.write(batch).await.map_err(|mut err| {
-                    for failure in &mut err.failures {
-                        failure.index += offset;
-                    }
-                    err
+        let (batch_size, in_flight) = (batch_size.max(1), in_flight.max(1));
+        let mut updates = updates.into_iter();
+        let mut pending = tokio::task::JoinSet::new();
+        let (mut offset, mut failed) = (0, None::<WriteError>);
+        loop {
+            while failed.is_none() && pending.len() < in_flight {
+                let batch: Vec<p4::Update> = updates.by_ref().take(batch_size).collect();
+                if batch.is_empty() {
+                    break;
+                }
+                let len = batch.len();
+                // A task of its own: the request is on its way while the
+                // next batch is built.
+                pending.spawn(self.send_batch(batch, offset));
+                offset += len;
+            }
+            let Some(joined) = pending.join_next().await else {
+                break;
+            };
+            let result = joined.unwrap_or_else(|e| {
+                Err(WriteError {
+                    addr: self.options.addr.clone(),
+                    failures: Vec::new(),
+                    status: Some(format!("write task failed: {e}")),
+                    not_sent: 0,
                 })
-            },
-        );
-        let results: Vec<Result<(), WriteError>> = FuturesStreamExt::collect(
-            FuturesStreamExt::buffer_unordered(requests, in_flight.max(1)),
-        )
-        .await;
-        let mut failures = Vec::new();
-        let mut status = None;
-        for err in results.into_iter().filter_map(Result::err) {
-            failures.extend(err.failures);
-            status = status.or(err.status);
+            });
+            if let Err(err) = result {
+                let all = failed.get_or_insert_with(|| WriteError {
+                    addr: err.addr.clone(),
+                    failures: Vec::new(),
+                    status: None,
+                    not_sent: 0,
+                });
+                all.failures.extend(err.failures);
+                all.status = all.status.take().or(err.status);
+            }
         }
-        if failures.is_empty() && status.is_none() {
-            return Ok(());
+        match failed {
+            None => Ok(()),
+            Some(mut err) => {
+                err.failures.sort_by_key(|f| f.index);
+                err.not_sent = updates.count();
+                Err(err)
+            }
         }
-        failures.sort_by_key(|f| f.index);
-        Err(WriteError {
-            addr: self.options.addr.clone(),
-            failures,
-            status,
-            not_sent: 0,
-        })
+    }
+
+    /// One Write RPC with `batch`, whose first update is `offset` in what
+    /// the caller sends; failures name their updates.
+    fn send_batch(
+        &self,
+        batch: Vec<p4::Update>,
+        offset: usize,
+    ) -> impl std::future::Future<Output = Result<(), WriteError>> + Send + 'static {
+        let mut client = self.client.clone();
+        let addr = self.options.addr.clone();
+        let request = p4::WriteRequest {
+            device_id: self.options.device_id,
+            role: self.options.role.clone(),
+            election_id: Some(to_uint128(self.options.election_id)),
+            // A copy goes on the wire; the batch stays to name what failed
+            // (cheaper than describing every update in advance).
+            updates: batch.clone(),
+            atomicity: p4::write_request::Atomicity::ContinueOnError as i32,
+            ..Default::default()
+        };
+        async move {
+            let Err(status) = client.write(request).await else {
+                return Ok(());
+            };
+            let failures = update_failures(&status, offset, &batch);
+            Err(WriteError {
+                addr,
+                status: failures
+                    .is_empty()
+                    .then(|| format!("{}: {}", code_name(status.code()), status.message())),
+                failures,
+                not_sent: 0,
+            })
+        }
     }
 
     /// Insert, modify or delete `entities`, in batches of `batch_size`.
@@ -389,8 +394,8 @@ impl Switch {
         entities: impl IntoIterator<Item = p4::Entity>,
         batch_size: usize,
     ) -> Result<(), WriteError> {
-        let updates = entities.into_iter().map(|e| update(kind, e)).collect();
-        self.write_batched(updates, batch_size).await
+        let updates = entities.into_iter().map(|e| update(kind, e));
+        self.write_streamed(updates, batch_size, 1).await
     }
 
     /// Insert, and turn the inserts the switch refuses as ALREADY_EXISTS into
@@ -586,7 +591,7 @@ fn code_name(code: tonic::Code) -> String {
 fn update_failures(
     status: &tonic::Status,
     offset: usize,
-    descriptions: &[String],
+    batch: &[p4::Update],
 ) -> Vec<UpdateFailure> {
     let Ok(details) = rpc::Status::decode(status.details()) else {
         return Vec::new();
@@ -599,7 +604,10 @@ fn update_failures(
             let error = p4::Error::decode(any.value.as_slice()).ok()?;
             (error.canonical_code != 0).then(|| UpdateFailure {
                 index: offset + i,
-                entity: descriptions.get(i).cloned().unwrap_or_default(),
+                entity: batch
+                    .get(i)
+                    .and_then(|u| u.entity.as_ref())
+                    .map_or_else(String::new, |e| describe(None, e)),
                 code: error.canonical_code,
                 message: error.message,
             })

@@ -128,23 +128,60 @@ async fn batch_failures_map_to_the_failing_update() {
         "batches of 4: updates 8 and 9 come after the failing batch"
     );
 
-    // Pipelined: every batch is sent; the duplicate of #2 (now at #9, sent
-    // in another in-flight request) is the only failure and keeps its index.
+    // Streamed with 4 in flight: the duplicate of #2 (now at #10, in the
+    // last batch) is the only failure and keeps its index.
     let more: Vec<p4::Update> = (20..30u8)
         .map(|i| route(&info, Ipv4Addr::new(10, 1, i, 0), 24, 1).into())
         .chain(std::iter::once(entities[2].clone()))
         .map(|e| p4rt::switch::update(p4::update::Type::Insert, e))
         .collect();
-    let err = switch.write_pipelined(more, 2, 4).await.unwrap_err();
+    let err = switch.write_streamed(more, 2, 4).await.unwrap_err();
     assert_eq!(err.failures.len(), 1, "{err}");
     assert_eq!(err.failures[0].index, 10, "{err}");
-    for i in 20..30u8 {
-        let e: p4::Entity = route(&info, Ipv4Addr::new(10, 1, i, 0), 24, 1).into();
+    assert_eq!(err.not_sent, 0, "{err}");
+    let delete_routes = |range: std::ops::Range<u8>| {
+        range.map(|i| -> p4::Entity { route(&info, Ipv4Addr::new(10, 1, i, 0), 24, 1).into() })
+    };
+    switch
+        .apply(p4::update::Type::Delete, delete_routes(20..30), 1)
+        .await
+        .unwrap();
+
+    // A failure in the first batch stops new batches: what was sent is on
+    // the switch, what was not is counted, nothing else.
+    let count = || async {
         switch
-            .apply(p4::update::Type::Delete, [e], 1)
+            .read(vec![
+                p4rt::entity::all_table_entries(&info, "ipv4_lpm").unwrap()
+            ])
             .await
-            .unwrap();
-    }
+            .unwrap()
+            .len()
+    };
+    let before = count().await;
+    let first_fails: Vec<p4::Update> = std::iter::once(entities[2].clone())
+        .chain((40..50u8).map(|i| route(&info, Ipv4Addr::new(10, 1, i, 0), 24, 1).into()))
+        .map(|e| p4rt::switch::update(p4::update::Type::Insert, e))
+        .collect();
+    let err = switch.write_streamed(first_fails, 2, 2).await.unwrap_err();
+    assert_eq!(err.failures.len(), 1, "{err}");
+    assert_eq!(err.failures[0].index, 0, "{err}");
+    assert!(
+        err.failures[0].entity.starts_with("table entry"),
+        "the failure names its entry: {err}"
+    );
+    assert!(err.not_sent > 0, "{err}");
+    assert_eq!(
+        count().await,
+        before + (11 - err.not_sent - 1),
+        "every sent insert but the duplicate is held ({} not sent)",
+        err.not_sent
+    );
+    let sent = (11 - err.not_sent - 1) as u8;
+    switch
+        .apply(p4::update::Type::Delete, delete_routes(40..40 + sent), 1)
+        .await
+        .unwrap();
 
     // Re-applying everything with insert-or-modify is idempotent.
     switch.insert_or_modify(entities, 3).await.unwrap();

@@ -194,6 +194,13 @@ pub enum PacketError {
         pad: u8,
         payload: usize,
     },
+    /// IPv4 header with options, or not IPv4/UDP: not what RoCEv2 sends.
+    NotRoceIpv4(&'static str),
+    /// The ICRC the packet carries is not the one computed over it.
+    BadIcrc {
+        carried: u32,
+        computed: u32,
+    },
 }
 
 impl fmt::Display for PacketError {
@@ -206,6 +213,10 @@ impl fmt::Display for PacketError {
                 write!(f, "unsupported BTH opcode 0x{c:02x}")
             }
             PacketError::BadTransportVersion(v) => write!(f, "BTH transport version {v} != 0"),
+            PacketError::NotRoceIpv4(why) => write!(f, "not a RoCEv2 IPv4 packet: {why}"),
+            PacketError::BadIcrc { carried, computed } => {
+                write!(f, "ICRC 0x{carried:08x}, computed 0x{computed:08x}")
+            }
             PacketError::BadPad { pad, payload } => {
                 write!(f, "BTH pad count {pad} exceeds payload of {payload} bytes")
             }
@@ -215,8 +226,56 @@ impl fmt::Display for PacketError {
 
 impl std::error::Error for PacketError {}
 
-/// Decodes a UDP payload. The ICRC is not verified: the UDP socket hides
-/// the IP header fields (identification, flags) it covers.
+/// What a received IPv4 packet carries for RoCEv2, once its ICRC checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received<'a> {
+    pub src: Ipv4Addr,
+    /// TOS byte (DSCP and ECN).
+    pub tos: u8,
+    pub udp_payload: &'a [u8],
+}
+
+/// Checks a whole IPv4 packet as a RoCEv2 NIC does before it looks inside:
+/// a 20-byte IPv4 header, UDP, lengths that agree with what arrived, and
+/// the ICRC (which covers the IP header, so this needs the packet from its
+/// first byte). A packet that fails is dropped by the caller, and counted.
+pub fn check_ipv4(pkt: &[u8]) -> Result<Received<'_>, PacketError> {
+    if pkt.len() < IPV4_LEN + UDP_LEN + BTH_LEN + ICRC_LEN {
+        return Err(PacketError::Truncated {
+            what: "IPv4+UDP+BTH+ICRC",
+            need: IPV4_LEN + UDP_LEN + BTH_LEN + ICRC_LEN,
+            got: pkt.len(),
+        });
+    }
+    if pkt[0] != 0x45 {
+        return Err(PacketError::NotRoceIpv4(
+            "IPv4 header with options or not version 4",
+        ));
+    }
+    if pkt[9] != 17 {
+        return Err(PacketError::NotRoceIpv4("IP protocol is not UDP"));
+    }
+    let total = usize::from(u16::from_be_bytes([pkt[2], pkt[3]]));
+    let udp_len = usize::from(u16::from_be_bytes([pkt[IPV4_LEN + 4], pkt[IPV4_LEN + 5]]));
+    if total != pkt.len() || udp_len != total - IPV4_LEN {
+        return Err(PacketError::NotRoceIpv4(
+            "IP or UDP length disagrees with the packet",
+        ));
+    }
+    let (covered, tail) = pkt.split_at(pkt.len() - ICRC_LEN);
+    let carried = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
+    let computed = icrc(covered);
+    if carried != computed {
+        return Err(PacketError::BadIcrc { carried, computed });
+    }
+    Ok(Received {
+        src: Ipv4Addr::new(pkt[12], pkt[13], pkt[14], pkt[15]),
+        tos: pkt[1],
+        udp_payload: &pkt[IPV4_LEN + UDP_LEN..],
+    })
+}
+
+/// Decodes a UDP payload (its ICRC is checked by [`check_ipv4`]).
 pub fn decode(udp_payload: &[u8]) -> Result<Roce<'_>, PacketError> {
     let bth = Bth::decode(udp_payload)?;
     let rest = &udp_payload[BTH_LEN..];
@@ -527,6 +586,60 @@ mod tests {
             &mut c,
         );
         assert_ne!(a[a.len() - 4..], c[c.len() - 4..], "PSN is covered");
+    }
+
+    #[test]
+    fn check_ipv4_passes_what_a_switch_may_change_and_nothing_else() {
+        let mut sent = Vec::new();
+        build(
+            &ip(),
+            &Bth::new(Opcode::SendOnly, 256, 5),
+            &[],
+            &[7; 32],
+            &mut sent,
+        );
+        let r = check_ipv4(&sent).unwrap();
+        assert_eq!((r.src, r.tos), (ip().src, ip().tos));
+        assert!(matches!(decode(r.udp_payload), Ok(Roce::Data { .. })));
+
+        // A hop's changes: TTL down, CE marked, checksum redone.
+        let mut hop = sent.clone();
+        hop[8] -= 1;
+        hop[1] |= ECN_CE;
+        hop[10..12].copy_from_slice(&[0, 0]);
+        let c = ipv4_checksum(&hop[..IPV4_LEN]);
+        hop[10..12].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(check_ipv4(&hop).unwrap().tos & 3, ECN_CE);
+
+        // Any covered byte changed (payload, PSN, IP identification): dropped.
+        for at in [sent.len() - 5, IPV4_LEN + UDP_LEN + 11, 5] {
+            let mut bad = sent.clone();
+            bad[at] ^= 0x01;
+            assert!(
+                matches!(check_ipv4(&bad), Err(PacketError::BadIcrc { .. })),
+                "byte {at} flipped"
+            );
+        }
+        // Lengths that disagree, options, other protocols, too short.
+        let mut short = sent.clone();
+        short.pop();
+        assert!(matches!(
+            check_ipv4(&short),
+            Err(PacketError::NotRoceIpv4(_))
+        ));
+        let mut options = sent.clone();
+        options[0] = 0x46;
+        assert!(matches!(
+            check_ipv4(&options),
+            Err(PacketError::NotRoceIpv4(_))
+        ));
+        let mut tcp = sent.clone();
+        tcp[9] = 6;
+        assert!(matches!(check_ipv4(&tcp), Err(PacketError::NotRoceIpv4(_))));
+        assert!(matches!(
+            check_ipv4(&sent[..30]),
+            Err(PacketError::Truncated { .. })
+        ));
     }
 
     /// Vectors computed by an independent implementation (scapy's

@@ -35,6 +35,9 @@ pub struct Impair {
     /// Drop exactly these UDP packets, counted from 1 in arrival order
     /// (a chosen loss, e.g. the last packet of a message).
     pub drop_udp: Vec<u64>,
+    /// Flip one payload bit of these UDP packets (counted like `drop_udp`):
+    /// the IP and UDP checksums still hold, only the ICRC catches it.
+    pub corrupt_udp: Vec<u64>,
 }
 
 impl Default for Impair {
@@ -46,6 +49,7 @@ impl Default for Impair {
             loss: 0.0,
             seed: 1,
             drop_udp: Vec::new(),
+            corrupt_udp: Vec::new(),
         }
     }
 }
@@ -56,6 +60,7 @@ pub struct Stats {
     pub ce_marked: AtomicU64,
     pub lost: AtomicU64,
     pub tail_dropped: AtomicU64,
+    pub corrupted: AtomicU64,
 }
 
 /// Running relay; stops and joins its threads on drop.
@@ -254,6 +259,21 @@ pub fn start(ns: &str, if_a: &str, if_b: &str, imp: Impair) -> Result<Relay> {
                     if imp.drop_udp.contains(&udp_seen) {
                         stats.lost.fetch_add(1, Ordering::Relaxed);
                         continue;
+                    }
+                    if imp.corrupt_udp.contains(&udp_seen) {
+                        // The byte before the 4-byte ICRC (UDP checksum 0;
+                        // the frame may carry Ethernet padding after it).
+                        let total = usize::from(u16::from_be_bytes([
+                            frame[ETH_HLEN + 2],
+                            frame[ETH_HLEN + 3],
+                        ]));
+                        if let Some(b) = (total > 5)
+                            .then(|| frame.get_mut(ETH_HLEN + total - 5))
+                            .flatten()
+                        {
+                            *b ^= 0x01;
+                            stats.corrupted.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 }
                 if ipv4(&frame).is_none() || imp.rate_pps <= 0.0 {

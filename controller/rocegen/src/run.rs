@@ -16,11 +16,11 @@ use anyhow::{bail, Context, Result};
 use crate::dcqcn::Rp;
 use crate::gen::udp_port_for;
 use crate::packet::{
-    self, Bth, Ipv4Udp, Opcode, Roce, CNP_DSCP, CNP_PAD_LEN, ECN_CE, ECN_ECT0, MASK24, ROCE_PORT,
-    SYNDROME_ACK, SYNDROME_NAK_PSN_SEQ,
+    self, Bth, Ipv4Udp, Opcode, PacketError, Roce, CNP_DSCP, CNP_PAD_LEN, ECN_CE, ECN_ECT0, MASK24,
+    ROCE_PORT, SYNDROME_ACK, SYNDROME_NAK_PSN_SEQ,
 };
 use crate::spec::Spec;
-use crate::sys::{self, RawSender, UdpReceiver};
+use crate::sys::{self, RawSender, RoceReceiver};
 
 /// Runtime knobs that are not part of the shared spec (lab defaults).
 #[derive(Debug, Clone)]
@@ -220,6 +220,8 @@ struct Counters {
     foreign: u64,
     malformed: u64,
     send_errors: u64,
+    /// Packets dropped because their ICRC did not match.
+    bad_icrc: u64,
     acks_sent: u64,
     naks_sent: u64,
 }
@@ -255,7 +257,8 @@ pub fn run(opts: RunOpts) -> Result<Outcome> {
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating {}", opts.out.display()))?;
     let raw = RawSender::new().context("raw socket (needs root / CAP_NET_RAW)")?;
-    let rx = UdpReceiver::bind(ROCE_PORT).context("binding UDP 4791")?;
+    let rx =
+        RoceReceiver::bind(ROCE_PORT).context("opening the RoCEv2 receive socket (UDP 4791)")?;
     sys::set_timer_slack_ns(10_000);
     let rate_path = opts.out.join(format!("rate-{}.csv", opts.host));
     let mut rate_csv = BufWriter::new(
@@ -428,7 +431,7 @@ impl Host {
     }
 
     /// Returns the ids of incomplete flows (empty = success).
-    fn event_loop(&mut self, clock: &Clock, rx: &UdpReceiver) -> Result<Vec<String>> {
+    fn event_loop(&mut self, clock: &Clock, rx: &RoceReceiver) -> Result<Vec<String>> {
         let start = self.spec.start_unix_ns;
         let deadline = start.saturating_add(self.opts.timeout_ns);
         let mut next_sample = clock.now();
@@ -439,8 +442,12 @@ impl Host {
             // 1. Drain the socket.
             while let Some(r) = rx.recv(&mut rbuf)? {
                 let now = clock.now();
-                let tos = r.tos.unwrap_or(0);
-                self.on_packet(&rbuf[..r.len], r.src, tos, now);
+                match packet::check_ipv4(&rbuf[..r.len]) {
+                    Ok(p) => self.on_packet(p.udp_payload, p.src, p.tos, now),
+                    // As a NIC does: dropped and counted; the sender resends.
+                    Err(PacketError::BadIcrc { .. }) => self.ctr.bad_icrc += 1,
+                    Err(_) => self.ctr.malformed += 1,
+                }
             }
             let now = clock.now();
             // 2. Timers.
@@ -1016,7 +1023,7 @@ impl Host {
         eprintln!(
             "rocegen {}: {} in {:.3}s; sent {sent} pkts ({retx} retransmitted, {probes} tail probes, {timeouts} timeouts), \
              recv {recvd} pkts ({ce} CE), CNPs in {cnps_in} out {cnps_out}, ACKs {} NAKs {}, \
-             send errors {}, foreign {}, malformed {}; cpu {:.1} ms ({:.1}% of a core)",
+             send errors {}, foreign {}, malformed {}, bad ICRC {}; cpu {:.1} ms ({:.1}% of a core)",
             self.opts.host,
             if o.complete { "complete" } else { "INCOMPLETE" },
             wall / 1e9,
@@ -1025,6 +1032,7 @@ impl Host {
             self.ctr.send_errors,
             self.ctr.foreign,
             self.ctr.malformed,
+            self.ctr.bad_icrc,
             o.cpu_ns as f64 / 1e6,
             100.0 * o.cpu_ns as f64 / wall
         );

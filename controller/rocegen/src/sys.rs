@@ -1,5 +1,5 @@
-//! Thin libc wrappers: raw IPv4 send socket, UDP receive socket that reports
-//! the TOS byte (for CE), nanosecond-timeout poll, CPU accounting.
+//! Thin libc wrappers: raw IPv4 send socket, RoCEv2 receive socket (whole
+//! packets, for the ICRC), nanosecond-timeout poll, CPU accounting.
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -73,89 +73,112 @@ impl RawSender {
     }
 }
 
-/// Non-blocking UDP socket on 0.0.0.0:port with IP_RECVTOS.
-pub struct UdpReceiver {
+/// RoCEv2 receive socket. The packets are read whole (from the IPv4
+/// header) from a raw socket for UDP, because the ICRC a NIC checks covers
+/// IP header fields (identification, flags, lengths) that a UDP socket
+/// hides. A UDP socket bound to the port, taking nothing (a BPF filter that
+/// drops all), stops the kernel answering the traffic with ICMP port
+/// unreachable.
+pub struct RoceReceiver {
     fd: OwnedFd,
+    _port_holder: OwnedFd,
+    port: u16,
 }
 
 pub struct Received {
+    /// Length of the IPv4 packet in the buffer.
     pub len: usize,
-    pub src: Ipv4Addr,
-    /// TOS byte of the IP header, if the kernel reported it.
-    pub tos: Option<u8>,
 }
 
-impl UdpReceiver {
-    pub fn bind(port: u16) -> io::Result<UdpReceiver> {
+impl RoceReceiver {
+    pub fn bind(port: u16) -> io::Result<RoceReceiver> {
         // SAFETY: plain socket(2) call; the result is checked.
-        let fd = cvt(unsafe {
+        let holder = cvt(unsafe {
             libc::socket(
                 libc::AF_INET,
                 libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
                 0,
             )
         })?;
-        // SAFETY: fd is a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20)?;
-        setsockopt_int(&fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
+        // SAFETY: holder is a fresh descriptor we own.
+        let holder = unsafe { OwnedFd::from_raw_fd(holder) };
+        let mut drop_all = [libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        }];
+        let program = libc::sock_fprog {
+            len: 1,
+            filter: drop_all.as_mut_ptr(),
+        };
+        // SAFETY: passes a live sock_fprog with its size; the kernel copies
+        // the one-instruction program.
+        cvt(unsafe {
+            libc::setsockopt(
+                holder.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_ATTACH_FILTER,
+                (&program as *const libc::sock_fprog).cast(),
+                size_of::<libc::sock_fprog>() as libc::socklen_t,
+            )
+        })?;
         let sa = sockaddr(Ipv4Addr::UNSPECIFIED, port);
         // SAFETY: sockaddr pointer valid for its size.
         cvt(unsafe {
             libc::bind(
-                fd.as_raw_fd(),
+                holder.as_raw_fd(),
                 (&sa as *const libc::sockaddr_in).cast(),
                 size_of::<libc::sockaddr_in>() as libc::socklen_t,
             )
         })?;
-        Ok(UdpReceiver { fd })
+        // SAFETY: plain socket(2) call; the result is checked.
+        let fd = cvt(unsafe {
+            libc::socket(
+                libc::AF_INET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                libc::IPPROTO_UDP,
+            )
+        })?;
+        // SAFETY: fd is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        setsockopt_int(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 4 << 20)?;
+        Ok(RoceReceiver {
+            fd,
+            _port_holder: holder,
+            port,
+        })
     }
 
-    /// One datagram, or None when the queue is empty.
+    /// One IPv4 packet for the port (other UDP traffic of the host is
+    /// skipped), or None when the queue is empty.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<Received>> {
-        // SAFETY: all-zero is valid for these POD structs.
-        let mut sa: libc::sockaddr_in = unsafe { zeroed() };
-        let mut iov = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        let mut ctrl = [0u64; 16];
-        // SAFETY: all-zero is a valid msghdr.
-        let mut msg: libc::msghdr = unsafe { zeroed() };
-        msg.msg_name = (&mut sa as *mut libc::sockaddr_in).cast();
-        msg.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = ctrl.as_mut_ptr().cast();
-        msg.msg_controllen = size_of::<[u64; 16]>() as _;
-        // SAFETY: msg points at live buffers of the declared sizes.
-        let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock => Ok(None),
-                io::ErrorKind::Interrupted => Ok(None),
-                _ => Err(e),
+        loop {
+            // SAFETY: buf is valid for writes of its length.
+            let n = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
             };
-        }
-        let mut tos = None;
-        // SAFETY: the CMSG macros walk the control buffer the kernel filled,
-        // bounded by msg_controllen.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&msg);
-            while !c.is_null() {
-                if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TOS {
-                    tos = Some(*libc::CMSG_DATA(c));
-                }
-                c = libc::CMSG_NXTHDR(&msg, c);
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                return match e.kind() {
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                    _ => Err(e),
+                };
+            }
+            let pkt = &buf[..(n as usize).min(buf.len())];
+            let ihl = usize::from(pkt.first().copied().unwrap_or(0) & 0xF) * 4;
+            let dst_port = pkt
+                .get(ihl + 2..ihl + 4)
+                .map(|p| u16::from_be_bytes([p[0], p[1]]));
+            if dst_port == Some(self.port) {
+                return Ok(Some(Received { len: pkt.len() }));
             }
         }
-        let len = (n as usize).min(buf.len());
-        Ok(Some(Received {
-            len,
-            src: Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr)),
-            tos,
-        }))
     }
 
     /// Sleeps until readable or `timeout_ns` passed (ns resolution, unlike

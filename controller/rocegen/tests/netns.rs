@@ -343,6 +343,50 @@ fn lost_tail_recovered_by_probe_before_rto() {
     assert!(without > 1000.0, "{without} ms");
 }
 
+/// A packet whose payload changed in flight (IP and UDP checksums still
+/// valid: only the ICRC covers it) is dropped by the receiver as a NIC
+/// drops it, counted, and recovered like a loss: the receiver NAKs the gap
+/// and the sender resends. The data that arrives is what was sent.
+#[test]
+fn corrupted_packet_fails_the_icrc_and_is_resent() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let imp = Impair {
+        corrupt_udp: vec![10],
+        ..Impair::default()
+    };
+    let t = topo("c", Some(imp));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        dir.path(),
+        vec![flow("bent", "h1", "h2", (0x1001, 0x100), 50 * 1024, 2000.0)],
+    );
+    let (a, b) = run_both(&t, &spec, dir.path());
+    assert!(a.status.success() && b.status.success());
+    let corrupted = t
+        .relay
+        .as_ref()
+        .unwrap()
+        .stats
+        .corrupted
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(corrupted, 1);
+    let receiver = String::from_utf8_lossy(&b.stderr);
+    assert!(receiver.contains("malformed 0, bad ICRC 1"), "{receiver}");
+    let s = &csv(&dir.path().join("flows-h1.csv"))[0];
+    let r = &csv(&dir.path().join("flows-h2.csv"))[0];
+    assert_eq!(s["complete"], "true");
+    assert_eq!(r["complete"], "true");
+    assert!(
+        num(s, "retransmits") >= 1.0,
+        "the dropped packet was resent"
+    );
+    let sender = String::from_utf8_lossy(&a.stderr);
+    assert!(sender.contains("bad ICRC 0"), "{sender}");
+}
+
 #[test]
 fn missing_peer_times_out_naming_the_flow() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

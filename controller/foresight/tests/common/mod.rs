@@ -49,14 +49,34 @@ pub struct Fabric {
     pub tools: bmv2::Toolchain,
     pub switches: BTreeMap<String, bmv2::Bmv2Switch>,
     pub dir: tempfile::TempDir,
+    /// The topology file the controller is given.
+    pub topology: PathBuf,
 }
 
 impl Fabric {
-    /// `None` (with a SKIPPED line) without BMv2.
+    /// The lab's small leaf-spine; `None` (with a SKIPPED line) without BMv2.
     pub fn start(test: &str) -> Option<Fabric> {
+        let names = [("leaf1", 1), ("leaf2", 2), ("spine1", 3), ("spine2", 4)];
+        Fabric::start_with(test, Path::new(TOPOLOGY), &names)
+    }
+
+    /// One BMv2 switch per switch of `topology` (a file the test wrote),
+    /// with the topology's ids as device ids.
+    pub fn start_topology(test: &str, topology: &Path) -> Option<Fabric> {
+        let topo = planner::topology::yaml::load_file(topology).unwrap();
+        let names: Vec<(String, u64)> = topo
+            .switches()
+            .iter()
+            .map(|s| (s.name.clone(), u64::from(s.id)))
+            .collect();
+        let names: Vec<(&str, u64)> = names.iter().map(|(n, id)| (n.as_str(), *id)).collect();
+        Fabric::start_with(test, topology, &names)
+    }
+
+    fn start_with(test: &str, topology: &Path, names: &[(&str, u64)]) -> Option<Fabric> {
         let tools = testkit::skip::bmv2(test)?;
         let mut switches = BTreeMap::new();
-        for (name, id) in [("leaf1", 1), ("leaf2", 2), ("spine1", 3), ("spine2", 4)] {
+        for &(name, id) in names {
             let spec = bmv2::SwitchSpec::new(name, id)
                 .target_arg("--priority-queues")
                 .target_arg("8");
@@ -79,6 +99,7 @@ impl Fabric {
             tools,
             switches,
             dir,
+            topology: topology.to_path_buf(),
         })
     }
 
@@ -93,8 +114,9 @@ impl Fabric {
 
     /// Start the controller with extra arguments.
     pub fn controller_with(&self, lead_ms: u64, extra: &[&str]) -> Controller {
-        Controller::spawn(
+        Controller::spawn_on(
             self.dir.path(),
+            &self.topology,
             &self.dir.path().join("switches.yaml"),
             lead_ms,
             extra,
@@ -135,12 +157,25 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// On the lab's small leaf-spine.
     pub fn spawn(dir: &Path, switches: &Path, lead_ms: u64, extra: &[&str]) -> Controller {
+        Controller::spawn_on(dir, Path::new(TOPOLOGY), switches, lead_ms, extra)
+    }
+
+    pub fn spawn_on(
+        dir: &Path,
+        topology: &Path,
+        switches: &Path,
+        lead_ms: u64,
+        extra: &[&str],
+    ) -> Controller {
         let ready = dir.join("ready.json");
         let _ = std::fs::remove_file(&ready);
         let log = dir.join(format!("controller-{}.log", now_unix_ns()));
         let child = Command::new(env!("CARGO_BIN_EXE_foresight"))
-            .args(["controller", "--topology", TOPOLOGY, "--switches"])
+            .args(["controller", "--topology"])
+            .arg(topology)
+            .arg("--switches")
             .arg(switches)
             .arg("--state-file")
             .arg(dir.join("state.json"))

@@ -419,7 +419,7 @@ def cmd_allreduce(args):
         total = args.seeds * len(args.modes)
         done = 0
         t0 = time.time()
-        for seed in range(1, args.seeds + 1):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             spec = exp.spec(seed)
             for mode in args.modes:
                 row, lk, _ = exp.run_one(seed, mode, spec)
@@ -446,7 +446,7 @@ def cmd_predrain(args):
             raise SystemExit("the pre-drain experiment needs the topology's collector host (INT reports)")
         total = args.seeds * 2
         done = 0
-        for seed in range(1, args.seeds + 1):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             spec = exp.spec(seed)
             for predrain in (True, False):
                 tag = f"s{seed}-predrain-{'on' if predrain else 'off'}"
@@ -498,6 +498,8 @@ def main():
         p.add_argument("--name", default="fx", help="lab name (namespace <name>-fabric)")
         p.add_argument("--out", default=os.path.join(HERE, "results", name))
         p.add_argument("--seeds", type=int, default=default_seeds)
+        p.add_argument("--first-seed", type=int, default=1,
+                       help="seeds FIRST..FIRST+SEEDS-1 (to re-run one seed of an earlier experiment)")
         p.add_argument("--modes", type=lambda s: s.split(","), default=list(MODES))
         p.add_argument("--bytes", type=int, default=8 * 2 * 48 * 1024,
                        help="buffer per rank; each ring step moves bytes/N per rank")

@@ -158,7 +158,22 @@ async fn scale() {
         leaves,
         fabric.switches.len() - leaves
     );
+    let sums = |c: &Controller| {
+        let text = c.get_text("/metrics");
+        let value = |name: &str| -> f64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+                .unwrap_or(0.0)
+        };
+        [
+            value("foresight_planner_seconds_sum"),
+            value("foresight_planner_seconds_count"),
+            value("foresight_switch_write_seconds_sum"),
+            value("foresight_switch_write_seconds_count"),
+        ]
+    };
     for &n in &ranks {
+        let before = sums(&controller);
         let (mut server, mut rpc, mut removal) = (Vec::new(), Vec::new(), Vec::new());
         let (mut changes, mut flows) = (0, 0);
         for i in 0..iterations + 3 {
@@ -203,7 +218,14 @@ async fn scale() {
                 flows = r.flows.len();
             }
         }
-        println!("  {n} ranks: {flows} flows, {changes} entity changes per collective");
+        let after = sums(&controller);
+        let d: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        println!(
+            "  {n} ranks: {flows} flows, {changes} entity changes per collective; planner {:.2} ms per call, one switch's write {:.2} ms on average ({:.0} writes per collective incl. cancel)",
+            d[0] / d[1].max(1.0) * 1e3,
+            d[2] / d[3].max(1.0) * 1e3,
+            d[3] / (iterations + 3) as f64
+        );
         summary("NDSP received -> all entries acknowledged", server);
         summary("client SubmitCollective RPC (incl. gRPC)", rpc);
         summary("client Cancel RPC (entries removed)", removal);

@@ -330,16 +330,20 @@ impl Compiler {
                     .entry(e.watch.0.clone())
                     .or_insert_with(|| e.watch.1.clone());
                 for h in &f.hops {
-                    let k = (h.switch.clone(), h.port);
-                    if let Some(entries) = self.lowered.get(&k) {
-                        let sw = out.get_mut(&h.switch).expect("hop in fabric");
-                        for (key, entity) in entries {
-                            sw.entities.insert(key.clone(), entity.clone());
-                        }
-                    }
-                    busy.entry(k)
-                        .or_default()
-                        .push((f.install_unix_ns(lead), f.end_unix_ns));
+                    let windows = busy
+                        .entry((h.switch.clone(), h.port))
+                        .or_insert_with_key(|k| {
+                            // A port's lowered entries once, however many
+                            // flows cross it.
+                            if let Some(entries) = self.lowered.get(k) {
+                                let sw = out.get_mut(&h.switch).expect("hop in fabric");
+                                for (key, entity) in entries {
+                                    sw.entities.insert(key.clone(), entity.clone());
+                                }
+                            }
+                            Vec::new()
+                        });
+                    windows.push((f.install_unix_ns(lead), f.end_unix_ns));
                 }
             }
         }

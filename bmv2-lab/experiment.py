@@ -201,7 +201,8 @@ class Experiment:
     def forecast(self, spec, ring_start, ideal, path, tag):
         """The NDSP forecast: one demand per QP connection of the ring (its
         bytes over the whole all-reduce, at its share of the NIC's line rate), and the
-        background flows at their rate. Window margin: 25 %."""
+        background flows at their rate. The ring's window: the ideal time
+        plus --window-margin (25 %)."""
         f = self.lab.fabric
         conns = {}
         for fl in spec["flows"]:
@@ -220,7 +221,7 @@ class Experiment:
                 # rate would leave the port's other traffic nothing.
                 share = self.args.nic_fraction if self.args.reserved_queue == "own" else 1.0
                 gbps = self.host_gbps * share / self.args.channels
-                dur_ms = ideal * 1e3 * 1.25
+                dur_ms = ideal * 1e3 * (1 + self.args.window_margin)
                 demands.append({"id": f"{tag}-ring-{src}-{dst}-{qp}", "src": f.ip(src), "dst": f.ip(dst), "qp": qp,
                                 "bytes": int(gbps * 1e9 / 8 * dur_ms / 1e3), "rate_gbps": gbps,
                                 "start_unix_ns": ring_start, "priority": "iteration-blocking"})
@@ -498,6 +499,9 @@ def main():
         p.add_argument("--name", default="fx", help="lab name (namespace <name>-fabric)")
         p.add_argument("--out", default=os.path.join(HERE, "results", name))
         p.add_argument("--seeds", type=int, default=default_seeds)
+        p.add_argument("--window-margin", type=float, default=0.25,
+                       help="the ring's reservation lasts its ideal time times 1 + this; with "
+                            "--reserved-queue own, steps that outlive it get only the RoCE queue's share")
         p.add_argument("--first-seed", type=int, default=1,
                        help="seeds FIRST..FIRST+SEEDS-1 (to re-run one seed of an earlier experiment)")
         p.add_argument("--modes", type=lambda s: s.split(","), default=list(MODES))

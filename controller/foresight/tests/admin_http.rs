@@ -179,3 +179,95 @@ fn routes_answers_and_limits() {
     // The server still answers after all that.
     assert_eq!(request(addr, "GET", "/healthz").code, 200);
 }
+
+/// With `--admin-token-file` the write needs the operator's bearer token
+/// (401 without, 403 with another), checked before the request is looked
+/// at; reads stay open. `foresight link` sends the token from its own
+/// `--admin-token-file`. Without a token the controller will not listen
+/// on a non-loopback address.
+#[test]
+fn the_write_needs_the_operators_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("admin-token");
+    std::fs::write(&token_file, "op-0123456789abcdef-token\n").unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let switches = dir.path().join("switches.yaml");
+    std::fs::write(
+        &switches,
+        "leaf1: {addr: \"127.0.0.1:1\"}\nleaf2: {addr: \"127.0.0.1:1\"}\nspine1: {addr: \"127.0.0.1:1\"}\nspine2: {addr: \"127.0.0.1:1\"}\n",
+    )
+    .unwrap();
+    let token_arg = token_file.display().to_string();
+    let controller = Controller::spawn(
+        dir.path(),
+        &switches,
+        50,
+        &["--switch-wait-s", "0", "--admin-token-file", &token_arg],
+    );
+    let addr = controller.http.as_str();
+    let post = |authorization: Option<&str>| {
+        let auth = authorization.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+        exchange(
+            addr,
+            format!("POST /v1/links/leaf1:x/down HTTP/1.1\r\nHost: x\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+    };
+    let none = post(None);
+    assert_eq!(none.code, 401, "{}", none.body);
+    assert_eq!(none.header("www-authenticate"), Some("Bearer"));
+    assert!(
+        error_of(&none).contains("operator's token"),
+        "{}",
+        none.body
+    );
+    let wrong = post(Some("Bearer op-0123456789abcdef-tokeN"));
+    assert_eq!(wrong.code, 403, "{}", wrong.body);
+    let basic = post(Some("Basic b3A6MDEyMzQ1Njc4OWFiY2RlZg=="));
+    assert_eq!(basic.code, 403, "{}", basic.body);
+    // The right token reaches the handler, which checks the link name.
+    let right = post(Some("Bearer op-0123456789abcdef-token"));
+    assert_eq!(right.code, 400, "{}", right.body);
+    assert!(error_of(&right).contains("the port must be a number"));
+    assert_eq!(request(addr, "GET", "/v1/status").code, 200);
+    assert_eq!(request(addr, "GET", "/metrics").code, 200);
+
+    // The CLI: without the token it says what is missing; with it, the
+    // controller's own answer (an unknown switch) comes back.
+    let link = |with_token: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_foresight"));
+        cmd.args(["link", "down", "leaf9:3", "--http", addr])
+            .env_remove("FORESIGHT_ADMIN_TOKEN_FILE");
+        if with_token {
+            cmd.env("FORESIGHT_ADMIN_TOKEN_FILE", &token_file);
+        }
+        let out = cmd.output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let without = link(false);
+    assert!(without.contains("operator's token"), "{without}");
+    let with = link(true);
+    assert!(!with.contains("token"), "{with}");
+    assert!(with.contains("leaf9"), "{with}");
+    controller.kill();
+
+    // No token, not loopback: refused at start, naming the flag.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_foresight"))
+        .args(["controller", "--topology", common::TOPOLOGY, "--switches"])
+        .arg(&switches)
+        .args([
+            "--state-file",
+            "none",
+            "--ndsp",
+            "127.0.0.1:0",
+            "--http",
+            "0.0.0.0:0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--admin-token-file"), "{err}");
+}

@@ -10,6 +10,8 @@ use hyper::{header, Method, Request};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use crate::daemon::admin_token::AdminToken;
+
 /// Time to reach the controller.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time for the whole answer (a link change waits for the switches).
@@ -18,15 +20,21 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 /// `GET path` on `addr`; the body if the status is 2xx, else an error that
 /// carries the server's message.
 pub async fn get(addr: &str, path: &str) -> anyhow::Result<Vec<u8>> {
-    request(addr, Method::GET, path).await
+    request(addr, Method::GET, path, None).await
 }
 
-/// `POST path` (no body) on `addr`, answered like [`get`].
-pub async fn post(addr: &str, path: &str) -> anyhow::Result<Vec<u8>> {
-    request(addr, Method::POST, path).await
+/// `POST path` (no body) on `addr`, with the operator's token when given,
+/// answered like [`get`].
+pub async fn post(addr: &str, path: &str, token: Option<&AdminToken>) -> anyhow::Result<Vec<u8>> {
+    request(addr, Method::POST, path, token).await
 }
 
-async fn request(addr: &str, method: Method, path: &str) -> anyhow::Result<Vec<u8>> {
+async fn request(
+    addr: &str,
+    method: Method,
+    path: &str,
+    token: Option<&AdminToken>,
+) -> anyhow::Result<Vec<u8>> {
     let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
         .await
         .map_err(|_| anyhow::anyhow!("connecting to the controller at {addr} timed out"))?
@@ -39,11 +47,14 @@ async fn request(addr: &str, method: Method, path: &str) -> anyhow::Result<Vec<u
                 tracing::debug!(%e, "admin connection");
             }
         });
-        let request = Request::builder()
+        let mut request = Request::builder()
             .method(method)
             .uri(path)
-            .header(header::HOST, addr)
-            .body(Empty::<Bytes>::new())?;
+            .header(header::HOST, addr);
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, token.bearer());
+        }
+        let request = request.body(Empty::<Bytes>::new())?;
         let response = sender.send_request(request).await?;
         let status = response.status();
         let body = response.into_body().collect().await?.to_bytes();

@@ -55,6 +55,11 @@ pub struct ControllerCmd {
     /// Prometheus metrics and admin (status, entries) HTTP listen address.
     #[arg(long, default_value = DEFAULT_HTTP)]
     http: SocketAddr,
+    /// File with the operator's bearer token (one line, at least 16
+    /// printable characters, mode 600): the admin write (`foresight link`)
+    /// then needs it. Required when --http is not a loopback address.
+    #[arg(long, value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
     /// Intended state, reloaded and reconciled on restart ("none" to keep it in memory only).
     #[arg(long, default_value = "foresight-state.json")]
     state_file: PathBuf,
@@ -370,6 +375,11 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         switches,
         ndsp_listen: cmd.ndsp,
         http_listen: cmd.http,
+        admin_token: cmd
+            .admin_token_file
+            .as_deref()
+            .map(daemon::admin_token::AdminToken::from_file)
+            .transpose()?,
         int_listen: cmd.int_listen,
         state_file,
         election_id: cmd.election_id,

@@ -6,6 +6,7 @@ use clap::{Args, ValueEnum};
 
 use super::admin_client;
 use super::controller::DEFAULT_HTTP;
+use crate::daemon::admin_token::AdminToken;
 use crate::daemon::api::LinkChangeView;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -27,6 +28,10 @@ pub struct LinkCmd {
     /// The controller's metrics/admin HTTP address.
     #[arg(long, default_value = DEFAULT_HTTP)]
     http: String,
+    /// File with the operator's bearer token, when the controller has one
+    /// (its --admin-token-file).
+    #[arg(long, value_name = "FILE", env = "FORESIGHT_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<std::path::PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -53,10 +58,16 @@ pub fn run(cmd: LinkCmd) -> anyhow::Result<()> {
         LinkState::Down => "down",
         LinkState::Up => "up",
     };
+    let token = cmd
+        .admin_token_file
+        .as_deref()
+        .map(AdminToken::from_file)
+        .transpose()?;
     let runtime = tokio::runtime::Runtime::new()?;
     let body = runtime.block_on(admin_client::post(
         &cmd.http,
         &format!("/v1/links/{node}:{port}/{verb}"),
+        token.as_ref(),
     ))?;
     if cmd.json {
         println!("{}", String::from_utf8_lossy(&body));

@@ -2,7 +2,9 @@
 //! `GET /metrics` (OpenMetrics text), `GET /v1/status` and
 //! `GET /v1/entries/<switch>` (JSON, see `api.rs`), `GET /healthz`, and
 //! the one write: `POST /v1/links/<switch>:<port>/down` (or `/up`), the
-//! operator's link state (`foresight link`).
+//! operator's link state (`foresight link`). With an admin token
+//! (`--admin-token-file`) the write needs `Authorization: Bearer <token>`
+//! (401 without it, 403 with another); reads stay open, for Prometheus.
 //!
 //! Connections are served by hyper with a deadline for the request head
 //! and a cap on its size, so a slow or oversized client cannot hold a
@@ -12,8 +14,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Request, State};
 use axum::http::{header, Method, StatusCode, Uri};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -24,6 +27,7 @@ use tokio::net::TcpListener;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
+use super::admin_token::AdminToken;
 use super::metrics;
 use super::Controller;
 
@@ -39,8 +43,8 @@ const HANDLER_TIMEOUT: Duration = Duration::from_secs(30);
 type Shared = Arc<Controller>;
 
 /// Serve the admin endpoint on `listener` until the process exits.
-pub async fn serve(listener: TcpListener, controller: Shared) {
-    let app = router(controller);
+pub async fn serve(listener: TcpListener, controller: Shared, token: Option<AdminToken>) {
+    let app = router(controller, token);
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
@@ -59,13 +63,19 @@ pub async fn serve(listener: TcpListener, controller: Shared) {
 }
 
 /// The routes, with the body limit and the handler deadline.
-fn router(controller: Shared) -> Router {
+fn router(controller: Shared, token: Option<AdminToken>) -> Router {
+    let writes = Router::new()
+        .route("/v1/links/{link}/{verb}", post(change_link))
+        .route_layer(middleware::from_fn_with_state(
+            token.map(Arc::new),
+            operator_only,
+        ));
     Router::new()
         .route("/metrics", get(scrape))
         .route("/healthz", get(healthz))
         .route("/v1/status", get(status))
         .route("/v1/entries/{switch}", get(entries))
-        .route("/v1/links/{link}/{verb}", post(change_link))
+        .merge(writes)
         .fallback(unrouted)
         .method_not_allowed_fallback(unrouted)
         .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
@@ -74,6 +84,32 @@ fn router(controller: Shared) -> Router {
             HANDLER_TIMEOUT,
         ))
         .with_state(controller)
+}
+
+/// Lets a write through when no token is configured or the request
+/// carries it.
+async fn operator_only(
+    State(token): State<Option<Arc<AdminToken>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(token) = token else {
+        return next.run(request).await;
+    };
+    match request.headers().get(header::AUTHORIZATION) {
+        None => {
+            let mut answer = error(
+                401,
+                "this write needs the operator's token: Authorization: Bearer <token> (foresight link --admin-token-file)",
+            );
+            answer
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, "Bearer".parse().unwrap());
+            answer
+        }
+        Some(offered) if token.admits(offered.as_bytes()) => next.run(request).await,
+        Some(_) => error(403, "the bearer token is not the operator's"),
+    }
 }
 
 async fn scrape(State(controller): State<Shared>) -> Response {

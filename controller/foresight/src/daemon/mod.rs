@@ -16,6 +16,7 @@
 //! switch, wait for acknowledgements), the install/expiry scheduler, and
 //! the status and entries views.
 
+pub mod admin_token;
 pub mod api;
 pub mod desired;
 pub mod engine;
@@ -92,6 +93,9 @@ pub struct Config {
     pub switches: Switches,
     pub ndsp_listen: SocketAddr,
     pub http_listen: SocketAddr,
+    /// The operator's token for the admin endpoint's writes; required when
+    /// `http_listen` is not a loopback address.
+    pub admin_token: Option<admin_token::AdminToken>,
     pub int_listen: Option<SocketAddr>,
     pub state_file: Option<PathBuf>,
     pub election_id: u128,
@@ -840,6 +844,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 config.ndsp_listen
             )
         })?;
+    if config.admin_token.is_none() && !config.http_listen.ip().is_loopback() {
+        anyhow::bail!(
+            "--http {} is not a loopback address: the admin write (POST /v1/links) would be open to the network; pass --admin-token-file FILE",
+            config.http_listen
+        );
+    }
     let http_listener = tokio::net::TcpListener::bind(config.http_listen)
         .await
         .with_context(|| {
@@ -930,7 +940,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         }
         tokio::spawn(controller.clone().learn(l.idle_ns));
     }
-    tokio::spawn(http::serve(http_listener, controller.clone()));
+    tokio::spawn(http::serve(
+        http_listener,
+        controller.clone(),
+        config.admin_token.clone(),
+    ));
     tokio::spawn(controller.clone().scheduler());
     if config.int_listen.is_some() {
         tokio::spawn(controller.clone().forecast_watch(config.mismatch));

@@ -2,6 +2,7 @@
 //! P4Info into entities keyed for comparison with what a switch reports.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use p4rt::entity::{self, BuildError};
 use p4rt::proto::p4::v1 as p4;
@@ -80,8 +81,11 @@ pub enum Key {
 /// Intent resolved to P4Runtime entities.
 #[derive(Debug, Clone, Default)]
 pub struct Resolved {
-    /// Keyed entities, in normal form (see [`normal_form`]).
-    pub entities: BTreeMap<Key, p4::Entity>,
+    /// Keyed entities, in normal form (see [`normal_form`]). Shared: the
+    /// intended states the controller derives one after another hold the
+    /// same entities, so copying a state copies pointers, and comparing
+    /// two states skips what they share.
+    pub entities: BTreeMap<Key, Arc<p4::Entity>>,
     /// Default entries, always re-written (MODIFY is idempotent).
     pub defaults: Vec<p4::TableEntry>,
 }
@@ -150,7 +154,7 @@ impl Intent {
             };
             let entity = normal_form(entity);
             let key = key_of(&entity).expect("intent objects are keyed kinds");
-            out.entities.insert(key, entity);
+            out.entities.insert(key, Arc::new(entity));
         }
         Ok(out)
     }

@@ -4,6 +4,7 @@
 //! extra — never a duplicate, never a lost entry.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use p4rt::proto::p4::v1 as p4;
 use p4rt::{P4Info, Switch};
@@ -36,11 +37,11 @@ impl Diff {
 
 /// Compare intended entities with what the switch holds.
 pub fn diff(intended: &Resolved, actual: Vec<p4::Entity>) -> Diff {
-    let actual: BTreeMap<Key, p4::Entity> = actual
+    let actual: BTreeMap<Key, Arc<p4::Entity>> = actual
         .into_iter()
         .filter_map(|e| {
             let e = normal_form(e);
-            key_of(&e).map(|k| (k, e))
+            key_of(&e).map(|k| (k, Arc::new(e)))
         })
         .collect();
     diff_maps(&intended.entities, &actual)
@@ -53,18 +54,21 @@ pub fn diff_states(from: &Resolved, to: &Resolved) -> Diff {
     diff_maps(&to.entities, &from.entities)
 }
 
-fn diff_maps(want: &BTreeMap<Key, p4::Entity>, have: &BTreeMap<Key, p4::Entity>) -> Diff {
+fn diff_maps(want: &BTreeMap<Key, Arc<p4::Entity>>, have: &BTreeMap<Key, Arc<p4::Entity>>) -> Diff {
     let mut out = Diff::default();
     for (key, w) in want {
         match have.get(key) {
-            None => out.insert.push((key.clone(), w.clone())),
-            Some(h) if h != w => out.modify.push((key.clone(), w.clone())),
+            None => out.insert.push((key.clone(), (**w).clone())),
+            // The same allocation is the same entity: no need to compare.
+            Some(h) if !Arc::ptr_eq(h, w) && h != w => {
+                out.modify.push((key.clone(), (**w).clone()))
+            }
             Some(_) => {}
         }
     }
     for (key, h) in have.iter().rev() {
         if !want.contains_key(key) {
-            out.delete.push((key.clone(), h.clone()));
+            out.delete.push((key.clone(), (**h).clone()));
         }
     }
     out

@@ -63,7 +63,7 @@ pub struct Policy {
     pub int_mtu: Option<u16>,
 }
 
-type Resolved1 = (Key, p4::Entity);
+type Resolved1 = (Key, Arc<p4::Entity>);
 
 /// Cached entities of one reserved flow at its ingress leaf.
 struct FlowEntities {

@@ -516,7 +516,7 @@ mod tests {
             }],
         };
         let resolved = intent.resolve("leaf1", &info, devices).unwrap();
-        let entity = resolved.entities.into_values().next().unwrap();
+        let entity = (*resolved.entities.into_values().next().unwrap()).clone();
         let Some(Entity::PacketReplicationEngineEntry(pre)) = entity.entity else {
             panic!("not a PRE entry");
         };

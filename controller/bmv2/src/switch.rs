@@ -73,6 +73,10 @@ pub enum StartError {
         log: String,
         tail: String,
     },
+    #[error(
+        "{name}: port {port} was taken by another process before simple_switch_grpc could bind it"
+    )]
+    PortTaken { name: String, port: u16 },
     #[error("{name}: gRPC server did not accept connections on {addr} within {waited:?}; log {log}:\n{tail}")]
     NotReady {
         name: String,
@@ -90,6 +94,8 @@ pub struct Bmv2Switch {
     grpc_port: u16,
     thrift_port: u16,
     log_dir: Option<tempfile::TempDir>,
+    /// Where this start's lines begin in the log (a restart appends).
+    log_start: u64,
     tools: Toolchain,
 }
 
@@ -119,7 +125,9 @@ impl Bmv2Switch {
         for _ in 0..3 {
             match Self::start_once(tools, spec.clone()) {
                 Ok(switch) => return Ok(switch),
-                Err(err @ StartError::Exited { .. }) => last_err = Some(err),
+                Err(err @ (StartError::Exited { .. } | StartError::PortTaken { .. })) => {
+                    last_err = Some(err)
+                }
                 Err(err) => return Err(err),
             }
         }
@@ -141,6 +149,7 @@ impl Bmv2Switch {
             grpc_port,
             thrift_port,
             log_dir: Some(log_dir),
+            log_start: 0,
             tools: tools.clone(),
         };
         switch.wait_ready()?;
@@ -156,6 +165,7 @@ impl Bmv2Switch {
             .as_ref()
             .map(|d| d.path().to_path_buf())
             .unwrap_or_else(std::env::temp_dir);
+        self.log_start = std::fs::metadata(self.log_path()).map_or(0, |m| m.len());
         self.child = spawn(
             &self.tools,
             &self.spec,
@@ -166,8 +176,12 @@ impl Bmv2Switch {
         self.wait_ready()
     }
 
-    /// Poll the gRPC port until it accepts a connection, or fail with the
-    /// log's tail if the process exits or the timeout passes.
+    /// Poll until the switch says its gRPC server is listening and the port
+    /// accepts a connection, or fail with the log's tail if the process
+    /// exits or the timeout passes. The port was free when it was chosen,
+    /// but another process may bind it first: then the switch logs "Address
+    /// already in use" (and still starts), while the connection reaches the
+    /// other process. That is `PortTaken`, and `start` tries new ports.
     fn wait_ready(&mut self) -> Result<(), StartError> {
         let started = Instant::now();
         let addr = self.grpc_addr();
@@ -180,8 +194,18 @@ impl Bmv2Switch {
                     tail: tail(&self.log_path(), 2000),
                 });
             }
+            let log = self.log_since_start();
+            if log.contains("Address already in use") {
+                self.stop();
+                return Err(StartError::PortTaken {
+                    name: self.spec.name.clone(),
+                    port: self.grpc_port,
+                });
+            }
             let sock = addr.parse().expect("valid address");
-            if TcpStream::connect_timeout(&sock, Duration::from_millis(200)).is_ok() {
+            if log.contains("Server listening on")
+                && TcpStream::connect_timeout(&sock, Duration::from_millis(200)).is_ok()
+            {
                 return Ok(());
             }
             if started.elapsed() > self.spec.ready_timeout {
@@ -195,6 +219,17 @@ impl Bmv2Switch {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// What this start has logged so far.
+    fn log_since_start(&self) -> String {
+        let mut text = Vec::new();
+        if let Ok(mut file) = File::open(self.log_path()) {
+            use std::io::Seek;
+            let _ = file.seek(std::io::SeekFrom::Start(self.log_start));
+            let _ = file.read_to_end(&mut text);
+        }
+        String::from_utf8_lossy(&text).into_owned()
     }
 
     pub fn name(&self) -> &str {

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -62,7 +62,8 @@ class Controller:
     def target(self) -> str:
         return f"127.0.0.1:{self.ndsp_port}"
 
-    def start(self, timeout_s: float = 20.0) -> None:
+    def start(self, timeout_s: float = 20.0, extra_args: Sequence[str] = (), wait_ready: bool = True) -> None:
+        """Start; wait until it is ready (for a replica: until it leads) unless told not to."""
         ready = self.workdir / "ready.json"
         if ready.exists():
             ready.unlink()
@@ -71,10 +72,12 @@ class Controller:
             [str(self.binary), "controller", "--topology", str(self.topology),
              "--switches", str(self.workdir / "switches.yaml"), "--switch-wait-s", "0",
              "--state-file", "none", "--ndsp", self.target, "--http", f"127.0.0.1:{self.http_port}",
-             "--ready-file", str(ready)],
+             "--ready-file", str(ready), *extra_args],
             stdout=log, stderr=subprocess.STDOUT,
         )
         log.close()
+        if not wait_ready:
+            return
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -105,3 +108,48 @@ class Controller:
     def log_tail(self, n: int = 2000) -> str:
         path = self.workdir / "controller.log"
         return path.read_text(errors="replace")[-n:] if path.exists() else "(no log)"
+
+
+def find_etcd() -> Optional[str]:
+    """$FORESIGHT_ETCD, else etcd on PATH (Debian's etcd-server)."""
+    name = os.environ.get("FORESIGHT_ETCD", "etcd")
+    try:
+        subprocess.run([name, "--version"], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return name
+
+
+class Etcd:
+    """A one-member etcd on loopback ports, in `workdir`, stopped by PID."""
+
+    def __init__(self, binary: str, workdir: Path):
+        client, peer = free_port(), free_port()
+        self.endpoint = f"127.0.0.1:{client}"
+        log = open(workdir / "etcd.log", "ab")
+        self.proc = subprocess.Popen(
+            [binary, "--name", "m0", "--data-dir", str(workdir / "etcd"),
+             "--listen-client-urls", f"http://{self.endpoint}", "--advertise-client-urls", f"http://{self.endpoint}",
+             "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+             "--initial-cluster", f"m0=http://127.0.0.1:{peer}",
+             "--heartbeat-interval", "50", "--election-timeout", "500", "--logger", "zap", "--log-level", "warn"],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", client), timeout=1) as s:
+                    s.sendall(f"GET /health HTTP/1.0\r\nHost: {self.endpoint}\r\n\r\n".encode())
+                    if b'"health":"true"' in s.recv(4096):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("etcd not healthy after 20 s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()

@@ -61,6 +61,86 @@ fn summary(name: &str, mut v: Vec<f64>) {
     );
 }
 
+/// A sample of the controller's metrics text (`NaN` when absent).
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+/// What repeated submit-then-cancel rounds of one collective shape measured.
+#[derive(Default)]
+struct Rounds {
+    /// NDSP received -> all entries acknowledged (the controller's own clock), ms.
+    server: Vec<f64>,
+    /// The client's SubmitCollective RPC, ms.
+    rpc: Vec<f64>,
+    /// The client's Cancel RPC (entries removed), ms.
+    removal: Vec<f64>,
+    /// Entity changes and flows of the last collective.
+    changes: usize,
+    flows: usize,
+}
+
+impl Rounds {
+    /// Submit `ranks`-rank ring all-reduces of `job` and cancel each before
+    /// the next; the first `warmup` rounds are not recorded.
+    async fn run(
+        client: &mut ndsp::proto::demand_signaling_client::DemandSignalingClient<
+            tonic::transport::Channel,
+        >,
+        job: &str,
+        ranks: u32,
+        channels: u32,
+        rounds: usize,
+        warmup: usize,
+    ) -> Rounds {
+        let mut out = Rounds::default();
+        for i in 0..rounds + warmup {
+            let id = format!("{job}-{ranks}-{i}");
+            let request = ring_allreduce(&id, job, ranks, channels, 0, 10_000 * MS);
+            let t0 = Instant::now();
+            let response = client.submit_collective(request).await.unwrap();
+            let client_ms = t0.elapsed().as_secs_f64() * 1e3;
+            let meta = |k: &str| -> f64 {
+                let value = response.metadata().get(k).unwrap().to_str().unwrap();
+                value.parse().unwrap()
+            };
+            let (us, changes) = (
+                meta("foresight-install-us"),
+                meta("foresight-switch-changes"),
+            );
+            let r = response.into_inner().validate().unwrap();
+            assert!(
+                r.flows.iter().all(|f| f.accepted_bps > 0),
+                "every flow reserved"
+            );
+            let t1 = Instant::now();
+            client
+                .cancel(proto::CancelRequest {
+                    header: header(),
+                    target: Some(proto::cancel_request::Target::CollectiveId(id)),
+                })
+                .await
+                .unwrap();
+            if i >= warmup {
+                out.server.push(us / 1e3);
+                out.rpc.push(client_ms);
+                out.removal.push(t1.elapsed().as_secs_f64() * 1e3);
+                out.changes = changes as usize;
+                out.flows = r.flows.len();
+            }
+        }
+        out
+    }
+
+    fn print(self) {
+        summary("NDSP received -> all entries acknowledged", self.server);
+        summary("client SubmitCollective RPC (incl. gRPC)", self.rpc);
+        summary("client Cancel RPC (entries removed)", self.removal);
+    }
+}
+
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` would run us too.
     if std::env::args().any(|a| a == "--list") {
@@ -76,6 +156,7 @@ fn main() {
         .unwrap();
     runtime.block_on(async move {
         control_loop(&fabric).await;
+        control_loop_etcd(&fabric).await;
         restart(&mut fabric).await;
         drop(fabric);
         scale().await;
@@ -160,76 +241,53 @@ async fn scale() {
     );
     let sums = |c: &Controller| {
         let text = c.get_text("/metrics");
-        let value = |name: &str| -> f64 {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
-                .unwrap_or(0.0)
-        };
         [
-            value("foresight_planner_seconds_sum"),
-            value("foresight_planner_seconds_count"),
-            value("foresight_switch_write_seconds_sum"),
-            value("foresight_switch_write_seconds_count"),
+            "foresight_planner_seconds_sum",
+            "foresight_planner_seconds_count",
+            "foresight_switch_write_seconds_sum",
+            "foresight_switch_write_seconds_count",
         ]
+        .map(|name| metric(&text, name))
     };
+    // The first three rounds warm up (connections, caches).
+    let warmup = 3;
     for &n in &ranks {
         let before = sums(&controller);
-        let (mut server, mut rpc, mut removal) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut changes, mut flows) = (0, 0);
-        for i in 0..iterations + 3 {
-            let id = format!("s{n}-{i}");
-            let request = ring_allreduce(&id, "scale", n, channels, 0, 10_000 * MS);
-            let t0 = Instant::now();
-            let response = client.submit_collective(request).await.unwrap();
-            let client_ms = t0.elapsed().as_secs_f64() * 1e3;
-            let meta = |k: &str| -> f64 {
-                response
-                    .metadata()
-                    .get(k)
-                    .unwrap()
-                    .to_str()
-                    .unwrap()
-                    .parse()
-                    .unwrap()
-            };
-            let (us, n_changes) = (
-                meta("foresight-install-us"),
-                meta("foresight-switch-changes"),
-            );
-            let r = response.into_inner().validate().unwrap();
-            assert!(
-                r.flows.iter().all(|f| f.accepted_bps > 0),
-                "every flow reserved"
-            );
-            let t1 = Instant::now();
-            client
-                .cancel(proto::CancelRequest {
-                    header: header(),
-                    target: Some(proto::cancel_request::Target::CollectiveId(id)),
-                })
-                .await
-                .unwrap();
-            // The first three warm up (connections, caches).
-            if i >= 3 {
-                server.push(us / 1e3);
-                rpc.push(client_ms);
-                removal.push(t1.elapsed().as_secs_f64() * 1e3);
-                changes = n_changes as usize;
-                flows = r.flows.len();
-            }
-        }
+        let rounds = Rounds::run(&mut client, "scale", n, channels, iterations, warmup).await;
         let after = sums(&controller);
         let d: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
         println!(
-            "  {n} ranks: {flows} flows, {changes} entity changes per collective; planner {:.2} ms per call, one switch's write {:.2} ms on average ({:.0} writes per collective incl. cancel)",
+            "  {n} ranks: {} flows, {} entity changes per collective; planner {:.2} ms per call, one switch's write {:.2} ms on average ({:.0} writes per collective incl. cancel)",
+            rounds.flows,
+            rounds.changes,
             d[0] / d[1].max(1.0) * 1e3,
             d[2] / d[3].max(1.0) * 1e3,
-            d[3] / (iterations + 3) as f64
+            d[3] / (iterations + warmup) as f64
         );
-        summary("NDSP received -> all entries acknowledged", server);
-        summary("client SubmitCollective RPC (incl. gRPC)", rpc);
-        summary("client Cancel RPC (entries removed)", removal);
+        rounds.print();
     }
+    controller.kill();
+}
+
+/// The control loop of a replica (`--etcd`, leader of one) whose every
+/// commit is an etcd transaction on a three-member cluster, instead of a
+/// state file.
+async fn control_loop_etcd(fabric: &Fabric) {
+    let Some(etcd) = testkit::etcd::Cluster::start("control-loop bench (etcd)", 3) else {
+        return;
+    };
+    let iterations = env("FORESIGHT_BENCH_ITERATIONS", 200);
+    let channels = env("FORESIGHT_BENCH_CHANNELS", 8) as u32;
+    let endpoints = etcd.endpoints();
+    let controller = fabric.controller_with(50, &["--etcd", &endpoints, "--replica", "bench"]);
+    let mut client = controller.client().await;
+    client
+        .register_topology(register("bench-etcd", &["10.0.1.1", "10.0.2.1"]))
+        .await
+        .unwrap();
+    let rounds = Rounds::run(&mut client, "bench-etcd", 16, channels, iterations, 10).await;
+    println!("control loop with etcd in the path (3 members, each commit a fenced transaction): same collective");
+    rounds.print();
     controller.kill();
 }
 
@@ -242,68 +300,18 @@ async fn control_loop(fabric: &Fabric) {
         .register_topology(register("bench", &["10.0.1.1", "10.0.2.1"]))
         .await
         .unwrap();
-    let (mut server, mut rpc, mut removal) = (Vec::new(), Vec::new(), Vec::new());
-    let mut changes = 0;
-    let warmup = 10;
-    for i in 0..iterations + warmup {
-        let request = ring_allreduce(&format!("ar-{i}"), "bench", 16, channels, 0, 10_000 * MS);
-        let t0 = Instant::now();
-        let response = client.submit_collective(request).await.unwrap();
-        let client_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let us: f64 = response
-            .metadata()
-            .get("foresight-install-us")
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let n: usize = response
-            .metadata()
-            .get("foresight-switch-changes")
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let r = response.into_inner().validate().unwrap();
-        assert!(
-            r.flows.iter().all(|f| f.accepted_bps > 0),
-            "every flow reserved"
-        );
-        let t1 = Instant::now();
-        client
-            .cancel(proto::CancelRequest {
-                header: header(),
-                target: Some(proto::cancel_request::Target::CollectiveId(format!(
-                    "ar-{i}"
-                ))),
-            })
-            .await
-            .unwrap();
-        let cancel_ms = t1.elapsed().as_secs_f64() * 1e3;
-        if i >= warmup {
-            server.push(us / 1e3);
-            rpc.push(client_ms);
-            removal.push(cancel_ms);
-            changes = n;
-        }
-    }
+    let rounds = Rounds::run(&mut client, "bench", 16, channels, iterations, 10).await;
     println!(
         "control loop: 16-rank ring all-reduce (2 x 8 GPUs, {channels} channels, {} flows) on 4 BMv2 switches",
         2 * channels
     );
-    println!("  {changes} entity changes per collective (SR push, INT watch, DCQCN thresholds)");
-    summary("NDSP received -> all entries acknowledged", server);
-    summary("client SubmitCollective RPC (incl. gRPC)", rpc);
-    summary("client Cancel RPC (entries removed)", removal);
+    println!(
+        "  {} entity changes per collective (SR push, INT watch, DCQCN thresholds)",
+        rounds.changes
+    );
+    rounds.print();
     let metrics = controller.get_text("/metrics");
-    let value = |name: &str| -> f64 {
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
-            .unwrap_or(f64::NAN)
-    };
+    let value = |name: &str| metric(&metrics, name);
     println!(
         "  one Write of a change to one switch: mean {:.3} ms over {} writes; planner mean {:.3} ms",
         value("foresight_switch_write_seconds_sum") / value("foresight_switch_write_seconds_count") * 1e3,

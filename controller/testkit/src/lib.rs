@@ -4,6 +4,7 @@
 //! seeded mutations of valid inputs for fuzzing ([`mutate`]), and the
 //! SKIPPED line of a test whose tools are missing ([`skip`]).
 
+pub mod etcd;
 pub mod int;
 pub mod mutate;
 pub mod requests;

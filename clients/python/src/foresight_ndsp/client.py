@@ -27,18 +27,44 @@ CHANNEL_OPTIONS = (
 )
 
 
-class NdspClient:
-    """Talks NDSP to one controller (`target` is host:port) for one tenant."""
+# A follower replica's answer names the leader's NDSP address here.
+LEADER_METADATA = "foresight-leader"
 
-    def __init__(self, target: str, tenant: str, *, timeout_s: float = 5.0, channel: Optional[grpc.Channel] = None):
+
+class NdspClient:
+    """Talks NDSP to a controller for one tenant.
+
+    `target` is host:port, or the replicas of a highly available controller
+    (comma-separated): a follower answers UNAVAILABLE naming the leader, and
+    the call is retried there (or at the next replica) for up to
+    `failover_s`. Retrying is safe: demand and collective ids make a
+    submission idempotent. With one target and no leader named, UNAVAILABLE
+    is raised at once (the caller decides; `BackgroundSender` drops).
+    """
+
+    def __init__(
+        self,
+        target: str,
+        tenant: str,
+        *,
+        timeout_s: float = 5.0,
+        channel: Optional[grpc.Channel] = None,
+        failover_s: float = 15.0,
+    ):
         if not tenant:
             raise ValueError("tenant: required (1-128 characters from A-Z a-z 0-9 . _ : -)")
-        self.target = target
+        self.targets = [t.strip() for t in target.split(",") if t.strip()]
+        if not self.targets:
+            raise ValueError(f"target {target!r}: want host:port[,host:port...]")
+        self.target = self.targets[0]
         self.tenant = tenant
         self.timeout_s = timeout_s
-        self._channel = channel or grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self.failover_s = failover_s
+        self._own_channel = channel is None
+        self._channel = channel or grpc.insecure_channel(self.target, options=CHANNEL_OPTIONS)
         self._stub = pb_grpc.DemandSignalingStub(self._channel)
         self.clock_offset_ns = 0  # controller clock - local clock, set by handshake()
+        self.failovers = 0  # calls sent again to another replica
 
     def close(self) -> None:
         self._channel.close()
@@ -54,10 +80,42 @@ class NdspClient:
         return time.time_ns() + self.clock_offset_ns
 
     def _call(self, name: str, request, timeout_s: Optional[float] = None):
-        try:
-            return getattr(self._stub, name)(request, timeout=timeout_s or self.timeout_s)
-        except grpc.RpcError as err:
-            raise NdspError.from_rpc_error(name, err) from None
+        deadline = time.monotonic() + self.failover_s
+        next_target = 1
+        while True:
+            try:
+                return getattr(self._stub, name)(request, timeout=timeout_s or self.timeout_s)
+            except grpc.RpcError as err:
+                leader = self._leader_named(err)
+                retry = (
+                    err.code() == grpc.StatusCode.UNAVAILABLE
+                    and self._own_channel
+                    and (leader is not None or len(self.targets) > 1)
+                    and time.monotonic() < deadline
+                )
+                if not retry:
+                    raise NdspError.from_rpc_error(name, err) from None
+            if leader is None:
+                leader = self.targets[next_target % len(self.targets)]
+                next_target += 1
+            time.sleep(0.05)
+            self._reconnect(leader)
+            self.failovers += 1
+
+    @staticmethod
+    def _leader_named(err: grpc.RpcError) -> Optional[str]:
+        trailing = getattr(err, "trailing_metadata", None)
+        for key, value in (trailing() if trailing else None) or ():
+            if key == LEADER_METADATA:
+                return value
+        return None
+
+    def _reconnect(self, target: str) -> None:
+        """Send the next calls to `target` (another replica)."""
+        self._channel.close()
+        self.target = target
+        self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self._stub = pb_grpc.DemandSignalingStub(self._channel)
 
     def _header(self) -> pb.RequestHeader:
         return convert.header(self.tenant)

@@ -67,8 +67,25 @@ pub struct ControllerCmd {
     #[arg(long, default_value_t = 50.0)]
     lead_time_ms: f64,
     /// P4Runtime election id (the highest connected controller is primary).
+    /// With --etcd it comes from the leadership instead.
     #[arg(long, default_value_t = 1)]
     election_id: u128,
+    /// Run as one replica of a highly available controller: etcd client
+    /// endpoints (host:port, comma-separated). The replicas elect a leader,
+    /// which alone plans and writes to the switches; the state lives in
+    /// etcd (not in --state-file). Needs --switches.
+    #[arg(long, value_name = "ENDPOINTS", value_delimiter = ',')]
+    etcd: Vec<String>,
+    /// etcd key prefix of this controller cluster (one per fabric).
+    #[arg(long, default_value = "/foresight", requires = "etcd")]
+    etcd_prefix: String,
+    /// This replica's name (unique among the replicas; default: host name and pid).
+    #[arg(long, requires = "etcd")]
+    replica: Option<String>,
+    /// Seconds a dead leader keeps the leadership (the etcd lease TTL):
+    /// shorter fails over sooner, longer rides out longer pauses.
+    #[arg(long, default_value_t = 1, requires = "etcd")]
+    lease_ttl_s: i64,
     /// Fraction of each link's capacity that may be reserved.
     #[arg(long, default_value_t = 0.9)]
     headroom: f64,
@@ -383,6 +400,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         int_listen: cmd.int_listen,
         state_file,
         election_id: cmd.election_id,
+        ha: ha_config(&cmd)?,
         planner: PlannerConfig {
             headroom: cmd.headroom,
             ecmp_hash: cmd.ecmp_hash.into(),
@@ -464,6 +482,42 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(daemon::run(config))
+}
+
+/// The replica settings, when --etcd is given.
+fn ha_config(cmd: &ControllerCmd) -> anyhow::Result<Option<daemon::ha::HaConfig>> {
+    if cmd.etcd.is_empty() {
+        return Ok(None);
+    }
+    if cmd.etcd.iter().any(|e| e.trim().is_empty()) {
+        bail!("--etcd: an empty endpoint (want host:port,host:port,...)");
+    }
+    if !(1..=60).contains(&cmd.lease_ttl_s) {
+        bail!("--lease-ttl-s {} must be 1 to 60 seconds", cmd.lease_ttl_s);
+    }
+    if !cmd.etcd_prefix.starts_with('/') || cmd.etcd_prefix.ends_with('/') {
+        bail!(
+            "--etcd-prefix {:?} must start with '/' and not end with it",
+            cmd.etcd_prefix
+        );
+    }
+    let replica = match &cmd.replica {
+        Some(r) if r.trim().is_empty() => bail!("--replica must not be empty"),
+        Some(r) => r.clone(),
+        None => format!(
+            "{}-{}",
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "replica".into()),
+            std::process::id()
+        ),
+    };
+    Ok(Some(daemon::ha::HaConfig {
+        endpoints: cmd.etcd.clone(),
+        prefix: cmd.etcd_prefix.clone(),
+        replica,
+        lease_ttl_s: cmd.lease_ttl_s,
+    }))
 }
 
 #[cfg(test)]

@@ -20,7 +20,8 @@ use crate::daemon::service::INSTALL_US_METADATA;
 /// How to reach the controller.
 #[derive(Args, Clone)]
 pub struct Target {
-    /// The controller's NDSP address.
+    /// The controller's NDSP address, or its replicas' (comma-separated):
+    /// requests follow the replicas to their leader.
     #[arg(long, default_value = DEFAULT_NDSP)]
     controller: String,
     /// Tenant the request acts for.
@@ -354,6 +355,77 @@ pub async fn connect(addr: &str) -> anyhow::Result<DemandSignalingClient<Channel
     Ok(DemandSignalingClient::new(channel))
 }
 
+/// How long a request waits for a leader among the controller replicas.
+const LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Send one request, following controller replicas to their leader.
+/// `controllers` is one NDSP address or several (comma-separated: the
+/// replicas). A follower answers `UNAVAILABLE` naming the leader, which is
+/// tried next; an address that does not answer, or a leader that dies
+/// mid-request, gives way to the next address. Retrying is safe: demand
+/// and collective ids make a submission idempotent. Gives up after
+/// `LEADER_WAIT` with the last error.
+pub async fn call<Req: Clone, Resp>(
+    controllers: &str,
+    request: Req,
+    rpc: impl Fn(
+        DemandSignalingClient<Channel>,
+        Req,
+    )
+        -> futures::future::BoxFuture<'static, Result<tonic::Response<Resp>, tonic::Status>>,
+) -> anyhow::Result<tonic::Response<Resp>> {
+    let addrs: Vec<&str> = controllers
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .collect();
+    if addrs.is_empty() {
+        bail!("--controller {controllers:?}: no address (want host:port[,host:port...])");
+    }
+    let deadline = std::time::Instant::now() + LEADER_WAIT;
+    let mut next = 0;
+    let mut leader: Option<String> = None;
+    loop {
+        let addr = leader.take().unwrap_or_else(|| {
+            next += 1;
+            addrs[(next - 1) % addrs.len()].to_string()
+        });
+        let error = match connect(&addr).await {
+            Ok(client) => match rpc(client, request.clone()).await {
+                Ok(response) => return Ok(response),
+                Err(status) if retryable(&status) => {
+                    leader = status
+                        .metadata()
+                        .get(crate::daemon::leader_gate::LEADER_METADATA)
+                        .and_then(|v| v.to_str().ok())
+                        .map(String::from);
+                    explain(status)
+                }
+                Err(status) => return Err(explain(status)),
+            },
+            Err(e) => e,
+        };
+        if std::time::Instant::now() >= deadline {
+            return Err(error.context(format!(
+                "no controller replica answered as leader within {} s",
+                LEADER_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// A follower's answer, or a connection that broke: another replica may
+/// answer.
+fn retryable(status: &tonic::Status) -> bool {
+    use std::error::Error;
+    match status.code() {
+        tonic::Code::Unavailable | tonic::Code::Cancelled => true,
+        tonic::Code::Unknown => status.source().is_some(),
+        _ => false,
+    }
+}
+
 /// A gRPC error as something an operator can act on.
 pub fn explain(status: tonic::Status) -> anyhow::Error {
     let hint = match status.code() {
@@ -606,8 +678,10 @@ pub fn run(cmd: ReserveCmd) -> anyhow::Result<()> {
                     request
                         .validate()
                         .map_err(|e| anyhow::anyhow!("invalid request: {e}"))?;
-                    let mut client = connect(&a.target.controller).await?;
-                    let response = client.submit_demand(request).await.map_err(explain)?;
+                    let response = call(&a.target.controller, request, |mut c, r| {
+                        Box::pin(async move { c.submit_demand(r).await })
+                    })
+                    .await?;
                     let us = install_us(&response);
                     let mut body = response.into_inner().validate().map_err(|e| {
                         anyhow::anyhow!("the controller's answer is malformed: {e}")
@@ -691,9 +765,14 @@ pub fn run(cmd: ReserveCmd) -> anyhow::Result<()> {
                     submit
                         .validate()
                         .map_err(|e| anyhow::anyhow!("invalid request: {e}"))?;
-                    let mut client = connect(&a.target.controller).await?;
-                    client.register_topology(register).await.map_err(explain)?;
-                    let response = client.submit_collective(submit).await.map_err(explain)?;
+                    call(&a.target.controller, register, |mut c, r| {
+                        Box::pin(async move { c.register_topology(r).await })
+                    })
+                    .await?;
+                    let response = call(&a.target.controller, submit, |mut c, r| {
+                        Box::pin(async move { c.submit_collective(r).await })
+                    })
+                    .await?;
                     let us = install_us(&response);
                     let body = response.into_inner().validate().map_err(|e| {
                         anyhow::anyhow!("the controller's answer is malformed: {e}")
@@ -716,8 +795,10 @@ fn run_batch(a: BatchArgs) -> anyhow::Result<()> {
     let request = batch_request(&a.file, &a.target.tenant)?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
-        let mut client = connect(&a.target.controller).await?;
-        let response = client.submit_demand(request).await.map_err(explain)?;
+        let response = call(&a.target.controller, request, |mut c, r| {
+            Box::pin(async move { c.submit_demand(r).await })
+        })
+        .await?;
         let us = install_us(&response);
         let body = response
             .into_inner()
@@ -752,8 +833,10 @@ pub fn cancel(cmd: CancelCmd) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("invalid request: {e}"))?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
-        let mut client = connect(&cmd.target.controller).await?;
-        let response = client.cancel(request).await.map_err(explain)?;
+        let response = call(&cmd.target.controller, request, |mut c, r| {
+            Box::pin(async move { c.cancel(r).await })
+        })
+        .await?;
         let us = install_us(&response);
         let ids = response.into_inner().cancelled_reservation_ids;
         if cmd.target.json {

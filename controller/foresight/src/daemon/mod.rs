@@ -1,6 +1,8 @@
 //! The controller daemon (`foresight controller`).
 //!
 //! * [`state`] — intended state (jobs, reservations), the JSON state file;
+//! * [`store`], [`ha`] — where it survives: a file, or etcd for replicas
+//!   that elect a leader;
 //! * [`engine`] — NDSP requests → planner → reservation records (no I/O);
 //! * [`desired`] — what every switch should hold at a given moment;
 //! * [`switches`] — one task per switch: session, pipeline, reconcile, writes;
@@ -20,12 +22,15 @@ pub mod admin_token;
 pub mod api;
 pub mod desired;
 pub mod engine;
+pub mod ha;
 pub mod http;
+pub mod leader_gate;
 pub mod learning;
 pub mod limits;
 pub mod metrics;
 pub mod service;
 pub mod state;
+pub mod store;
 pub mod switch_status;
 pub mod switches;
 pub mod telemetry;
@@ -49,10 +54,12 @@ use self::api::{
 };
 use self::desired::{Compiler, Policy};
 use self::engine::{Engine, Reoptimization, Restored};
+use self::leader_gate::LeaderGate;
 use self::learning::{Learning, LearningConfig, Step};
 use self::limits::{Admission, Limits};
 use self::metrics::Metrics;
 use self::state::{Lifecycle, Reservation, State};
+use self::store::Store;
 use self::switches::SwitchHandle;
 use self::telemetry::{LinkLoads, MismatchKind, MismatchTolerance, TelemetryConfig};
 use crate::fabric::{Endpoint, Pipeline};
@@ -99,6 +106,9 @@ pub struct Config {
     pub int_listen: Option<SocketAddr>,
     pub state_file: Option<PathBuf>,
     pub election_id: u128,
+    /// Replicas on etcd (the state lives there, not in `state_file`, and
+    /// the election id comes from the leadership).
+    pub ha: Option<ha::HaConfig>,
     pub planner: PlannerConfig,
     pub policy: Policy,
     /// Which reservations planning may move before they are installed.
@@ -178,7 +188,7 @@ pub struct Controller {
     wake: Notify,
     pub topo: &'static Topology,
     info: Arc<P4Info>,
-    state_file: Option<PathBuf>,
+    store: store::Store,
     pub lead_ns: u64,
     started: Instant,
     restored: Restored,
@@ -219,14 +229,9 @@ impl Controller {
     /// Persist (when `changed`), derive every switch's intended state at
     /// `now` and send it. Call with the engine locked; await the acks after
     /// unlocking (switch tasks apply states in the order they were sent).
-    fn commit(&self, inner: &mut Inner, now: u64, changed: bool) -> Acks {
+    async fn commit(&self, inner: &mut Inner, now: u64, changed: bool) -> Acks {
         if changed {
-            if let Some(path) = &self.state_file {
-                if let Err(e) = inner.engine.state.save(path) {
-                    self.metrics.state_write_errors.inc();
-                    tracing::error!(%e, "cannot write the state file; a restart would lose the latest changes");
-                }
-            }
+            self.store.save(&inner.engine.state, &self.metrics).await;
         }
         let desired = match inner.compiler.desired(&inner.engine.state, now) {
             Ok(d) => d,
@@ -280,7 +285,7 @@ impl Controller {
                 for id in &expired {
                     tracing::info!(reservation = %id, "expired; entries withdrawn");
                 }
-                self.commit(&mut inner, now, !expired.is_empty())
+                self.commit(&mut inner, now, !expired.is_empty()).await
             };
             last = now;
             let done = acknowledged(acks).await;
@@ -374,7 +379,7 @@ impl Controller {
                         }
                     }
                 }
-                self.commit(&mut inner, now, true)
+                self.commit(&mut inner, now, true).await
             };
             self.reschedule();
             for (tenant, job_id, reason, reservation_ids) in withdrawn {
@@ -422,7 +427,7 @@ impl Controller {
                     .set_down_edges(&edges)
                     .map_err(|e| (500, e.to_string()))?;
             }
-            let acks = self.commit(inner, now, change.changed);
+            let acks = self.commit(inner, now, change.changed).await;
             let links_down: Vec<String> = inner
                 .engine
                 .state
@@ -654,7 +659,7 @@ impl Controller {
             http_addr: self.http_addr.to_string(),
             election_id: self.election_id.to_string(),
             lead_time_ms: self.lead_ns as f64 / 1e6,
-            state_file: self.state_file.as_ref().map(|p| p.display().to_string()),
+            state_file: self.store.describe(),
             uptime_s: self.started.elapsed().as_secs_f64(),
             now_unix_ns: now,
             restored_reservations: self.restored.reservations,
@@ -753,44 +758,8 @@ struct Ready<'a> {
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let topo: &'static Topology = Box::leak(Box::new(config.topology));
     let started = Instant::now();
-    let now = now_unix_ns();
-
-    let state = match &config.state_file {
-        Some(path) => State::load(path, topo.name())?,
-        None => None,
-    };
-    let reloaded = state.is_some();
-    let state = state.unwrap_or_else(|| State::new(topo.name(), now));
-    let (mut engine, restored) = Engine::new(topo, config.planner.clone(), state)?;
-    engine.reoptimization = Reoptimization {
-        pending: config.reoptimize != ReoptimizeMode::Off,
-        installed_not_started: config.reoptimize == ReoptimizeMode::NotStarted,
-        lead_ns: config.policy.lead_ns,
-    };
-    let expired = engine.expire(now);
-    if reloaded {
-        tracing::info!(
-            live = restored.reservations,
-            expired_while_down = expired.len(),
-            diverged = restored.diverged.len(),
-            "state reloaded"
-        );
-        for id in &restored.diverged {
-            tracing::warn!(reservation = %id, "recorded path crosses a link that is down; re-planned");
-        }
-    }
-    let devices = Arc::new(config.devices);
-    let mut compiler = Compiler::new(
-        topo,
-        config.pipeline.info.clone(),
-        devices.clone(),
-        config.policy,
-    )?;
-    if !engine.state.links_down.is_empty() {
-        compiler.set_down_edges(&engine.down_edges())?;
-        for l in &engine.state.links_down {
-            tracing::warn!(link = %l, "link is down (restored from the state file)");
-        }
+    if config.ha.is_some() && matches!(config.switches, Switches::Bmv2) {
+        anyhow::bail!("--etcd needs --switches: replicas share the switches, they cannot each start their own");
     }
 
     // Switch endpoints (starting BMv2 processes if asked).
@@ -861,6 +830,91 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let ndsp_addr = ndsp_listener.local_addr()?;
     let http_addr = http_listener.local_addr()?;
 
+    // NDSP is served from now on: followers answer where the leader is.
+    let gate = Arc::new(LeaderGate::default());
+    let service =
+        ndsp::proto::demand_signaling_server::DemandSignalingServer::from_arc(gate.clone())
+            .max_decoding_message_size(config.max_request_bytes);
+    // TCP_NODELAY: answers are several small writes; with Nagle and the
+    // peer's delayed ACK each RPC would wait ~40 ms.
+    let incoming = tokio_stream::StreamExt::map(
+        tokio_stream::wrappers::TcpListenerStream::new(ndsp_listener),
+        |s| {
+            s.inspect(|s| {
+                let _ = s.set_nodelay(true);
+            })
+        },
+    );
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(incoming, shutdown_signal()),
+    );
+
+    // Where the state survives; with replicas, wait to lead first.
+    let (store, election_id, lost) = match config.ha.clone() {
+        None => match &config.state_file {
+            Some(path) => (Store::File(path.clone()), config.election_id, None),
+            None => (Store::Memory, config.election_id, None),
+        },
+        Some(ha) => {
+            let me = ha::LeaderInfo {
+                replica: ha.replica.clone(),
+                ndsp: ndsp_addr.to_string(),
+                http: http_addr.to_string(),
+            };
+            let replica = Arc::new(ha::join(ha).await?);
+            gate.follow(replica.clone());
+            eprintln!(
+                "foresight controller: replica {} following on {ndsp_addr}; campaigning",
+                me.replica
+            );
+            let leadership = replica.campaign(&me).await?;
+            let id = leadership.election_id();
+            let lost = leadership.lost.clone();
+            (Store::Etcd(Box::new(leadership)), id, Some(lost))
+        }
+    };
+    let now = now_unix_ns();
+    let state = match &store {
+        Store::Memory => None,
+        Store::File(path) => State::load(path, topo.name())?,
+        Store::Etcd(l) => l.load(topo.name()).await?,
+    };
+    let reloaded = state.is_some();
+    let state = state.unwrap_or_else(|| State::new(topo.name(), now));
+    let (mut engine, restored) = Engine::new(topo, config.planner.clone(), state)?;
+    engine.reoptimization = Reoptimization {
+        pending: config.reoptimize != ReoptimizeMode::Off,
+        installed_not_started: config.reoptimize == ReoptimizeMode::NotStarted,
+        lead_ns: config.policy.lead_ns,
+    };
+    let expired = engine.expire(now);
+    if reloaded {
+        tracing::info!(
+            live = restored.reservations,
+            expired_while_down = expired.len(),
+            diverged = restored.diverged.len(),
+            "state reloaded"
+        );
+        for id in &restored.diverged {
+            tracing::warn!(reservation = %id, "recorded path crosses a link that is down; re-planned");
+        }
+    }
+    let devices = Arc::new(config.devices);
+    let mut compiler = Compiler::new(
+        topo,
+        config.pipeline.info.clone(),
+        devices.clone(),
+        config.policy,
+    )?;
+    if !engine.state.links_down.is_empty() {
+        compiler.set_down_edges(&engine.down_edges())?;
+        for l in &engine.state.links_down {
+            tracing::warn!(link = %l, "link is down (restored from the saved state)");
+        }
+    }
+
     let metrics = Arc::new(Metrics::default());
     if config.learning.is_some() && config.int_listen.is_none() {
         anyhow::bail!("learning iterations (T+5) needs the INT collector: pass --int-listen");
@@ -898,16 +952,21 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             name.clone(),
             ep.clone(),
             config.pipeline.clone(),
-            config.election_id,
+            election_id,
             state,
             metrics.clone(),
         );
         handles.insert(name.clone(), handle);
     }
     if reloaded && (!expired.is_empty() || !restored.diverged.is_empty()) {
-        if let Some(path) = &config.state_file {
-            engine.state.save(path)?;
-        }
+        store.save(&engine.state, &metrics).await;
+    }
+    if let Some(lost) = lost {
+        let statuses = handles
+            .iter()
+            .map(|(name, h): (&String, &SwitchHandle)| (name.clone(), h.status.clone()))
+            .collect();
+        ha::watch_fences(lost, statuses, election_id);
     }
 
     let (events, _) = broadcast::channel(1024);
@@ -920,14 +979,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         wake: Notify::new(),
         topo,
         info: config.pipeline.info.clone(),
-        state_file: config.state_file.clone(),
+        store,
         lead_ns: config.policy.lead_ns,
         started,
         restored,
         startup_reconcile_ms: StdMutex::new(None),
         ndsp_addr,
         http_addr,
-        election_id: config.election_id,
+        election_id,
         learning,
         admission: Admission::new(config.limits),
     });
@@ -936,7 +995,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             // Jobs restored from the state file are watched from the start.
             let mut inner = controller.inner.lock().await;
             controller.sync_jobs(&mut inner);
-            drop(controller.commit(&mut inner, now_unix_ns(), false));
+            drop(controller.commit(&mut inner, now_unix_ns(), false).await);
         }
         tokio::spawn(controller.clone().learn(l.idle_ns));
     }
@@ -1003,26 +1062,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         });
     }
 
-    tracing::info!(ndsp = %ndsp_addr, http = %http_addr, fabric = topo.name(), switches = endpoints.len(), "controller running");
+    tracing::info!(ndsp = %ndsp_addr, http = %http_addr, fabric = topo.name(), switches = endpoints.len(), election_id = %election_id, "controller running");
     eprintln!("foresight controller: NDSP on {ndsp_addr}, metrics and admin on http://{http_addr} ({} switches)", endpoints.len());
-    let service = ndsp::proto::demand_signaling_server::DemandSignalingServer::new(
-        service::Ndsp::new(controller.clone()),
-    )
-    .max_decoding_message_size(config.max_request_bytes);
-    // TCP_NODELAY: answers are several small writes; with Nagle and the
-    // peer's delayed ACK each RPC would wait ~40 ms.
-    let incoming = tokio_stream::StreamExt::map(
-        tokio_stream::wrappers::TcpListenerStream::new(ndsp_listener),
-        |s| {
-            s.inspect(|s| {
-                let _ = s.set_nodelay(true);
-            })
-        },
-    );
-    tonic::transport::Server::builder()
-        .add_service(service)
-        .serve_with_incoming_shutdown(incoming, shutdown_signal())
+    gate.promote(service::Ndsp::new(controller.clone()));
+    server
         .await
+        .context("NDSP server task")?
         .context("NDSP server")?;
     tracing::info!("shutting down");
     drop(processes);

@@ -68,7 +68,7 @@ impl Ndsp {
             let mut inner = self.c.inner.lock().await;
             let now = now_unix_ns();
             let value = change(&mut inner, now)?;
-            let acks = self.c.commit(&mut inner, now, true);
+            let acks = self.c.commit(&mut inner, now, true).await;
             (value, acks)
         };
         self.c.reschedule();
@@ -116,7 +116,7 @@ impl Ndsp {
     }
 }
 
-type EventStream = Pin<Box<dyn Stream<Item = Result<proto::WatchEvent, Status>> + Send>>;
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<proto::WatchEvent, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl DemandSignaling for Ndsp {

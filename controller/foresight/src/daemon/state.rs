@@ -73,27 +73,29 @@ impl State {
                 return Err(e).with_context(|| format!("reading state file {}", path.display()))
             }
         };
-        let state: State = serde_json::from_str(&text).with_context(|| {
-            format!(
-                "state file {}: not a Foresight state file (fix or remove it)",
-                path.display()
-            )
-        })?;
+        let state = State::from_json(text.as_bytes(), fabric)
+            .with_context(|| format!("state file {}", path.display()))?;
+        Ok(Some(state))
+    }
+
+    /// Parse a saved state (a file's or etcd's) and check it belongs to
+    /// `fabric` and is a version this controller reads.
+    pub fn from_json(bytes: &[u8], fabric: &str) -> anyhow::Result<State> {
+        let state: State =
+            serde_json::from_slice(bytes).context("not a Foresight state (fix or remove it)")?;
         if state.version != STATE_VERSION {
             bail!(
-                "state file {}: version {} but this controller reads version {STATE_VERSION}",
-                path.display(),
+                "version {} but this controller reads version {STATE_VERSION}",
                 state.version
             );
         }
         if state.fabric != fabric {
             bail!(
-                "state file {} belongs to fabric {:?}, not {fabric:?}: pass the right --topology or another --state-file",
-                path.display(),
+                "belongs to fabric {:?}, not {fabric:?}: pass the right --topology or another --state-file",
                 state.fabric
             );
         }
-        Ok(Some(state))
+        Ok(state)
     }
 
     /// Write durably and atomically: a temporary file beside `path`,

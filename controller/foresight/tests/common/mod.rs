@@ -7,6 +7,8 @@
 //! daemon's unit tests.
 #![allow(dead_code)]
 
+pub mod replica;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,0 +1,406 @@
+//! High availability: controller replicas elect one leader through etcd,
+//! and only the leader plans and writes to the switches.
+//!
+//! - Election: each replica holds an etcd lease (kept alive in the
+//!   background) and campaigns on `<prefix>/leader` with its addresses as
+//!   the value. The winner's leader key has an etcd create revision that
+//!   grows with every new leader; it is the leader's P4Runtime election id,
+//!   so a new leader is primary on every switch and an old one that wakes
+//!   up (SIGSTOP → SIGCONT) is refused by them.
+//! - State: the controller's intended state (`State`) lives under
+//!   `<prefix>/state/`, a key per job and per reservation (see `layout`),
+//!   and each commit is one transaction of the keys that changed, which
+//!   only succeeds while this replica's leader key still exists with its
+//!   revision. A new leader starts from exactly what the old one
+//!   committed, and an old leader cannot commit anything.
+//! - Stepping down: a replica that loses its lease, sees a switch primary
+//!   with a higher election id, or cannot commit, exits (status 75) without
+//!   answering or installing anything more; a supervisor (systemd
+//!   `Restart=always`) starts it again as a follower.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context;
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, TxnOp};
+use serde::{Deserialize, Serialize};
+
+use super::state::{self, State};
+use super::switch_status::SwitchStatus;
+
+/// Exit status of a replica that stepped down.
+pub const STEP_DOWN_EXIT: i32 = 75;
+
+/// Where the replicas meet.
+#[derive(Debug, Clone)]
+pub struct HaConfig {
+    /// etcd client endpoints (`host:port`).
+    pub endpoints: Vec<String>,
+    /// Key prefix of this controller cluster (one per fabric).
+    pub prefix: String,
+    /// This replica's name, unique in the cluster.
+    pub replica: String,
+    /// Lease TTL (whole seconds, etcd's unit): how long a dead leader
+    /// keeps the leadership.
+    pub lease_ttl_s: i64,
+}
+
+/// What a leader publishes about itself (the election value).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LeaderInfo {
+    pub replica: String,
+    /// NDSP address clients should use.
+    pub ndsp: String,
+    pub http: String,
+}
+
+/// A replica's connection to etcd, before and after it wins.
+pub struct Replica {
+    client: Client,
+    config: HaConfig,
+    lease: i64,
+    /// Receives `true` once the lease is lost.
+    lost: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Won leadership: the fence every commit goes through.
+pub struct Leadership {
+    client: Client,
+    leader_key: Vec<u8>,
+    revision: i64,
+    /// `<prefix>/state/`: one key per job and reservation, and `meta`.
+    state_prefix: String,
+    /// What etcd holds under `state_prefix`, as last committed: a commit
+    /// writes only the keys that changed.
+    committed: tokio::sync::Mutex<BTreeMap<String, Vec<u8>>>,
+    pub lost: tokio::sync::watch::Receiver<bool>,
+}
+
+impl HaConfig {
+    fn election(&self) -> String {
+        format!("{}/leader", self.prefix)
+    }
+}
+
+/// Connect to etcd and take a lease kept alive in the background.
+pub async fn join(config: HaConfig) -> anyhow::Result<Replica> {
+    let options = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(2))
+        .with_keep_alive(Duration::from_millis(500), Duration::from_secs(1));
+    let client = Client::connect(&config.endpoints, Some(options))
+        .await
+        .with_context(|| format!("--etcd {}: cannot connect", config.endpoints.join(",")))?;
+    let lease = client
+        .lease_client()
+        .grant(config.lease_ttl_s, None)
+        .await
+        .context("etcd: cannot grant a lease")?
+        .id();
+    let (lost_tx, lost) = tokio::sync::watch::channel(false);
+    tokio::spawn(keep_alive(
+        client.clone(),
+        lease,
+        Duration::from_secs(config.lease_ttl_s as u64),
+        lost_tx,
+    ));
+    Ok(Replica {
+        client,
+        config,
+        lease,
+        lost,
+    })
+}
+
+/// Renew the lease every third of its TTL; report it lost when etcd says
+/// it expired or no renewal succeeded for a whole TTL.
+async fn keep_alive(
+    client: Client,
+    lease: i64,
+    ttl: Duration,
+    lost: tokio::sync::watch::Sender<bool>,
+) {
+    let mut last_ok = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(ttl / 3);
+    let mut stream = None;
+    loop {
+        tick.tick().await;
+        if last_ok.elapsed() >= ttl {
+            let _ = lost.send(true);
+            return;
+        }
+        if stream.is_none() {
+            stream = client.lease_client().keep_alive(lease).await.ok();
+        }
+        let Some((keeper, responses)) = stream.as_mut() else {
+            continue;
+        };
+        let renewed = async {
+            keeper.keep_alive().await.ok()?;
+            responses.message().await.ok()?
+        };
+        match tokio::time::timeout(ttl / 3, renewed).await {
+            Ok(Some(r)) if r.ttl() > 0 => last_ok = tokio::time::Instant::now(),
+            Ok(Some(_)) => {
+                tracing::error!(lease, "etcd: the lease expired");
+                let _ = lost.send(true);
+                return;
+            }
+            _ => stream = None,
+        }
+    }
+}
+
+impl Replica {
+    /// The current leader, if there is one.
+    pub async fn leader(&self) -> Option<LeaderInfo> {
+        let mut election = self.client.election_client();
+        let answer = tokio::time::timeout(
+            Duration::from_secs(1),
+            election.leader(self.config.election()),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        serde_json::from_slice(answer.kv()?.value()).ok()
+    }
+
+    /// Wait until this replica is the leader.
+    pub async fn campaign(&self, me: &LeaderInfo) -> anyhow::Result<Leadership> {
+        let value = serde_json::to_vec(me)?;
+        let mut election = self.client.election_client();
+        // A campaign survives etcd hiccups: retried until won or the lease is lost.
+        let key = loop {
+            if *self.lost.borrow() {
+                anyhow::bail!("etcd: lease lost while campaigning");
+            }
+            match election
+                .campaign(self.config.election(), value.clone(), self.lease)
+                .await
+            {
+                Ok(mut won) => match won.take_leader() {
+                    Some(key) => break key,
+                    None => anyhow::bail!("etcd: campaign answered without a leader key"),
+                },
+                Err(e) => {
+                    tracing::warn!(%e, "etcd: campaign failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        };
+        tracing::info!(replica = %me.replica, revision = key.rev(), "elected leader");
+        Ok(Leadership {
+            client: self.client.clone(),
+            leader_key: key.key().to_vec(),
+            revision: key.rev(),
+            state_prefix: format!("{}/state/", self.config.prefix),
+            committed: Default::default(),
+            lost: self.lost.clone(),
+        })
+    }
+}
+
+impl Leadership {
+    /// The P4Runtime election id: the leader key's create revision, which
+    /// only grows from one leader to the next.
+    pub fn election_id(&self) -> u128 {
+        self.revision as u128
+    }
+
+    /// The state the previous leaders committed, if any.
+    pub async fn load(&self, fabric: &str) -> anyhow::Result<Option<State>> {
+        let answer = self
+            .client
+            .kv_client()
+            .get(
+                self.state_prefix.clone(),
+                Some(GetOptions::new().with_prefix()),
+            )
+            .await
+            .context("etcd: cannot read the state")?;
+        let mut keys = BTreeMap::new();
+        for kv in answer.kvs() {
+            let key = kv.key_str().context("etcd: a state key is not UTF-8")?;
+            let name = key.strip_prefix(&self.state_prefix).unwrap_or(key);
+            keys.insert(name.to_string(), kv.value().to_vec());
+        }
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        let state = layout::assemble(&keys, fabric)
+            .with_context(|| format!("etcd keys {}*", self.state_prefix))?;
+        *self.committed.lock().await = keys;
+        Ok(Some(state))
+    }
+
+    /// Commit the state, fenced by this leadership: one transaction that
+    /// writes the keys that changed, and only while this replica's leader
+    /// key exists with its revision (so never once another replica leads).
+    /// Retries etcd errors for up to two seconds; the caller must stop when
+    /// this fails.
+    pub async fn save(&self, state: &State) -> anyhow::Result<()> {
+        let keys = layout::split(state)?;
+        let mut committed = self.committed.lock().await;
+        let mut ops = Vec::new();
+        for (name, value) in &keys {
+            if committed.get(name) != Some(value) {
+                ops.push(TxnOp::put(
+                    format!("{}{name}", self.state_prefix),
+                    value.clone(),
+                    None,
+                ));
+            }
+        }
+        for name in committed.keys() {
+            if !keys.contains_key(name) {
+                ops.push(TxnOp::delete(format!("{}{name}", self.state_prefix), None));
+            }
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let count = ops.len();
+        let txn = Txn::new()
+            .when(vec![Compare::create_revision(
+                self.leader_key.clone(),
+                CompareOp::Equal,
+                self.revision,
+            )])
+            .and_then(ops);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            match self.client.kv_client().txn(txn.clone()).await {
+                Ok(answer) if answer.succeeded() => {
+                    *committed = keys;
+                    return Ok(());
+                }
+                Ok(_) => anyhow::bail!(
+                    "etcd: this replica is no longer the leader (its key {} is gone)",
+                    String::from_utf8_lossy(&self.leader_key)
+                ),
+                Err(e @ etcd_client::Error::GRpcStatus(_))
+                    if e.to_string().contains("too many operations") =>
+                {
+                    return Err(e).context(format!(
+                        "etcd: one commit changes {count} keys; start etcd with --max-txn-ops {count} or more"
+                    ));
+                }
+                Err(e) if tokio::time::Instant::now() < deadline && !*self.lost.borrow() => {
+                    tracing::warn!(%e, "etcd: commit failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => return Err(e).context("etcd: cannot commit the state"),
+            }
+        }
+    }
+}
+
+/// Leave now: nothing more is answered or installed by this process.
+pub fn step_down(why: &str) -> ! {
+    tracing::error!(why, "stepping down");
+    eprintln!("foresight controller: stepping down: {why}");
+    std::process::exit(STEP_DOWN_EXIT)
+}
+
+/// Step down as soon as the lease is lost or any switch reports a primary
+/// with a higher election id than ours (a newer leader).
+pub fn watch_fences(
+    lost: tokio::sync::watch::Receiver<bool>,
+    switches: Vec<(String, tokio::sync::watch::Receiver<SwitchStatus>)>,
+    election_id: u128,
+) {
+    let mut lost = lost;
+    tokio::spawn(async move {
+        let _ = lost.wait_for(|l| *l).await;
+        step_down("the etcd lease expired (another replica may lead now)");
+    });
+    for (name, mut status) in switches {
+        tokio::spawn(async move {
+            loop {
+                let newer = status
+                    .borrow()
+                    .primary_election_id
+                    .as_deref()
+                    .and_then(|e| e.parse::<u128>().ok())
+                    .filter(|e| *e > election_id);
+                if let Some(e) = newer {
+                    step_down(&format!(
+                        "switch {name} has a newer primary (election id {e} > ours {election_id})"
+                    ));
+                }
+                if status.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// The state as etcd keys: `meta` (fabric, epoch, counters, links down),
+/// `job/<tenant>/<job>` and `reservation/<seq>` (zero-padded, so that key
+/// order is sequence order).
+mod layout {
+    use std::collections::BTreeMap;
+
+    use anyhow::Context;
+    use serde::{Deserialize, Serialize};
+
+    use super::state::{Job, LinkRef, Reservation, State};
+
+    #[derive(Serialize, Deserialize)]
+    struct Meta {
+        version: u32,
+        fabric: String,
+        epoch_unix_ns: u64,
+        next_seq: u64,
+        next_qp: BTreeMap<String, u32>,
+        links_down: Vec<LinkRef>,
+    }
+
+    pub fn split(state: &State) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+        let mut keys = BTreeMap::new();
+        let meta = Meta {
+            version: state.version,
+            fabric: state.fabric.clone(),
+            epoch_unix_ns: state.epoch_unix_ns,
+            next_seq: state.next_seq,
+            next_qp: state.next_qp.clone(),
+            links_down: state.links_down.clone(),
+        };
+        keys.insert("meta".to_string(), serde_json::to_vec(&meta)?);
+        for j in &state.jobs {
+            keys.insert(
+                format!("job/{}/{}", j.tenant, j.job_id),
+                serde_json::to_vec(j)?,
+            );
+        }
+        for r in &state.reservations {
+            keys.insert(format!("reservation/{:020}", r.seq), serde_json::to_vec(r)?);
+        }
+        Ok(keys)
+    }
+
+    pub fn assemble(keys: &BTreeMap<String, Vec<u8>>, fabric: &str) -> anyhow::Result<State> {
+        let meta = keys.get("meta").context("no meta key")?;
+        let meta: Meta = serde_json::from_slice(meta).context("meta: not Foresight state")?;
+        let mut state = State::new(&meta.fabric, meta.epoch_unix_ns);
+        state.version = meta.version;
+        state.next_seq = meta.next_seq;
+        state.next_qp = meta.next_qp;
+        state.links_down = meta.links_down;
+        for (name, value) in keys {
+            if name.starts_with("job/") {
+                let job: Job = serde_json::from_slice(value).with_context(|| name.clone())?;
+                state.jobs.push(job);
+            } else if name.starts_with("reservation/") {
+                let r: Reservation = serde_json::from_slice(value).with_context(|| name.clone())?;
+                state.reservations.push(r);
+            } else if name != "meta" {
+                anyhow::bail!("{name}: not a key of Foresight state");
+            }
+        }
+        // The same checks as a state file's.
+        let bytes = serde_json::to_vec(&state)?;
+        State::from_json(&bytes, fabric)
+    }
+}

@@ -10,6 +10,7 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::replica::{start_replicas, wait_leader, Replica, STEP_DOWN_EXIT};
@@ -64,7 +65,14 @@ async fn submit(addrs: &[String], request: proto::SubmitDemandRequest) -> (Strin
         )
         .await
         {
-            Ok(Ok(mut client)) => match client.submit_demand(request.clone()).await {
+            // A paused replica accepts connections but never answers.
+            Ok(Ok(mut client)) => match tokio::time::timeout(
+                Duration::from_secs(5),
+                client.submit_demand(request.clone()),
+            )
+            .await
+            .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("no answer in 5 s")))
+            {
                 Ok(answer) => {
                     let r = answer.into_inner().validate().expect("valid answer");
                     return (r[0].reservation_id.clone(), attempt);
@@ -76,6 +84,7 @@ async fn submit(addrs: &[String], request: proto::SubmitDemandRequest) -> (Strin
                             tonic::Code::Unavailable
                                 | tonic::Code::Cancelled
                                 | tonic::Code::Unknown
+                                | tonic::Code::DeadlineExceeded
                         ),
                         "demand {:?} refused: {s:?}",
                         request.demands[0].demand_id
@@ -296,6 +305,39 @@ async fn a_paused_leader_is_fenced_and_steps_down() {
     );
     assert!(s.replicas[old].log_text().contains("stepping down"));
     check_installed(&s.fabric, &s.replicas[new], &acked).await;
+
+    // The CLI, given the replicas with the dead one and a follower first,
+    // reaches the leader and reserves.
+    let follower = (0..3).find(|i| *i != old && *i != new).unwrap();
+    let order = [old, follower, new].map(|i| s.replicas[i].ndsp.clone());
+    let out = Command::new(env!("CARGO_BIN_EXE_foresight"))
+        .args([
+            "reserve", "demand", "--id", "cli-1", "--src", HOSTS[0], "--dst", HOSTS[2],
+        ])
+        .args([
+            "--bytes",
+            "1MB",
+            "--rate-gbps",
+            "1",
+            "--start-in-ms",
+            "60000",
+        ])
+        .args([
+            "--tenant",
+            "acme",
+            "--json",
+            "--controller",
+            &order.join(","),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let live = live(&s.replicas[new]).await;
+    assert!(live.contains_key("cli-1"), "{live:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -87,8 +87,10 @@ class NdspClient:
                 return getattr(self._stub, name)(request, timeout=timeout_s or self.timeout_s)
             except grpc.RpcError as err:
                 leader = self._leader_named(err)
+                # DEADLINE_EXCEEDED: a paused replica accepts but never answers.
                 retry = (
-                    err.code() == grpc.StatusCode.UNAVAILABLE
+                    (err.code() == grpc.StatusCode.UNAVAILABLE
+                     or (err.code() == grpc.StatusCode.DEADLINE_EXCEEDED and len(self.targets) > 1))
                     and self._own_channel
                     and (leader is not None or len(self.targets) > 1)
                     and time.monotonic() < deadline

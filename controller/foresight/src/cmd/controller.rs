@@ -70,6 +70,26 @@ pub struct ControllerCmd {
     /// With --etcd it comes from the leadership instead.
     #[arg(long, default_value_t = 1)]
     election_id: u128,
+    /// Serve NDSP over TLS with this certificate (PEM); with --tls-key and
+    /// --tls-client-ca, clients must present a certificate, and the tenant
+    /// is its subject common name (not the request header's).
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_client_ca"])]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// The CA (PEM) that signs client certificates.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+    /// Client certificate identities (common names) with the operator
+    /// role: they may act for any tenant (comma-separated).
+    #[arg(
+        long,
+        value_name = "NAMES",
+        value_delimiter = ',',
+        requires = "tls_cert"
+    )]
+    operators: Vec<String>,
     /// Run as one replica of a highly available controller: etcd client
     /// endpoints (host:port, comma-separated). The replicas elect a leader,
     /// which alone plans and writes to the switches; the state lives in
@@ -401,6 +421,15 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         state_file,
         election_id: cmd.election_id,
         ha: ha_config(&cmd)?,
+        mtls: match (&cmd.tls_cert, &cmd.tls_key, &cmd.tls_client_ca) {
+            (Some(cert), Some(key), Some(ca)) => Some(daemon::identity::Mtls::from_files(
+                cert,
+                key,
+                ca,
+                cmd.operators.iter().cloned().collect(),
+            )?),
+            _ => None,
+        },
         planner: PlannerConfig {
             headroom: cmd.headroom,
             ecmp_hash: cmd.ecmp_hash.into(),

@@ -2,6 +2,7 @@
 //! requests to a running controller over NDSP.
 
 use std::net::Ipv4Addr;
+use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
@@ -10,7 +11,7 @@ use ndsp::proto::{self, cancel_request, collective, demand_signal, endpoint};
 use ndsp::types::ValidatedReservation;
 use ndsp::Validate;
 use serde::Serialize;
-use tonic::transport::Channel;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 
 use super::controller::DEFAULT_NDSP;
 use super::table;
@@ -30,6 +31,37 @@ pub struct Target {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Talk TLS to the controller: the CA (PEM) that signed its certificate.
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// This client's certificate (PEM), for a controller that requires one
+    /// (its common name is the tenant; with --tls-key).
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+}
+
+impl Target {
+    /// The TLS settings of the NDSP connection, if any.
+    fn tls(&self) -> anyhow::Result<Option<ClientTlsConfig>> {
+        let Some(ca) = &self.tls_ca else {
+            return Ok(None);
+        };
+        let read = |p: &PathBuf, what: &str| {
+            std::fs::read(p).with_context(|| format!("{what} {}", p.display()))
+        };
+        let mut tls =
+            ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca, "--tls-ca")?));
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            tls = tls.identity(Identity::from_pem(
+                read(cert, "--tls-cert")?,
+                read(key, "--tls-key")?,
+            ));
+        }
+        Ok(Some(tls))
+    }
 }
 
 #[derive(Args)]
@@ -338,15 +370,25 @@ fn default_id(prefix: &str) -> String {
     format!("{prefix}-{}", now_unix_ns() / 1_000_000)
 }
 
-/// Connect to the controller's NDSP endpoint, with a hint when it is not there.
-pub async fn connect(addr: &str) -> anyhow::Result<DemandSignalingClient<Channel>> {
+/// Connect to the controller's NDSP endpoint (over TLS when `tls` is
+/// given), with a hint when it is not there.
+pub async fn connect(
+    addr: &str,
+    tls: Option<ClientTlsConfig>,
+) -> anyhow::Result<DemandSignalingClient<Channel>> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let url = if addr.starts_with("http") {
         addr.to_string()
     } else {
-        format!("http://{addr}")
+        format!("{scheme}://{addr}")
     };
-    let endpoint = Channel::from_shared(url)
+    let mut endpoint = Channel::from_shared(url)
         .with_context(|| format!("--controller {addr}: not an address (want host:port)"))?;
+    if let Some(tls) = tls {
+        endpoint = endpoint
+            .tls_config(tls)
+            .context("--tls-ca/--tls-cert/--tls-key: not usable")?;
+    }
     let channel = endpoint
         .connect_timeout(std::time::Duration::from_secs(5))
         .connect()
@@ -357,6 +399,8 @@ pub async fn connect(addr: &str) -> anyhow::Result<DemandSignalingClient<Channel
 
 /// How long a request waits for a leader among the controller replicas.
 const LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+/// How long one replica may take to answer before the next is tried.
+const REPLICA_ANSWER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Send one request, following controller replicas to their leader.
 /// `controllers` is one NDSP address or several (comma-separated: the
@@ -366,7 +410,7 @@ const LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 /// and collective ids make a submission idempotent. Gives up after
 /// `LEADER_WAIT` with the last error.
 pub async fn call<Req: Clone, Resp>(
-    controllers: &str,
+    target: &Target,
     request: Req,
     rpc: impl Fn(
         DemandSignalingClient<Channel>,
@@ -374,6 +418,8 @@ pub async fn call<Req: Clone, Resp>(
     )
         -> futures::future::BoxFuture<'static, Result<tonic::Response<Resp>, tonic::Status>>,
 ) -> anyhow::Result<tonic::Response<Resp>> {
+    let controllers = target.controller.as_str();
+    let tls = target.tls()?;
     let addrs: Vec<&str> = controllers
         .split(',')
         .map(str::trim)
@@ -390,8 +436,17 @@ pub async fn call<Req: Clone, Resp>(
             next += 1;
             addrs[(next - 1) % addrs.len()].to_string()
         });
-        let error = match connect(&addr).await {
-            Ok(client) => match rpc(client, request.clone()).await {
+        let error = match connect(&addr, tls.clone()).await {
+            // A replica that is paused accepts the connection but never
+            // answers: give another one a chance.
+            Ok(client) => match tokio::time::timeout(REPLICA_ANSWER, rpc(client, request.clone()))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(tonic::Status::deadline_exceeded(format!(
+                        "{addr}: no answer in {} s",
+                        REPLICA_ANSWER.as_secs()
+                    )))
+                }) {
                 Ok(response) => return Ok(response),
                 Err(status) if retryable(&status) => {
                     leader = status
@@ -420,7 +475,7 @@ pub async fn call<Req: Clone, Resp>(
 fn retryable(status: &tonic::Status) -> bool {
     use std::error::Error;
     match status.code() {
-        tonic::Code::Unavailable | tonic::Code::Cancelled => true,
+        tonic::Code::Unavailable | tonic::Code::Cancelled | tonic::Code::DeadlineExceeded => true,
         tonic::Code::Unknown => status.source().is_some(),
         _ => false,
     }
@@ -678,7 +733,7 @@ pub fn run(cmd: ReserveCmd) -> anyhow::Result<()> {
                     request
                         .validate()
                         .map_err(|e| anyhow::anyhow!("invalid request: {e}"))?;
-                    let response = call(&a.target.controller, request, |mut c, r| {
+                    let response = call(&a.target, request, |mut c, r| {
                         Box::pin(async move { c.submit_demand(r).await })
                     })
                     .await?;
@@ -765,11 +820,11 @@ pub fn run(cmd: ReserveCmd) -> anyhow::Result<()> {
                     submit
                         .validate()
                         .map_err(|e| anyhow::anyhow!("invalid request: {e}"))?;
-                    call(&a.target.controller, register, |mut c, r| {
+                    call(&a.target, register, |mut c, r| {
                         Box::pin(async move { c.register_topology(r).await })
                     })
                     .await?;
-                    let response = call(&a.target.controller, submit, |mut c, r| {
+                    let response = call(&a.target, submit, |mut c, r| {
                         Box::pin(async move { c.submit_collective(r).await })
                     })
                     .await?;
@@ -795,7 +850,7 @@ fn run_batch(a: BatchArgs) -> anyhow::Result<()> {
     let request = batch_request(&a.file, &a.target.tenant)?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
-        let response = call(&a.target.controller, request, |mut c, r| {
+        let response = call(&a.target, request, |mut c, r| {
             Box::pin(async move { c.submit_demand(r).await })
         })
         .await?;
@@ -833,7 +888,7 @@ pub fn cancel(cmd: CancelCmd) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("invalid request: {e}"))?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
-        let response = call(&cmd.target.controller, request, |mut c, r| {
+        let response = call(&cmd.target, request, |mut c, r| {
             Box::pin(async move { c.cancel(r).await })
         })
         .await?;

@@ -28,6 +28,9 @@ use serde::{Deserialize, Serialize};
 use super::state::{self, State};
 use super::switch_status::SwitchStatus;
 
+/// How long one etcd call (other than a campaign) may take.
+const CALL_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// Exit status of a replica that stepped down.
 pub const STEP_DOWN_EXIT: i32 = 75;
 
@@ -84,19 +87,22 @@ impl HaConfig {
 
 /// Connect to etcd and take a lease kept alive in the background.
 pub async fn join(config: HaConfig) -> anyhow::Result<Replica> {
+    // No blanket request timeout: a follower's campaign waits as long as
+    // the leader lives. Other calls have their own.
     let options = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
-        .with_timeout(Duration::from_secs(2))
         .with_keep_alive(Duration::from_millis(500), Duration::from_secs(1));
     let client = Client::connect(&config.endpoints, Some(options))
         .await
         .with_context(|| format!("--etcd {}: cannot connect", config.endpoints.join(",")))?;
-    let lease = client
-        .lease_client()
-        .grant(config.lease_ttl_s, None)
-        .await
-        .context("etcd: cannot grant a lease")?
-        .id();
+    let lease = tokio::time::timeout(
+        CALL_TIMEOUT,
+        client.lease_client().grant(config.lease_ttl_s, None),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("etcd: no answer to a lease grant in {CALL_TIMEOUT:?}"))?
+    .context("etcd: cannot grant a lease")?
+    .id();
     let (lost_tx, lost) = tokio::sync::watch::channel(false);
     tokio::spawn(keep_alive(
         client.clone(),
@@ -130,7 +136,11 @@ async fn keep_alive(
             return;
         }
         if stream.is_none() {
-            stream = client.lease_client().keep_alive(lease).await.ok();
+            let mut leases = client.lease_client();
+            stream = tokio::time::timeout(ttl / 3, leases.keep_alive(lease))
+                .await
+                .ok()
+                .and_then(Result::ok);
         }
         let Some((keeper, responses)) = stream.as_mut() else {
             continue;
@@ -174,10 +184,13 @@ impl Replica {
             if *self.lost.borrow() {
                 anyhow::bail!("etcd: lease lost while campaigning");
             }
-            match election
-                .campaign(self.config.election(), value.clone(), self.lease)
-                .await
-            {
+            let mut lost = self.lost.clone();
+            let campaign = election.campaign(self.config.election(), value.clone(), self.lease);
+            let outcome = tokio::select! {
+                outcome = campaign => outcome,
+                _ = lost.wait_for(|l| *l) => anyhow::bail!("etcd: lease lost while campaigning"),
+            };
+            match outcome {
                 Ok(mut won) => match won.take_leader() {
                     Some(key) => break key,
                     None => anyhow::bail!("etcd: campaign answered without a leader key"),
@@ -209,14 +222,14 @@ impl Leadership {
 
     /// The state the previous leaders committed, if any.
     pub async fn load(&self, fabric: &str) -> anyhow::Result<Option<State>> {
-        let answer = self
-            .client
-            .kv_client()
-            .get(
-                self.state_prefix.clone(),
-                Some(GetOptions::new().with_prefix()),
-            )
+        let mut kv = self.client.kv_client();
+        let read = kv.get(
+            self.state_prefix.clone(),
+            Some(GetOptions::new().with_prefix()),
+        );
+        let answer = tokio::time::timeout(CALL_TIMEOUT, read)
             .await
+            .map_err(|_| anyhow::anyhow!("etcd: no answer to the state read in {CALL_TIMEOUT:?}"))?
             .context("etcd: cannot read the state")?;
         let mut keys = BTreeMap::new();
         for kv in answer.kvs() {
@@ -269,7 +282,15 @@ impl Leadership {
             .and_then(ops);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
         loop {
-            match self.client.kv_client().txn(txn.clone()).await {
+            let mut kv = self.client.kv_client();
+            let attempt = tokio::time::timeout(CALL_TIMEOUT, kv.txn(txn.clone()));
+            let outcome = match attempt.await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(etcd_client::Error::InvalidArgs(format!(
+                    "no answer in {CALL_TIMEOUT:?}"
+                ))),
+            };
+            match outcome {
                 Ok(answer) if answer.succeeded() => {
                     *committed = keys;
                     return Ok(());

@@ -1,4 +1,5 @@
-//! NDSP on every replica: the leader's service once this replica leads;
+//! NDSP on every replica: who asks is checked first (`identity`, with
+//! mutual TLS); then the leader's service once this replica leads;
 //! until then every request is `UNAVAILABLE`, naming the leader in the
 //! message and in the `foresight-leader` metadata (its NDSP address) so
 //! clients retry there. Demand ids make such retries idempotent.
@@ -9,6 +10,7 @@ use ndsp::proto::{self, demand_signaling_server::DemandSignaling};
 use tonic::{Request, Response, Status};
 
 use super::ha::Replica;
+use super::identity::{authorize, Mtls};
 use super::service::{EventStream, Ndsp};
 
 /// Response metadata of a follower: the leader's NDSP address.
@@ -16,12 +18,21 @@ pub const LEADER_METADATA: &str = "foresight-leader";
 
 #[derive(Default)]
 pub struct LeaderGate {
+    /// With mutual TLS: who may act for which tenant.
+    mtls: Option<Mtls>,
     leader: OnceLock<Ndsp>,
     /// Set while campaigning: where followers find the leader.
     replica: OnceLock<Arc<Replica>>,
 }
 
 impl LeaderGate {
+    pub fn new(mtls: Option<Mtls>) -> LeaderGate {
+        LeaderGate {
+            mtls,
+            ..LeaderGate::default()
+        }
+    }
+
     /// This replica leads from now on.
     pub fn promote(&self, service: Ndsp) {
         let _ = self.leader.set(service);
@@ -62,6 +73,7 @@ macro_rules! gated {
             type WatchEventsStream = EventStream;
             $(
                 async fn $rpc(&self, request: Request<$req>) -> Result<Response<$resp>, Status> {
+                    authorize(self.mtls.as_ref(), &request)?;
                     match self.leader.get() {
                         Some(service) => service.$rpc(request).await,
                         None => Err(self.not_leader().await),

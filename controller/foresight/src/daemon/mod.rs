@@ -24,6 +24,7 @@ pub mod desired;
 pub mod engine;
 pub mod ha;
 pub mod http;
+pub mod identity;
 pub mod leader_gate;
 pub mod learning;
 pub mod limits;
@@ -106,6 +107,8 @@ pub struct Config {
     pub int_listen: Option<SocketAddr>,
     pub state_file: Option<PathBuf>,
     pub election_id: u128,
+    /// Mutual TLS on NDSP (the tenant is the client certificate's).
+    pub mtls: Option<identity::Mtls>,
     /// Replicas on etcd (the state lives there, not in `state_file`, and
     /// the election id comes from the leadership).
     pub ha: Option<ha::HaConfig>,
@@ -831,7 +834,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let http_addr = http_listener.local_addr()?;
 
     // NDSP is served from now on: followers answer where the leader is.
-    let gate = Arc::new(LeaderGate::default());
+    let gate = Arc::new(LeaderGate::new(config.mtls.clone()));
     let service =
         ndsp::proto::demand_signaling_server::DemandSignalingServer::from_arc(gate.clone())
             .max_decoding_message_size(config.max_request_bytes);
@@ -845,8 +848,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             })
         },
     );
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(mtls) = &config.mtls {
+        builder = builder
+            .tls_config(mtls.server.clone())
+            .context("NDSP: the TLS certificate, key or client CA is not usable")?;
+    }
     let server = tokio::spawn(
-        tonic::transport::Server::builder()
+        builder
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, shutdown_signal()),
     );

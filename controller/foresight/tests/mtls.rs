@@ -1,0 +1,252 @@
+//! NDSP over mutual TLS on a running controller (its switches are down: no
+//! BMv2 needed). Certificates are made at test time: a CA, the
+//! controller's (127.0.0.1), tenants `acme` and `globex`, an operator `ops`,
+//! and `acme` signed by another CA. The tenant is the certificate's, not
+//! the header's; only operators act for others; no or a foreign
+//! certificate gets no session.
+
+mod common;
+
+use std::path::Path;
+
+use common::{demand, header, Controller};
+use ndsp::proto::{self, demand_signaling_client::DemandSignalingClient};
+use ndsp::Validate;
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+
+struct Ca {
+    issuer: Issuer<'static, KeyPair>,
+    pem: String,
+}
+
+fn ca(name: &str) -> Ca {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, name);
+    let cert = params.self_signed(&key).unwrap();
+    Ca {
+        pem: cert.pem(),
+        issuer: Issuer::new(params, key),
+    }
+}
+
+/// A certificate for `cn` (and the names `sans`) signed by `ca`: (cert, key) PEM.
+fn leaf(ca: &Ca, cn: &str, sans: &[&str]) -> (String, String) {
+    let key = KeyPair::generate().unwrap();
+    let mut params =
+        CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    params.distinguished_name.push(DnType::CommonName, cn);
+    let cert = params.signed_by(&key, &ca.issuer).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+fn as_tenant(tenant: &str) -> Option<proto::RequestHeader> {
+    let mut h = header();
+    h.as_mut().unwrap().tenant = tenant.into();
+    h
+}
+
+async fn client(
+    addr: &str,
+    ca_pem: &str,
+    id: Option<&(String, String)>,
+) -> Result<DemandSignalingClient<Channel>, tonic::transport::Error> {
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca_pem))
+        .domain_name("127.0.0.1");
+    if let Some((cert, key)) = id {
+        tls = tls.identity(Identity::from_pem(cert, key));
+    }
+    let channel = Channel::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(tls)?
+        .connect()
+        .await?;
+    Ok(DemandSignalingClient::new(channel))
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+fn submit(tenant: &str, id: &str) -> proto::SubmitDemandRequest {
+    proto::SubmitDemandRequest {
+        header: as_tenant(tenant),
+        reference_unix_ns: 0,
+        demands: vec![demand(
+            id,
+            "10.0.1.1",
+            "10.0.2.1",
+            60_000_000_000,
+            60_000_000_000,
+            1_000_000_000,
+            None,
+        )],
+    }
+}
+
+async fn list(
+    c: &mut DemandSignalingClient<Channel>,
+    tenant: &str,
+) -> Result<Vec<String>, tonic::Status> {
+    let page = c
+        .list_reservations(proto::ListReservationsRequest {
+            header: as_tenant(tenant),
+            job_id: String::new(),
+            page_size: 100,
+            page_token: String::new(),
+        })
+        .await?
+        .into_inner()
+        .validate()
+        .unwrap();
+    Ok(page
+        .reservations
+        .into_iter()
+        .map(|r| r.reservation_id)
+        .collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tenant_is_the_client_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = ca("foresight test CA");
+    let other = ca("another CA");
+    let (server_cert, server_key) = leaf(&root, "controller", &["127.0.0.1", "localhost"]);
+    let acme = leaf(&root, "acme", &[]);
+    let globex = leaf(&root, "globex", &[]);
+    let ops = leaf(&root, "ops", &[]);
+    let foreign_acme = leaf(&other, "acme", &[]);
+    let switches = dir.path().join("switches.yaml");
+    std::fs::write(
+        &switches,
+        "leaf1: {addr: \"127.0.0.1:1\"}\nleaf2: {addr: \"127.0.0.1:1\"}\nspine1: {addr: \"127.0.0.1:1\"}\nspine2: {addr: \"127.0.0.1:1\"}\n",
+    )
+    .unwrap();
+    let (cert, key, client_ca) = (
+        write(dir.path(), "server.pem", &server_cert),
+        write(dir.path(), "server.key", &server_key),
+        write(dir.path(), "ca.pem", &root.pem),
+    );
+    let controller = Controller::spawn(
+        dir.path(),
+        &switches,
+        50,
+        &[
+            "--switch-wait-s",
+            "0",
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--tls-client-ca",
+            &client_ca,
+            "--operators",
+            "ops",
+        ],
+    );
+    let addr = controller.ndsp.clone();
+
+    // acme reserves as itself.
+    let mut a = client(&addr, &root.pem, Some(&acme)).await.unwrap();
+    let mine = a
+        .submit_demand(submit("acme", "d-acme"))
+        .await
+        .unwrap()
+        .into_inner();
+    let mine = mine.validate().unwrap()[0].reservation_id.clone();
+    // ... and cannot act as globex, nor see what globex would.
+    let err = a
+        .submit_demand(submit("globex", "d-forged"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+    assert!(err.message().contains("header.tenant"), "{err:?}");
+    assert_eq!(
+        list(&mut a, "globex").await.unwrap_err().code(),
+        tonic::Code::PermissionDenied
+    );
+
+    // globex sees none of acme's, and cannot cancel acme's reservation.
+    let mut g = client(&addr, &root.pem, Some(&globex)).await.unwrap();
+    assert!(list(&mut g, "globex").await.unwrap().is_empty());
+    let err = g
+        .cancel(proto::CancelRequest {
+            header: as_tenant("globex"),
+            target: Some(proto::cancel_request::Target::ReservationId(mine.clone())),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound, "{err:?}");
+
+    // The operator acts for acme and sees its reservation, unchanged.
+    let mut o = client(&addr, &root.pem, Some(&ops)).await.unwrap();
+    assert_eq!(list(&mut o, "acme").await.unwrap(), vec![mine.clone()]);
+    assert_eq!(list(&mut a, "acme").await.unwrap(), vec![mine]);
+
+    // The CLI, with acme's certificate: as acme yes, as globex no.
+    let (acme_cert, acme_key) = (
+        write(dir.path(), "acme.pem", &acme.0),
+        write(dir.path(), "acme.key", &acme.1),
+    );
+    let cli = |tenant: &str, id: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_foresight"))
+            .args([
+                "reserve", "demand", "--id", id, "--src", "10.0.1.2", "--dst", "10.0.2.2",
+            ])
+            .args([
+                "--bytes",
+                "1MB",
+                "--rate-gbps",
+                "1",
+                "--start-in-ms",
+                "60000",
+            ])
+            .args([
+                "--controller",
+                &addr,
+                "--tenant",
+                tenant,
+                "--tls-ca",
+                &client_ca,
+            ])
+            .args(["--tls-cert", &acme_cert, "--tls-key", &acme_key])
+            .output()
+            .unwrap()
+    };
+    let out = cli("acme", "cli-acme");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cli("globex", "cli-forged");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("header.tenant"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(list(&mut a, "acme").await.unwrap().len(), 2);
+    assert!(list(&mut g, "globex").await.unwrap().is_empty());
+
+    // No certificate, or one from another CA: no session.
+    for id in [None, Some(&foreign_acme)] {
+        let refused = match client(&addr, &root.pem, id).await {
+            Err(_) => true,
+            Ok(mut c) => list(&mut c, "acme").await.is_err(),
+        };
+        assert!(refused, "a client without a valid certificate was served");
+    }
+    // Plain text: no session either.
+    let plain = DemandSignalingClient::connect(format!("http://{addr}")).await;
+    let refused = match plain {
+        Err(_) => true,
+        Ok(mut c) => list(&mut c, "acme").await.is_err(),
+    };
+    assert!(refused);
+}

@@ -60,6 +60,8 @@ impl Pipeline {
 pub struct Endpoint {
     pub addr: String,
     pub device_id: u64,
+    /// P4Runtime over TLS (`--p4rt-tls-ca`); plain text when `None`.
+    pub tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 /// Primary sessions with every switch, by switch name.
@@ -104,7 +106,9 @@ impl Fabric {
     ) -> anyhow::Result<Fabric> {
         let mut tasks = Vec::new();
         for (name, ep) in endpoints {
-            let options = SwitchOptions::new(&ep.addr, ep.device_id).election_id(election_id);
+            let options = SwitchOptions::new(&ep.addr, ep.device_id)
+                .election_id(election_id)
+                .tls(ep.tls.clone());
             tasks.push((
                 name.clone(),
                 tokio::spawn(async move {

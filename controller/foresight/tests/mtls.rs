@@ -9,38 +9,11 @@ mod common;
 
 use std::path::Path;
 
+use common::certs::{ca, leaf};
 use common::{demand, header, Controller};
 use ndsp::proto::{self, demand_signaling_client::DemandSignalingClient};
 use ndsp::Validate;
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
-
-struct Ca {
-    issuer: Issuer<'static, KeyPair>,
-    pem: String,
-}
-
-fn ca(name: &str) -> Ca {
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    let cert = params.self_signed(&key).unwrap();
-    Ca {
-        pem: cert.pem(),
-        issuer: Issuer::new(params, key),
-    }
-}
-
-/// A certificate for `cn` (and the names `sans`) signed by `ca`: (cert, key) PEM.
-fn leaf(ca: &Ca, cn: &str, sans: &[&str]) -> (String, String) {
-    let key = KeyPair::generate().unwrap();
-    let mut params =
-        CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-    params.distinguished_name.push(DnType::CommonName, cn);
-    let cert = params.signed_by(&key, &ca.issuer).unwrap();
-    (cert.pem(), key.serialize_pem())
-}
 
 fn as_tenant(tenant: &str) -> Option<proto::RequestHeader> {
     let mut h = header();

@@ -10,7 +10,7 @@ use prost::Message;
 use tokio::sync::{mpsc, watch, Mutex};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::entity::describe;
 use crate::error::{Error, Result, UpdateFailure, WriteError};
@@ -33,6 +33,9 @@ pub struct SwitchOptions {
     pub role: String,
     /// How long to wait for the TCP connection and for the arbitration answer.
     pub timeout: Duration,
+    /// TLS to the P4Runtime server (a CA to verify it, and our certificate
+    /// when it requires one); plain text when `None`.
+    pub tls: Option<ClientTlsConfig>,
 }
 
 impl SwitchOptions {
@@ -43,11 +46,17 @@ impl SwitchOptions {
             election_id: 1,
             role: String::new(),
             timeout: Duration::from_secs(5),
+            tls: None,
         }
     }
 
     pub fn election_id(mut self, election_id: u128) -> Self {
         self.election_id = election_id;
+        self
+    }
+
+    pub fn tls(mut self, tls: Option<ClientTlsConfig>) -> Self {
+        self.tls = tls;
         self
     }
 }
@@ -96,13 +105,26 @@ impl Switch {
     /// Connect, open the stream channel and send our arbitration request.
     /// Returns once the switch has answered (primary or backup).
     pub async fn connect(options: SwitchOptions) -> Result<Switch> {
-        let endpoint = Endpoint::from_shared(format!("http://{}", options.addr))
+        let scheme = if options.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{}", options.addr))
             .map_err(|source| Error::Connect {
                 addr: options.addr.clone(),
                 source,
             })?
             .connect_timeout(options.timeout)
             .tcp_nodelay(true);
+        if let Some(tls) = &options.tls {
+            endpoint = endpoint
+                .tls_config(tls.clone())
+                .map_err(|source| Error::Connect {
+                    addr: options.addr.clone(),
+                    source,
+                })?;
+        }
         let channel = endpoint.connect().await.map_err(|source| Error::Connect {
             addr: options.addr.clone(),
             source,

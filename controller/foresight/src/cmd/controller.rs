@@ -90,6 +90,16 @@ pub struct ControllerCmd {
         requires = "tls_cert"
     )]
     operators: Vec<String>,
+    /// P4Runtime to the switches over TLS: the CA (PEM) that signed their
+    /// certificates (which must name the address in the switches file).
+    #[arg(long, value_name = "FILE", requires = "switches")]
+    p4rt_tls_ca: Option<PathBuf>,
+    /// The controller's certificate (PEM), for switches that require one.
+    #[arg(long, value_name = "FILE", requires_all = ["p4rt_tls_key", "p4rt_tls_ca"])]
+    p4rt_tls_cert: Option<PathBuf>,
+    /// The private key of --p4rt-tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "p4rt_tls_cert")]
+    p4rt_tls_key: Option<PathBuf>,
     /// Run as one replica of a highly available controller: etcd client
     /// endpoints (host:port, comma-separated). The replicas elect a leader,
     /// which alone plans and writes to the switches; the state lives in
@@ -247,6 +257,26 @@ impl From<EcmpHash> for HashMode {
 }
 
 impl ControllerCmd {
+    /// The TLS settings of the P4Runtime sessions, if any.
+    fn p4rt_tls(&self) -> anyhow::Result<Option<tonic::transport::ClientTlsConfig>> {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+        let Some(ca) = &self.p4rt_tls_ca else {
+            return Ok(None);
+        };
+        let read = |p: &PathBuf, what: &str| {
+            std::fs::read(p).with_context(|| format!("{what} {}", p.display()))
+        };
+        let mut tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(read(ca, "--p4rt-tls-ca")?));
+        if let (Some(cert), Some(key)) = (&self.p4rt_tls_cert, &self.p4rt_tls_key) {
+            tls = tls.identity(Identity::from_pem(
+                read(cert, "--p4rt-tls-cert")?,
+                read(key, "--p4rt-tls-key")?,
+            ));
+        }
+        Ok(Some(tls))
+    }
+
     pub fn json_logs(&self) -> bool {
         self.log_json
     }
@@ -290,10 +320,19 @@ struct SwitchEntry {
 /// The endpoints of a switches file, and the port maps it gives.
 type SwitchesFile = (BTreeMap<String, Endpoint>, BTreeMap<String, PortMap>);
 
-fn load_switches(path: &PathBuf, topo: &planner::Topology) -> anyhow::Result<SwitchesFile> {
+fn load_switches(
+    path: &PathBuf,
+    topo: &planner::Topology,
+    tls: Option<tonic::transport::ClientTlsConfig>,
+) -> anyhow::Result<SwitchesFile> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading switches file {}", path.display()))?;
-    parse_switches(&text, topo).with_context(|| format!("switches file {}", path.display()))
+    let (mut endpoints, port_maps) =
+        parse_switches(&text, topo).with_context(|| format!("switches file {}", path.display()))?;
+    for e in endpoints.values_mut() {
+        e.tls = tls.clone();
+    }
+    Ok((endpoints, port_maps))
 }
 
 fn parse_switches(text: &str, topo: &planner::Topology) -> anyhow::Result<SwitchesFile> {
@@ -323,6 +362,7 @@ fn parse_switches(text: &str, topo: &planner::Topology) -> anyhow::Result<Switch
             Endpoint {
                 addr: e.addr,
                 device_id,
+                tls: None,
             },
         );
     }
@@ -379,7 +419,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
     let pipeline = cmd.pipeline()?;
     let (switches, port_maps) = match &cmd.switches {
         Some(path) => {
-            let (endpoints, port_maps) = load_switches(path, &topology)?;
+            let (endpoints, port_maps) = load_switches(path, &topology, cmd.p4rt_tls()?)?;
             (Switches::Endpoints(endpoints), port_maps)
         }
         None => (Switches::Bmv2, BTreeMap::new()),

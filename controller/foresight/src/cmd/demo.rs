@@ -160,6 +160,7 @@ async fn on_bmv2(
             Endpoint {
                 addr: process.grpc_addr(),
                 device_id: u64::from(sw.id),
+                tls: None,
             },
         );
         processes.push(process);

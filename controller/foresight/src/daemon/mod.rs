@@ -783,6 +783,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                     Endpoint {
                         addr: p.grpc_addr(),
                         device_id: u64::from(sw.id),
+                        tls: None,
                     },
                 );
                 processes.push(p);

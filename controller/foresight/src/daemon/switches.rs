@@ -57,7 +57,8 @@ impl SwitchHandle {
         let actor = Actor {
             name: name.clone(),
             options: SwitchOptions::new(&endpoint.addr, endpoint.device_id)
-                .election_id(election_id),
+                .election_id(election_id)
+                .tls(endpoint.tls.clone()),
             pipeline,
             latest: initial,
             applied: None,

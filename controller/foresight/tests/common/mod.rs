@@ -7,6 +7,7 @@
 //! daemon's unit tests.
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod replica;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -75,13 +76,31 @@ impl Fabric {
         Fabric::start_with(test, topology, &names)
     }
 
+    /// The small leaf-spine, each switch with `target_args` added.
+    pub fn start_with_args(test: &str, target_args: &[String]) -> Option<Fabric> {
+        let names = [("leaf1", 1), ("leaf2", 2), ("spine1", 3), ("spine2", 4)];
+        Fabric::start_with_target_args(test, Path::new(TOPOLOGY), &names, target_args)
+    }
+
     fn start_with(test: &str, topology: &Path, names: &[(&str, u64)]) -> Option<Fabric> {
+        Fabric::start_with_target_args(test, topology, names, &[])
+    }
+
+    fn start_with_target_args(
+        test: &str,
+        topology: &Path,
+        names: &[(&str, u64)],
+        target_args: &[String],
+    ) -> Option<Fabric> {
         let tools = testkit::skip::bmv2(test)?;
         let mut switches = BTreeMap::new();
         for &(name, id) in names {
-            let spec = bmv2::SwitchSpec::new(name, id)
+            let mut spec = bmv2::SwitchSpec::new(name, id)
                 .target_arg("--priority-queues")
                 .target_arg("8");
+            for a in target_args {
+                spec = spec.target_arg(a.clone());
+            }
             switches.insert(
                 name.to_string(),
                 bmv2::Bmv2Switch::start(&tools, spec).expect("BMv2 starts"),

@@ -8,7 +8,7 @@
 mod common;
 
 use common::certs::{ca, leaf};
-use common::{demand, header, Controller, Fabric};
+use common::{demand, header, Fabric};
 use ndsp::proto;
 use p4rt::{Switch, SwitchOptions};
 use tonic::transport::{Certificate, ClientTlsConfig};

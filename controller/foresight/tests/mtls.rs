@@ -40,6 +40,62 @@ async fn client(
     Ok(DemandSignalingClient::new(channel))
 }
 
+/// `method path` on the admin port over TLS: (status, body), or why not.
+async fn https(
+    addr: &str,
+    ca_pem: &str,
+    id: Option<&(String, String)>,
+    method: &str,
+    path: &str,
+) -> Result<(u16, String), String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match id {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                vec![CertificateDer::from_pem_slice(cert.as_bytes()).unwrap()],
+                PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let mut tls = connector
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+    );
+    tls.write_all(request.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    tls.read_to_string(&mut text)
+        .await
+        .map_err(|e| e.to_string())?;
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("no HTTP answer: {text:?}"))?;
+    Ok((code, text))
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
@@ -207,7 +263,41 @@ async fn the_tenant_is_the_client_certificate() {
     assert_eq!(list(&mut a, "acme").await.unwrap().len(), 2);
     assert!(list(&mut g, "globex").await.unwrap().is_empty());
 
-    // No certificate, or one from another CA: no session.
+    // The admin port takes the same certificates: reads for any client
+    // certificate, the write for an operator's only.
+    let http = controller.http.clone();
+    let (code, body) = https(&http, &root.pem, Some(&acme), "GET", "/healthz")
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = https(
+        &http,
+        &root.pem,
+        Some(&acme),
+        "POST",
+        "/v1/links/leaf1:3/down",
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("operator"), "{body}");
+    let (code, body) = https(
+        &http,
+        &root.pem,
+        Some(&ops),
+        "POST",
+        "/v1/links/leaf1:3/down",
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, 200, "{body}");
+    for id in [None, Some(&foreign_acme)] {
+        assert!(https(&http, &root.pem, id, "GET", "/healthz")
+            .await
+            .is_err());
+    }
+
+    // No certificate, or one from another CA: no NDSP session.
     for id in [None, Some(&foreign_acme)] {
         let refused = match client(&addr, &root.pem, id).await {
             Err(_) => true,

@@ -19,7 +19,7 @@ use axum::http::{header, Method, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::Router;
+use axum::{Extension, Router};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use serde::Serialize;
@@ -28,6 +28,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
 use super::admin_token::AdminToken;
+use super::identity::{Caller, Mtls};
 use super::metrics;
 use super::Controller;
 
@@ -42,20 +43,53 @@ const HANDLER_TIMEOUT: Duration = Duration::from_secs(30);
 
 type Shared = Arc<Controller>;
 
-/// Serve the admin endpoint on `listener` until the process exits.
-pub async fn serve(listener: TcpListener, controller: Shared, token: Option<AdminToken>) {
-    let app = router(controller, token);
+/// Serve the admin endpoint on `listener` until the process exits; over
+/// mutual TLS when `mtls` is given.
+pub async fn serve(
+    listener: TcpListener,
+    controller: Shared,
+    token: Option<AdminToken>,
+    mtls: Option<Mtls>,
+) {
+    let app = router(controller, token, mtls.is_some());
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        let service = TowerToHyperService::new(app.clone());
+        let app = app.clone();
+        let mtls = mtls.clone();
         tokio::spawn(async move {
             let mut http = hyper::server::conn::http1::Builder::new();
             http.timer(TokioTimer::new())
                 .header_read_timeout(HEAD_TIMEOUT)
                 .max_buf_size(MAX_HEAD_BYTES);
-            if let Err(e) = http.serve_connection(TokioIo::new(stream), service).await {
+            let outcome = match mtls {
+                None => {
+                    let service = TowerToHyperService::new(app);
+                    http.serve_connection(TokioIo::new(stream), service).await
+                }
+                Some(mtls) => {
+                    // The handshake gets the same deadline as a request head.
+                    let accepted =
+                        tokio::time::timeout(HEAD_TIMEOUT, mtls.http.accept(stream)).await;
+                    let Ok(Ok(tls)) = accepted else {
+                        tracing::debug!("admin TLS handshake failed or timed out");
+                        return;
+                    };
+                    let caller = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(|c| mtls.caller(c.as_ref()).ok());
+                    let Some(caller) = caller else {
+                        return;
+                    };
+                    let service = TowerToHyperService::new(app.layer(Extension(caller)));
+                    http.serve_connection(TokioIo::new(tls), service).await
+                }
+            };
+            if let Err(e) = outcome {
                 tracing::debug!(%e, "http connection");
             }
         });
@@ -63,11 +97,14 @@ pub async fn serve(listener: TcpListener, controller: Shared, token: Option<Admi
 }
 
 /// The routes, with the body limit and the handler deadline.
-fn router(controller: Shared, token: Option<AdminToken>) -> Router {
+fn router(controller: Shared, token: Option<AdminToken>, mtls: bool) -> Router {
     let writes = Router::new()
         .route("/v1/links/{link}/{verb}", post(change_link))
         .route_layer(middleware::from_fn_with_state(
-            token.map(Arc::new),
+            Gate {
+                token: token.map(Arc::new),
+                mtls,
+            },
             operator_only,
         ));
     Router::new()
@@ -86,14 +123,29 @@ fn router(controller: Shared, token: Option<AdminToken>) -> Router {
         .with_state(controller)
 }
 
-/// Lets a write through when no token is configured or the request
-/// carries it.
-async fn operator_only(
-    State(token): State<Option<Arc<AdminToken>>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let Some(token) = token else {
+/// What lets the write through.
+#[derive(Clone)]
+struct Gate {
+    token: Option<Arc<AdminToken>>,
+    /// Connections are mutual TLS: an operator's certificate lets it through.
+    mtls: bool,
+}
+
+/// Lets a write through from an operator's certificate (mutual TLS), with
+/// the token when one is configured, or from anyone when neither is.
+async fn operator_only(State(gate): State<Gate>, request: Request, next: Next) -> Response {
+    let caller = request.extensions().get::<Caller>().cloned();
+    if caller.as_ref().is_some_and(|c| c.operator) {
+        return next.run(request).await;
+    }
+    let Some(token) = gate.token else {
+        if gate.mtls {
+            let who = caller.map_or_else(String::new, |c| format!(" ({})", c.identity));
+            return error(
+                403,
+                &format!("this write needs an operator's client certificate{who} is not one (--operators)"),
+            );
+        }
         return next.run(request).await;
     };
     match request.headers().get(header::AUTHORIZATION) {

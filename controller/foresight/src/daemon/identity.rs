@@ -4,7 +4,9 @@
 //! another tenant is `PERMISSION_DENIED` and changes nothing, unless the
 //! certificate is an operator's (`--operators`): operators may act for any
 //! tenant. Without TLS configured the header is trusted, as before (the
-//! NDSP port listens on loopback by default).
+//! NDSP port listens on loopback by default). The admin/metrics port takes
+//! the same certificates: every connection needs a client certificate, and
+//! its write needs an operator's (or the bearer token).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -14,10 +16,12 @@ use ndsp::proto;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Status};
 
-/// The NDSP server's TLS settings and the operator identities.
+/// The NDSP server's TLS settings, the admin port's TLS acceptor (the same
+/// certificate and client CA) and the operator identities.
 #[derive(Clone)]
 pub struct Mtls {
     pub server: ServerTlsConfig,
+    pub http: tokio_rustls::TlsAcceptor,
     pub operators: BTreeSet<String>,
 }
 
@@ -32,14 +36,70 @@ impl Mtls {
         let read = |p: &Path, what: &str| {
             std::fs::read(p).with_context(|| format!("{what} {}", p.display()))
         };
+        let (cert_pem, key_pem, ca_pem) = (
+            read(cert, "--tls-cert")?,
+            read(key, "--tls-key")?,
+            read(client_ca, "--tls-client-ca")?,
+        );
+        let http = http_acceptor(&cert_pem, &key_pem, &ca_pem)?;
         let server = ServerTlsConfig::new()
-            .identity(Identity::from_pem(
-                read(cert, "--tls-cert")?,
-                read(key, "--tls-key")?,
-            ))
-            .client_ca_root(Certificate::from_pem(read(client_ca, "--tls-client-ca")?));
-        Ok(Mtls { server, operators })
+            .identity(Identity::from_pem(cert_pem, key_pem))
+            .client_ca_root(Certificate::from_pem(ca_pem));
+        Ok(Mtls {
+            server,
+            http,
+            operators,
+        })
     }
+
+    /// The identity of a client certificate, and whether it is an operator.
+    pub fn caller(&self, cert_der: &[u8]) -> Result<Caller, Status> {
+        let identity = identity_of(cert_der)?;
+        Ok(Caller {
+            operator: self.operators.contains(&identity),
+            identity,
+        })
+    }
+}
+
+/// Who is on an admin (HTTP) connection with mutual TLS.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub identity: String,
+    pub operator: bool,
+}
+
+/// rustls for the admin port: our certificate, and client certificates
+/// required and verified against the client CA.
+fn http_acceptor(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    ca_pem: &[u8],
+) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .context("--tls-cert: not PEM certificates")?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).context("--tls-key: not a PEM private key")?;
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_slice_iter(ca_pem) {
+        roots
+            .add(ca.context("--tls-client-ca: not PEM certificates")?)
+            .context("--tls-client-ca: not a CA certificate")?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider.clone())
+            .build()
+            .context("--tls-client-ca: no usable CA")?;
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .context("--tls-cert/--tls-key: not a certificate and its key")?;
+    Ok(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config)))
 }
 
 /// The identity a client certificate proves.

@@ -1013,6 +1013,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         http_listener,
         controller.clone(),
         config.admin_token.clone(),
+        config.mtls.clone(),
     ));
     tokio::spawn(controller.clone().scheduler());
     if config.int_listen.is_some() {

@@ -855,13 +855,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             .tls_config(mtls.server.clone())
             .context("NDSP: the TLS certificate, key or client CA is not usable")?;
     }
-    let server = tokio::spawn(
+    let mut server = tokio::spawn(
         builder
             .add_service(service)
             .serve_with_incoming_shutdown(incoming, shutdown_signal()),
     );
 
     // Where the state survives; with replicas, wait to lead first.
+    let mut replica = None;
     let (store, election_id, lost) = match config.ha.clone() {
         None => match &config.state_file {
             Some(path) => (Store::File(path.clone()), config.election_id, None),
@@ -873,13 +874,23 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 ndsp: ndsp_addr.to_string(),
                 http: http_addr.to_string(),
             };
-            let replica = Arc::new(ha::join(ha).await?);
-            gate.follow(replica.clone());
+            let joined = Arc::new(ha::join(ha).await?);
+            replica = Some(joined.clone());
+            gate.follow(joined.clone());
             eprintln!(
                 "foresight controller: replica {} following on {ndsp_addr}; campaigning",
                 me.replica
             );
-            let leadership = replica.campaign(&me).await?;
+            // SIGTERM while following ends the campaign (and the lease).
+            let leadership = tokio::select! {
+                won = joined.campaign(&me) => won?,
+                done = &mut server => {
+                    joined.leave().await;
+                    done.context("NDSP server task")?.context("NDSP server")?;
+                    tracing::info!("shutting down (was following)");
+                    return Ok(());
+                }
+            };
             let id = leadership.election_id();
             let lost = leadership.lost.clone();
             (Store::Etcd(Box::new(leadership)), id, Some(lost))
@@ -1081,6 +1092,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .context("NDSP server task")?
         .context("NDSP server")?;
     tracing::info!("shutting down");
+    if let Some(r) = replica {
+        // A leader that stops on purpose hands over at once, not a lease later.
+        r.leave().await;
+    }
     drop(processes);
     Ok(())
 }

@@ -74,7 +74,7 @@ impl State {
             }
         };
         let state = State::from_json(text.as_bytes(), fabric)
-            .with_context(|| format!("state file {}", path.display()))?;
+            .map_err(|e| anyhow::anyhow!("state file {}: {e:#}", path.display()))?;
         Ok(Some(state))
     }
 

@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Mutex, OnceLock};
@@ -99,9 +99,12 @@ pub struct Bmv2Switch {
     tools: Toolchain,
 }
 
-/// A port that was free a moment ago on 127.0.0.1.
-fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+/// Two distinct ports that were free a moment ago on 127.0.0.1 (both held
+/// while choosing, so the kernel cannot hand out the same one twice).
+fn free_ports() -> std::io::Result<(u16, u16)> {
+    let a = TcpListener::bind("127.0.0.1:0")?;
+    let b = TcpListener::bind("127.0.0.1:0")?;
+    Ok((a.local_addr()?.port(), b.local_addr()?.port()))
 }
 
 fn tail(path: &Path, max_bytes: u64) -> String {
@@ -136,8 +139,7 @@ impl Bmv2Switch {
 
     fn start_once(tools: &Toolchain, spec: SwitchSpec) -> Result<Bmv2Switch, StartError> {
         let io = |e| StartError::Io(e, spec.name.clone());
-        let grpc_port = free_port().map_err(io)?;
-        let thrift_port = free_port().map_err(io)?;
+        let (grpc_port, thrift_port) = free_ports().map_err(io)?;
         let log_dir = tempfile::Builder::new()
             .prefix(&format!("foresight-bmv2-{}-", spec.name))
             .tempdir()
@@ -177,8 +179,8 @@ impl Bmv2Switch {
     }
 
     /// Poll until the switch says its gRPC server is listening and the port
-    /// accepts a connection, or fail with the log's tail if the process
-    /// exits or the timeout passes. The port was free when it was chosen,
+    /// accepts a connection (and so does its Thrift port), or fail with the
+    /// log's tail if the process exits or the timeout passes. The port was free when it was chosen,
     /// but another process may bind it first: then the switch logs "Address
     /// already in use" (and still starts), while the connection reaches the
     /// other process. That is `PortTaken`, and `start` tries new ports.
@@ -202,9 +204,14 @@ impl Bmv2Switch {
                     port: self.grpc_port,
                 });
             }
+            // Ready: gRPC listening and answering, and the Thrift server
+            // (which starts after it, and whose port can be taken too) up.
             let sock = addr.parse().expect("valid address");
+            let thrift = SocketAddr::from(([127, 0, 0, 1], self.thrift_port));
             if log.contains("Server listening on")
                 && TcpStream::connect_timeout(&sock, Duration::from_millis(200)).is_ok()
+                && TcpStream::connect_timeout(&thrift, Duration::from_millis(200)).is_ok()
+                && !self.log_since_start().contains("Address already in use")
             {
                 return Ok(());
             }

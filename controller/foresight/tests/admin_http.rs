@@ -12,12 +12,7 @@ use std::time::{Duration, Instant};
 use common::Controller;
 
 fn controller(dir: &tempfile::TempDir) -> Controller {
-    let switches = dir.path().join("switches.yaml");
-    std::fs::write(
-        &switches,
-        "leaf1: {addr: \"127.0.0.1:1\"}\nleaf2: {addr: \"127.0.0.1:1\"}\nspine1: {addr: \"127.0.0.1:1\"}\nspine2: {addr: \"127.0.0.1:1\"}\n",
-    )
-    .unwrap();
+    let switches = common::unreachable_switches(dir.path());
     Controller::spawn(dir.path(), &switches, 50, &["--switch-wait-s", "0"])
 }
 
@@ -192,12 +187,7 @@ fn the_write_needs_the_operators_token() {
     let token_file = dir.path().join("admin-token");
     std::fs::write(&token_file, "op-0123456789abcdef-token\n").unwrap();
     std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let switches = dir.path().join("switches.yaml");
-    std::fs::write(
-        &switches,
-        "leaf1: {addr: \"127.0.0.1:1\"}\nleaf2: {addr: \"127.0.0.1:1\"}\nspine1: {addr: \"127.0.0.1:1\"}\nspine2: {addr: \"127.0.0.1:1\"}\n",
-    )
-    .unwrap();
+    let switches = common::unreachable_switches(dir.path());
     let token_arg = token_file.display().to_string();
     let controller = Controller::spawn(
         dir.path(),

@@ -17,12 +17,7 @@ fn as_tenant(tenant: &str, mut h: Option<proto::RequestHeader>) -> Option<proto:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_are_held_to_their_limits() {
     let dir = tempfile::tempdir().unwrap();
-    let switches = dir.path().join("switches.yaml");
-    std::fs::write(
-        &switches,
-        "leaf1: {addr: \"127.0.0.1:1\"}\nleaf2: {addr: \"127.0.0.1:1\"}\nspine1: {addr: \"127.0.0.1:1\"}\nspine2: {addr: \"127.0.0.1:1\"}\n",
-    )
-    .unwrap();
+    let switches = common::unreachable_switches(dir.path());
     let controller = Controller::spawn(
         dir.path(),
         &switches,

@@ -150,12 +150,7 @@ async fn the_tenant_is_the_client_certificate() {
     let globex = leaf(&root, "globex", &[]);
     let ops = leaf(&root, "ops", &[]);
     let foreign_acme = leaf(&other, "acme", &[]);
-    let switches = dir.path().join("switches.yaml");
-    std::fs::write(
-        &switches,
-        "leaf1: {addr: \"127.0.0.1:1\"}\nleaf2: {addr: \"127.0.0.1:1\"}\nspine1: {addr: \"127.0.0.1:1\"}\nspine2: {addr: \"127.0.0.1:1\"}\n",
-    )
-    .unwrap();
+    let switches = common::unreachable_switches(dir.path());
     let (cert, key, client_ca) = (
         write(dir.path(), "server.pem", &server_cert),
         write(dir.path(), "server.key", &server_key),

@@ -32,12 +32,7 @@ fn foresight(args: &[&str]) -> (bool, String, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ndsp_and_cli_against_a_controller_whose_switches_are_down() {
     let dir = tempfile::tempdir().unwrap();
-    let switches = dir.path().join("switches.yaml");
-    std::fs::write(
-        &switches,
-        "leaf1: {addr: \"127.0.0.1:1\"}\nleaf2: {addr: \"127.0.0.1:1\"}\nspine1: {addr: \"127.0.0.1:1\"}\nspine2: {addr: \"127.0.0.1:1\"}\n",
-    )
-    .unwrap();
+    let switches = common::unreachable_switches(dir.path());
 
     // The CLI says what to do when there is no controller.
     let (ok, _, err) = foresight(&["status", "--http", "127.0.0.1:1"]);

@@ -18,12 +18,7 @@ const MS: u64 = 1_000_000;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn congestion_path_availability_and_forecast_mismatch_are_streamed() {
     let dir = tempfile::tempdir().unwrap();
-    let switches = dir.path().join("switches.yaml");
-    std::fs::write(
-        &switches,
-        "leaf1: {addr: \"127.0.0.1:1\"}\nleaf2: {addr: \"127.0.0.1:1\"}\nspine1: {addr: \"127.0.0.1:1\"}\nspine2: {addr: \"127.0.0.1:1\"}\n",
-    )
-    .unwrap();
+    let switches = common::unreachable_switches(dir.path());
     let int_listen = format!("127.0.0.1:{}", free_udp_port());
     let controller = Controller::spawn(
         dir.path(),

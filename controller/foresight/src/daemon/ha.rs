@@ -28,6 +28,9 @@ use serde::{Deserialize, Serialize};
 use super::state::{self, State};
 use super::switch_status::SwitchStatus;
 
+/// TTLs without reaching etcd after which a replica gives its lease up.
+const UNREACHABLE_TTLS: u32 = 5;
+
 /// How long one etcd call (other than a campaign) may take.
 const CALL_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -119,7 +122,11 @@ pub async fn join(config: HaConfig) -> anyhow::Result<Replica> {
 }
 
 /// Renew the lease every third of its TTL; report it lost when etcd says
-/// it expired or no renewal succeeded for a whole TTL.
+/// it expired, or after `UNREACHABLE_TTLS` TTLs without a renewal. Not
+/// sooner: an etcd leader election (a member lost) can hold renewals back
+/// for about a TTL while etcd keeps the lease, and stepping down early is
+/// not what keeps a late leader harmless; the fences are (its commits are
+/// refused, and switches prefer the newer leader's election id).
 async fn keep_alive(
     client: Client,
     lease: i64,
@@ -131,7 +138,7 @@ async fn keep_alive(
     let mut stream = None;
     loop {
         tick.tick().await;
-        if last_ok.elapsed() >= ttl {
+        if last_ok.elapsed() >= ttl * UNREACHABLE_TTLS {
             let _ = lost.send(true);
             return;
         }
@@ -346,7 +353,7 @@ pub fn watch_fences(
     let mut lost = lost;
     tokio::spawn(async move {
         let _ = lost.wait_for(|l| *l).await;
-        step_down("the etcd lease expired (another replica may lead now)");
+        step_down("the etcd lease expired, or etcd was out of reach for 5 lease TTLs (another replica may lead now)");
     });
     for (name, mut status) in switches {
         tokio::spawn(async move {

@@ -47,6 +47,19 @@ pub fn now_unix_ns() -> u64 {
         .as_nanos() as u64
 }
 
+/// A switches file for `leaf-spine-small` whose every switch is unreachable
+/// (port 1): for tests of the controller's NDSP and HTTP side, which plans
+/// and answers while it keeps retrying the switches.
+pub fn unreachable_switches(dir: &Path) -> PathBuf {
+    let path = dir.join("switches.yaml");
+    let text: String = ["leaf1", "leaf2", "spine1", "spine2"]
+        .iter()
+        .map(|s| format!("{s}: {{addr: \"127.0.0.1:1\"}}\n"))
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 /// The four switches of `leaf-spine-small` on BMv2.
 pub struct Fabric {
     pub tools: bmv2::Toolchain,

@@ -183,3 +183,27 @@ impl Fabric {
         }
     }
 }
+
+/// A TLS client configuration from PEM files: the CA that signed the
+/// server, and our certificate and key when the server requires one.
+/// `flag` prefixes the option names in errors (`--tls`, `--p4rt-tls`).
+pub fn client_tls(
+    flag: &str,
+    ca: Option<&std::path::Path>,
+    cert: Option<&std::path::Path>,
+    key: Option<&std::path::Path>,
+) -> anyhow::Result<Option<tonic::transport::ClientTlsConfig>> {
+    use anyhow::Context;
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    let Some(ca) = ca else {
+        return Ok(None);
+    };
+    let read = |p: &std::path::Path, what: &str| {
+        std::fs::read(p).with_context(|| format!("{flag}-{what} {}", p.display()))
+    };
+    let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca, "ca")?));
+    if let (Some(cert), Some(key)) = (cert, key) {
+        tls = tls.identity(Identity::from_pem(read(cert, "cert")?, read(key, "key")?));
+    }
+    Ok(Some(tls))
+}

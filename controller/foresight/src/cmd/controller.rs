@@ -259,22 +259,12 @@ impl From<EcmpHash> for HashMode {
 impl ControllerCmd {
     /// The TLS settings of the P4Runtime sessions, if any.
     fn p4rt_tls(&self) -> anyhow::Result<Option<tonic::transport::ClientTlsConfig>> {
-        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
-        let Some(ca) = &self.p4rt_tls_ca else {
-            return Ok(None);
-        };
-        let read = |p: &PathBuf, what: &str| {
-            std::fs::read(p).with_context(|| format!("{what} {}", p.display()))
-        };
-        let mut tls = ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(read(ca, "--p4rt-tls-ca")?));
-        if let (Some(cert), Some(key)) = (&self.p4rt_tls_cert, &self.p4rt_tls_key) {
-            tls = tls.identity(Identity::from_pem(
-                read(cert, "--p4rt-tls-cert")?,
-                read(key, "--p4rt-tls-key")?,
-            ));
-        }
-        Ok(Some(tls))
+        crate::fabric::client_tls(
+            "--p4rt-tls",
+            self.p4rt_tls_ca.as_deref(),
+            self.p4rt_tls_cert.as_deref(),
+            self.p4rt_tls_key.as_deref(),
+        )
     }
 
     pub fn json_logs(&self) -> bool {

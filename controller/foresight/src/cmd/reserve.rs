@@ -11,7 +11,7 @@ use ndsp::proto::{self, cancel_request, collective, demand_signal, endpoint};
 use ndsp::types::ValidatedReservation;
 use ndsp::Validate;
 use serde::Serialize;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+use tonic::transport::{Channel, ClientTlsConfig};
 
 use super::controller::DEFAULT_NDSP;
 use super::table;
@@ -46,21 +46,12 @@ pub struct Target {
 impl Target {
     /// The TLS settings of the NDSP connection, if any.
     fn tls(&self) -> anyhow::Result<Option<ClientTlsConfig>> {
-        let Some(ca) = &self.tls_ca else {
-            return Ok(None);
-        };
-        let read = |p: &PathBuf, what: &str| {
-            std::fs::read(p).with_context(|| format!("{what} {}", p.display()))
-        };
-        let mut tls =
-            ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca, "--tls-ca")?));
-        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
-            tls = tls.identity(Identity::from_pem(
-                read(cert, "--tls-cert")?,
-                read(key, "--tls-key")?,
-            ));
-        }
-        Ok(Some(tls))
+        crate::fabric::client_tls(
+            "--tls",
+            self.tls_ca.as_deref(),
+            self.tls_cert.as_deref(),
+            self.tls_key.as_deref(),
+        )
     }
 }
 

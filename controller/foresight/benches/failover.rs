@@ -4,8 +4,9 @@
 //! reservations installed. Each round stops the leader and measures the
 //! time until another replica leads and is primary and reconciled on every
 //! switch (its ready file appears), then restarts the stopped replica as a
-//! follower: first with SIGKILL (a crash: the lease must expire), then with
-//! SIGTERM (a clean stop: the replica revokes its lease). Also checks after
+//! follower: first with SIGKILL (a crash: the followers find its NDSP port
+//! refusing connections and revoke its lease), then with SIGTERM (a clean
+//! stop: the replica revokes its lease itself). Also checks after
 //! each round that the new leader still holds the collective.
 //!
 //! `cargo bench -p foresight --bench failover`

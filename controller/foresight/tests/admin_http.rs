@@ -9,71 +9,12 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use common::http::{error_of, exchange, request};
 use common::Controller;
 
 fn controller(dir: &tempfile::TempDir) -> Controller {
     let switches = common::unreachable_switches(dir.path());
     Controller::spawn(dir.path(), &switches, 50, &["--switch-wait-s", "0"])
-}
-
-/// One answer: status code, headers (lower-case names), body.
-struct Answer {
-    code: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// Send `request` as is and read the answer until the server closes.
-fn exchange(addr: &str, request: &[u8]) -> Answer {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s.write_all(request).unwrap();
-    let mut raw = Vec::new();
-    let _ = s.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
-    let mut lines = head.lines();
-    let code = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {head}"));
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    Answer {
-        code,
-        headers,
-        body: body.to_string(),
-    }
-}
-
-fn request(addr: &str, method: &str, path: &str) -> Answer {
-    exchange(
-        addr,
-        format!(
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        .as_bytes(),
-    )
-}
-
-fn error_of(a: &Answer) -> String {
-    let v: serde_json::Value =
-        serde_json::from_str(&a.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", a.body));
-    v["error"].as_str().unwrap_or_default().to_string()
 }
 
 #[test]

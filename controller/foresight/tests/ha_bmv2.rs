@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::replica::{start_replicas, wait_leader, Replica, STEP_DOWN_EXIT};
-use common::{demand, header, now_unix_ns, Fabric};
+use common::{demand, header, http, now_unix_ns, Fabric};
 use ndsp::proto::{self, demand_signaling_client::DemandSignalingClient};
 use ndsp::Validate;
 use testkit::etcd::Cluster;
@@ -48,11 +48,17 @@ fn demand_request(i: usize, reference: u64) -> proto::SubmitDemandRequest {
 }
 
 /// Submit like the CLI: on UNAVAILABLE or a broken connection, retry at
-/// the leader the replica named, else the next replica. The reservation
-/// id and how many attempts it took.
-async fn submit(addrs: &[String], request: proto::SubmitDemandRequest) -> (String, usize) {
+/// the leader the replica named, else the next replica. Starts at
+/// `addrs[*first]` and leaves there the one that answered (so that a paused
+/// replica costs one timeout, not one per request). The reservation id and
+/// how many attempts it took.
+async fn submit(
+    addrs: &[String],
+    first: &mut usize,
+    request: proto::SubmitDemandRequest,
+) -> (String, usize) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut next = 0;
+    let mut next = *first;
     let mut leader: Option<String> = None;
     for attempt in 1.. {
         let addr = leader.take().unwrap_or_else(|| {
@@ -74,6 +80,7 @@ async fn submit(addrs: &[String], request: proto::SubmitDemandRequest) -> (Strin
             .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("no answer in 5 s")))
             {
                 Ok(answer) => {
+                    *first = addrs.iter().position(|a| *a == addr).unwrap_or(*first);
                     let r = answer.into_inner().validate().expect("valid answer");
                     return (r[0].reservation_id.clone(), attempt);
                 }
@@ -123,11 +130,13 @@ async fn stream(
     let reference = now_unix_ns();
     let mut acked = BTreeMap::new();
     let mut retried = 0;
+    let mut answered_last = 0;
     for i in first..first + n {
         if i - first == at {
             fault();
         }
-        let (reservation, attempts) = submit(addrs, demand_request(i, reference)).await;
+        let (reservation, attempts) =
+            submit(addrs, &mut answered_last, demand_request(i, reference)).await;
         if attempts > 1 {
             retried += 1;
         }
@@ -278,9 +287,32 @@ async fn the_leader_killed_mid_stream_loses_nothing() {
     };
     assert!(retried > 0, "the kill should have made some request retry");
     let new = wait_leader(&mut s.replicas, Some(old), Duration::from_secs(10));
+    // It took over without waiting for the lease: a follower saw the dead
+    // leader's port refuse connections and revoked its lease.
+    assert!(
+        s.replicas.iter().any(|r| r.log_text().contains(REVOKED)),
+        "no follower revoked the dead leader's lease:\n{}",
+        s.replicas
+            .iter()
+            .map(|r| format!("--- {} ---\n{}", r.name, r.log_text()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     check_installed(&s.fabric, &s.replicas[new], &acked).await;
+    // The admin port: the follower points at the leader, which answers.
+    let follower = (0..3).find(|i| *i != old && *i != new).unwrap();
+    let (f, l) = (&s.replicas[follower].http, &s.replicas[new].http);
+    assert_eq!(http::request(f, "GET", "/healthz").body, "following\n");
+    let status = http::request(f, "GET", "/v1/status");
+    assert_eq!(status.code, 503, "{}", status.body);
+    assert_eq!(status.header("foresight-leader"), Some(l.as_str()));
+    assert!(http::error_of(&status).contains(&format!("the leader is {}", s.replicas[new].name)));
+    assert_eq!(http::request(l, "GET", "/v1/status").code, 200);
     let _ = &s.etcd;
 }
+
+/// What a follower logs when it revokes a dead leader's lease.
+const REVOKED: &str = "the leader's NDSP port refuses connections: its lease revoked";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_leader_is_fenced_and_steps_down() {
@@ -296,6 +328,9 @@ async fn a_paused_leader_is_fenced_and_steps_down() {
     let (more, _) = stream(&s.addrs, 50, 50, 50, || {}).await;
     acked.extend(more);
     s.replicas[old].signal(libc::SIGCONT);
+    // A paused leader still accepts connections: it lost its lease to the
+    // TTL, not to a follower's probe.
+    assert!(s.replicas.iter().all(|r| !r.log_text().contains(REVOKED)));
     let code = s.replicas[old].wait_exit(Duration::from_secs(10));
     assert_eq!(
         code,

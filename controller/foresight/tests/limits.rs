@@ -136,3 +136,66 @@ async fn tenants_are_held_to_their_limits() {
         .is_empty());
     controller.kill();
 }
+
+/// `--tenant-shares a=0.3`: tenant a keeps 30 % of every link whatever the
+/// others reserve, and no more; everyone else shares the other 70 %.
+/// With the default 0.9 headroom h1's 100G NIC reserves 27G for a and
+/// 63G for the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_tenant_keeps_its_share_of_the_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let switches = common::unreachable_switches(dir.path());
+    let controller = Controller::spawn(
+        dir.path(),
+        &switches,
+        50,
+        &["--switch-wait-s", "0", "--tenant-shares", "a=0.3"],
+    );
+    let mut client = controller.client().await;
+    const G: u64 = 1_000_000_000;
+    let mut submit = async |tenant: &str, id: &str, gbps: u64| {
+        let request = proto::SubmitDemandRequest {
+            header: as_tenant(tenant, header()),
+            reference_unix_ns: 0,
+            demands: vec![demand(id, "10.0.1.1", "10.0.2.1", 2 * G, G, gbps * G, None)],
+        };
+        let answer = client.submit_demand(request).await.unwrap().into_inner();
+        answer.reservations.into_iter().next().unwrap()
+    };
+    let admitted = proto::ReservationStatus::Admitted as i32;
+    // b takes most of the rest; c, in the same group, finds 3G of it.
+    assert_eq!(submit("b", "b1", 60).await.status, admitted);
+    let c = submit("c", "c1", 40).await;
+    assert_ne!(c.status, admitted);
+    assert!(
+        c.advisory
+            .contains("within the share of the tenants without a share of their own: 70%"),
+        "{}",
+        c.advisory
+    );
+    // a's 27G are still there, and a gets no more than them.
+    assert_eq!(submit("a", "a1", 27).await.status, admitted);
+    let over = submit("a", "a2", 5).await;
+    assert_ne!(over.status, admitted);
+    assert!(
+        over.advisory.contains("within the share of tenant a: 30%"),
+        "{}",
+        over.advisory
+    );
+    controller.kill();
+}
+
+/// A malformed `--tenant-shares` stops the controller with the reason.
+#[test]
+fn a_bad_share_is_refused_at_start() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_foresight"))
+        .args(["controller", "--tenant-shares", "a=0.6,b=0.6"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--tenant-shares") && err.contains("the shares sum to 1.200, more than 1"),
+        "{err}"
+    );
+}

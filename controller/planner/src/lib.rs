@@ -16,6 +16,7 @@
 //!   fallback; [`Planner`] is the entry point.
 //! * [`periodic`] — learning a job's iteration period to reserve its next
 //!   iterations unannounced (T+5).
+//! * [`shares`] — per-tenant shares of every link (one planner per share group).
 //! * [`paths`] — paths and SR-MPLS adjacency label stacks.
 //! * [`ecmp`] — the switch hash (shared with the data plane) and the ECMP baseline.
 //! * [`bounds`] — lower bounds on the peak load.
@@ -40,6 +41,7 @@ pub mod paths;
 pub mod periodic;
 pub mod report;
 pub mod rng;
+pub mod shares;
 pub mod topology;
 
 pub use admission::{Outcome, Plan, Planner, PlannerConfig, Reason};

@@ -213,6 +213,12 @@ pub struct ControllerCmd {
     /// compute between iterations.
     #[arg(long, default_value_t = 50.0)]
     learn_idle_ms: f64,
+    /// Keep a share of every link's reservable capacity for tenants:
+    /// `alice=0.5,bob=0.3` (`*=F` for every other tenant together; by
+    /// default what the named ones leave). Each share group is planned in
+    /// its own slice; a slice left idle is not lent to others.
+    #[arg(long, value_name = "TENANT=FRACTION,...")]
+    tenant_shares: Option<planner::shares::TenantShares>,
     /// Live reservations one tenant may hold (0: no limit).
     #[arg(long, default_value_t = Limits::default().live_per_tenant)]
     max_live_reservations: usize,
@@ -534,6 +540,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             }
         },
         max_request_bytes: cmd.max_request_bytes.max(1024),
+        tenant_shares: cmd.tenant_shares.unwrap_or_default(),
         ready_file: cmd.ready_file,
         switch_wait: std::time::Duration::from_secs_f64(cmd.switch_wait_s.clamp(0.0, 86_400.0)),
     };

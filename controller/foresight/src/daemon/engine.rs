@@ -20,8 +20,9 @@ use planner::admission::{DemandPlan, Outcome, Reason as PlanReason};
 use planner::collectives::{self, Collective, CollectiveKind};
 use planner::conventions::{transfer_ns, FIRST_QP, QP_MASK};
 use planner::demand::{Demand, DemandKind, Flow};
+use planner::shares::{SharedPlanner, TenantShares};
 use planner::topology::HostIdx;
-use planner::{Planner, PlannerConfig, Topology};
+use planner::{PlannerConfig, Topology};
 use prost::Message;
 use tonic::Status as GrpcStatus;
 
@@ -121,7 +122,8 @@ struct Pending {
 pub struct Engine {
     pub topo: &'static Topology,
     by_ip: HashMap<Ipv4Addr, HostIdx>,
-    planner: Planner<'static>,
+    /// One planner per tenant share group (one in all without shares).
+    planner: SharedPlanner<'static>,
     pub state: State,
     /// Validated topologies of registered jobs, by (tenant, job).
     jobs: HashMap<(String, String), nt::ValidatedTopology>,
@@ -152,9 +154,12 @@ impl Engine {
     /// (a re-plan could choose other paths than the installed ones). Links
     /// recorded down are down again; a reservation still recorded across
     /// one is re-planned (listed in [`Restored::diverged`]).
+    /// Each tenant plans within its `shares` of every link (see
+    /// [`planner::shares`]; the default is one pool).
     pub fn new(
         topo: &'static Topology,
         config: PlannerConfig,
+        shares: TenantShares,
         state: State,
     ) -> anyhow::Result<(Engine, Restored)> {
         let by_ip = topo
@@ -166,7 +171,7 @@ impl Engine {
         let mut engine = Engine {
             topo,
             by_ip,
-            planner: Planner::new(topo, config),
+            planner: SharedPlanner::new(topo, config, shares),
             state,
             jobs: HashMap::new(),
             reoptimization: Reoptimization::default(),
@@ -217,7 +222,7 @@ impl Engine {
             restored.reservations += 1;
             // The ledger holds exactly what the switches carry: the
             // recorded paths, not a re-plan (which could choose others).
-            engine.planner.restore(&r.id, &flows);
+            engine.planner.restore(&r.tenant, &r.id, &flows);
         }
         // Links that were down stay down; a reservation still recorded on
         // one (a state written by an older controller) is re-planned.
@@ -870,9 +875,9 @@ impl Engine {
             return 0;
         }
         let ids: Vec<&str> = movable.iter().map(String::as_str).collect();
-        let r = self.planner.reoptimize(&ids);
-        self.apply_moves(&r.moved);
-        r.moved.len()
+        let moved = self.planner.reoptimize(&ids);
+        self.apply_moves(&moved);
+        moved.len()
     }
 
     fn fill_outcome(
@@ -899,6 +904,27 @@ impl Engine {
                 Some(truncate(reason.to_string(), 1000)),
             ),
         };
+        // Under shares, "free" and "reserved by others" are the tenant's slice.
+        let shares = self.planner.shares();
+        let advisory = advisory.map(|a| {
+            if shares.is_limited() {
+                let group = shares.group(&demand.tenant);
+                let whose = if group == planner::shares::REST {
+                    "the tenants without a share of their own".to_string()
+                } else {
+                    format!("tenant {group}")
+                };
+                truncate(
+                    format!(
+                        "{a} (within the share of {whose}: {:.0}% of each link's reservable capacity)",
+                        shares.share(&demand.tenant) * 100.0
+                    ),
+                    1000,
+                )
+            } else {
+                a
+            }
+        });
         record.flows.clear();
         for ((flow, fp), m) in demand.flows.iter().zip(&dp.flows).zip(meta) {
             let hops = self.hops_of(&fp.path);
@@ -1663,10 +1689,12 @@ impl Engine {
 
     /// Paths between two fabric hosts at `now`: equal-cost paths, those
     /// with every link up, and the largest rate one of those could still
-    /// reserve (headroom minus the ledger, source NIC included). `None`
-    /// when a host is not attached to the fabric.
+    /// reserve (headroom minus the ledger, source NIC included; within
+    /// `tenant`'s share when shares are set). `None` when a host is not
+    /// attached to the fabric.
     pub fn path_availability(
         &self,
+        tenant: &str,
         src: Ipv4Addr,
         dst: Ipv4Addr,
         now: u64,
@@ -1689,7 +1717,7 @@ impl Engine {
             .iter()
             .map(|p| {
                 p.reserved_edges(self.topo, s)
-                    .map(|e| self.planner.free_bps(e, w))
+                    .map(|e| self.planner.free_bps(tenant, e, w))
                     .min()
                     .unwrap_or(0)
             })
@@ -1744,7 +1772,7 @@ impl Engine {
     pub fn reserved_now(&self, now: u64) -> Vec<(planner::topology::EdgeId, u64)> {
         let t = self.to_planner_ns(now);
         (0..self.topo.edge_count() as u32)
-            .map(|e| (e, self.planner.ledger().at(e, t)))
+            .map(|e| (e, self.planner.reserved_at(e, t)))
             .filter(|(_, b)| *b > 0)
             .collect()
     }
@@ -1877,9 +1905,14 @@ mod tests {
 
     fn engine() -> Engine {
         let topo = topo();
-        Engine::new(topo, PlannerConfig::default(), State::new(topo.name(), T0))
-            .unwrap()
-            .0
+        Engine::new(
+            topo,
+            PlannerConfig::default(),
+            TenantShares::default(),
+            State::new(topo.name(), T0),
+        )
+        .unwrap()
+        .0
     }
 
     fn compiler(topo: &'static Topology, lead_ns: u64) -> Compiler {
@@ -2410,6 +2443,7 @@ mod tests {
         assert_eq!(e.state.links_down, vec![link]);
         let pa = e
             .path_availability(
+                "t",
                 "10.0.1.1".parse().unwrap(),
                 "10.0.2.1".parse().unwrap(),
                 T0 + MS,
@@ -2421,14 +2455,26 @@ mod tests {
         // The link state survives a reload: still down, nothing on it.
         let saved: State = serde_json::from_str(&serde_json::to_string(&e.state).unwrap()).unwrap();
         let mut stale = saved.clone();
-        let (again, restored) = Engine::new(e.topo, PlannerConfig::default(), saved).unwrap();
+        let (again, restored) = Engine::new(
+            e.topo,
+            PlannerConfig::default(),
+            TenantShares::default(),
+            saved,
+        )
+        .unwrap();
         assert!(restored.diverged.is_empty());
         assert_eq!(again.down_edges().len(), 2);
         // A state recording a reservation across a down link (written by
         // an older controller): re-planned at load, and listed.
         stale.links_down.push(other);
         stale.links_down.sort();
-        let (again, restored) = Engine::new(e.topo, PlannerConfig::default(), stale).unwrap();
+        let (again, restored) = Engine::new(
+            e.topo,
+            PlannerConfig::default(),
+            TenantShares::default(),
+            stale,
+        )
+        .unwrap();
         assert_eq!(
             restored.diverged,
             vec![again.state.reservations[0].id.clone()]
@@ -2472,7 +2518,13 @@ mod tests {
         f.hops = e.hops_of(&other);
         f.labels = other.label_stack(e.topo).unwrap();
         let recorded = f.hops.clone();
-        let (again, restored) = Engine::new(e.topo, PlannerConfig::default(), saved).unwrap();
+        let (again, restored) = Engine::new(
+            e.topo,
+            PlannerConfig::default(),
+            TenantShares::default(),
+            saved,
+        )
+        .unwrap();
         assert_eq!(restored.reservations, 1);
         assert!(restored.diverged.is_empty());
         assert_eq!(again.state.reservations[0].flows[0].hops, recorded);
@@ -2514,7 +2566,13 @@ mod tests {
         )
         .unwrap();
         let saved: State = serde_json::from_str(&serde_json::to_string(&e.state).unwrap()).unwrap();
-        let (again, restored) = Engine::new(e.topo, PlannerConfig::default(), saved).unwrap();
+        let (again, restored) = Engine::new(
+            e.topo,
+            PlannerConfig::default(),
+            TenantShares::default(),
+            saved,
+        )
+        .unwrap();
         assert_eq!(restored.reservations, 2);
         assert!(restored.diverged.is_empty(), "{:?}", restored.diverged);
         assert_eq!(again.state.reservations.len(), 2);
@@ -2537,9 +2595,14 @@ mod tests {
             })
             .unwrap();
         let topo: &'static Topology = Box::leak(Box::new(Topology::from_spec(spec).unwrap()));
-        let mut e = Engine::new(topo, PlannerConfig::default(), State::new(topo.name(), T0))
-            .unwrap()
-            .0;
+        let mut e = Engine::new(
+            topo,
+            PlannerConfig::default(),
+            TenantShares::default(),
+            State::new(topo.name(), T0),
+        )
+        .unwrap()
+        .0;
         e.reoptimization = reoptimization;
         e
     }
@@ -2611,7 +2674,13 @@ mod tests {
         // with the records (restart rebuilds the same reservations).
         let mut reserved = e.reserved_now(T0 + 105 * MS);
         reserved.sort();
-        let (again, _) = Engine::new(e.topo, PlannerConfig::default(), e.state.clone()).unwrap();
+        let (again, _) = Engine::new(
+            e.topo,
+            PlannerConfig::default(),
+            TenantShares::default(),
+            e.state.clone(),
+        )
+        .unwrap();
         let mut restored = again.reserved_now(T0 + 105 * MS);
         restored.sort();
         assert_eq!(reserved, restored);

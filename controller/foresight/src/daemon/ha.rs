@@ -17,6 +17,12 @@
 //!   with a higher election id, or cannot commit, exits (status 75) without
 //!   answering or installing anything more; a supervisor (systemd
 //!   `Restart=always`) starts it again as a follower.
+//! - Fast takeover: a crashed leader's lease would hold the leadership for
+//!   up to a TTL (whole seconds in etcd). Campaigning replicas probe the
+//!   leader's NDSP port and revoke its lease once connections are refused,
+//!   i.e. no process listens there any more. A paused or unreachable
+//!   leader still waits for its TTL. A wrong revoke is harmless: that
+//!   leader steps down and its commits are fenced.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -33,6 +39,13 @@ const UNREACHABLE_TTLS: u32 = 5;
 
 /// How long one etcd call (other than a campaign) may take.
 const CALL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How often a campaigning replica checks that the leader's process is
+/// still there.
+const LEADER_PROBE: Duration = Duration::from_millis(100);
+
+/// Refused connections in a row after which the leader counts as dead.
+const REFUSED_PROBES: u32 = 2;
 
 /// Exit status of a replica that stepped down.
 pub const STEP_DOWN_EXIT: i32 = 75;
@@ -209,6 +222,7 @@ impl Replica {
             let outcome = tokio::select! {
                 outcome = campaign => outcome,
                 _ = lost.wait_for(|l| *l) => anyhow::bail!("etcd: lease lost while campaigning"),
+                never = revoke_dead_leader(self.client.clone(), self.config.election(), self.lease) => match never {},
             };
             match outcome {
                 Ok(mut won) => match won.take_leader() {
@@ -230,6 +244,57 @@ impl Replica {
             committed: Default::default(),
             lost: self.lost.clone(),
         })
+    }
+}
+
+/// Revoke the leader's lease once its NDSP port refuses connections
+/// `REFUSED_PROBES` times in a row (never returns; dropped when the
+/// campaign ends). A leader that listens on an unspecified address
+/// (`0.0.0.0`) cannot be probed from here and is left to its TTL.
+async fn revoke_dead_leader(
+    client: Client,
+    election: String,
+    own_lease: i64,
+) -> std::convert::Infallible {
+    let mut tick = tokio::time::interval(LEADER_PROBE);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut refused = (0_i64, 0_u32); // (lease, probes refused in a row)
+    loop {
+        tick.tick().await;
+        let mut elections = client.election_client();
+        let leader = tokio::time::timeout(CALL_TIMEOUT, elections.leader(election.clone())).await;
+        let Some(kv) = leader
+            .ok()
+            .and_then(Result::ok)
+            .and_then(|mut l| l.take_kv())
+        else {
+            continue;
+        };
+        let lease = kv.lease();
+        let info = serde_json::from_slice::<LeaderInfo>(kv.value()).ok();
+        let addr = info
+            .as_ref()
+            .and_then(|i| i.ndsp.parse::<std::net::SocketAddr>().ok());
+        let Some(addr) = addr.filter(|a| !a.ip().is_unspecified() && lease != own_lease) else {
+            continue;
+        };
+        let probe = tokio::time::timeout(LEADER_PROBE, tokio::net::TcpStream::connect(addr)).await;
+        let is_refused =
+            matches!(probe, Ok(Err(ref e)) if e.kind() == std::io::ErrorKind::ConnectionRefused);
+        refused = match (is_refused, refused) {
+            (false, _) => (lease, 0),
+            (true, (l, n)) if l == lease => (lease, n + 1),
+            (true, _) => (lease, 1),
+        };
+        if refused.1 >= REFUSED_PROBES {
+            let mut leases = client.lease_client();
+            if let Ok(Ok(_)) = tokio::time::timeout(CALL_TIMEOUT, leases.revoke(lease)).await {
+                let name = info.map(|i| i.replica).unwrap_or_default();
+                tracing::warn!(leader = %name, lease, %addr,
+                    "the leader's NDSP port refuses connections: its lease revoked");
+            }
+            refused = (lease, 0);
+        }
     }
 }
 

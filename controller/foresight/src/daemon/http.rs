@@ -6,6 +6,12 @@
 //! (`--admin-token-file`) the write needs `Authorization: Bearer <token>`
 //! (401 without it, 403 with another); reads stay open, for Prometheus.
 //!
+//! A replica that follows (replicas on etcd) answers `GET /healthz` with
+//! "following" and everything else with 503 naming the leader (and its
+//! address in the `foresight-leader` header), and a starting controller
+//! answers 503 to all; once it leads, the same
+//! port serves the routes above, on open connections too.
+//!
 //! Connections are served by hyper with a deadline for the request head
 //! and a cap on its size, so a slow or oversized client cannot hold a
 //! task; handlers get a deadline and requests a body limit (no endpoint
@@ -44,14 +50,17 @@ const HANDLER_TIMEOUT: Duration = Duration::from_secs(30);
 type Shared = Arc<Controller>;
 
 /// Serve the admin endpoint on `listener` until the process exits; over
-/// mutual TLS when `mtls` is given.
+/// mutual TLS when `mtls` is given. Each request goes to the routes `apps`
+/// holds at that moment (a follower's, then the leader's).
 pub async fn serve(
     listener: TcpListener,
-    controller: Shared,
-    token: Option<AdminToken>,
+    apps: tokio::sync::watch::Receiver<Router>,
     mtls: Option<Mtls>,
 ) {
-    let app = router(controller, token, mtls.is_some());
+    let app = Router::new().fallback_service(tower::service_fn(move |request: Request| {
+        let current = apps.borrow().clone();
+        tower::ServiceExt::oneshot(current, request)
+    }));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
@@ -96,8 +105,41 @@ pub async fn serve(
     }
 }
 
+/// Before the controller runs (reading its state, reaching the switches):
+/// every request is 503.
+pub fn starting() -> Router {
+    Router::new().fallback(|| async { error(503, "the controller is starting") })
+}
+
+/// A follower's routes: alive, and not the one to ask.
+pub fn following(replica: Arc<super::ha::Replica>) -> Router {
+    let healthz =
+        || async { ([(header::CONTENT_TYPE, "text/plain")], "following\n").into_response() };
+    let elsewhere = move || {
+        let replica = replica.clone();
+        async move {
+            let leader = replica.leader().await;
+            let message = match &leader {
+                Some(l) => format!(
+                    "this replica follows; the leader is {} at http://{}",
+                    l.replica, l.http
+                ),
+                None => "this replica follows; no leader is elected right now".to_string(),
+            };
+            let mut answer = error(503, &message);
+            if let Some(value) = leader.and_then(|l| header::HeaderValue::from_str(&l.http).ok()) {
+                answer.headers_mut().insert("foresight-leader", value);
+            }
+            answer
+        }
+    };
+    Router::new()
+        .route("/healthz", get(healthz))
+        .fallback(elsewhere)
+}
+
 /// The routes, with the body limit and the handler deadline.
-fn router(controller: Shared, token: Option<AdminToken>, mtls: bool) -> Router {
+pub fn router(controller: Shared, token: Option<AdminToken>, mtls: bool) -> Router {
     let writes = Router::new()
         .route("/v1/links/{link}/{verb}", post(change_link))
         .route_layer(middleware::from_fn_with_state(

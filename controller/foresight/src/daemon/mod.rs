@@ -131,6 +131,8 @@ pub struct Config {
     pub limits: Limits,
     /// Largest NDSP request the server decodes, bytes.
     pub max_request_bytes: usize,
+    /// Each tenant's share of every link (planner admission).
+    pub tenant_shares: planner::shares::TenantShares,
 }
 
 /// A reservation changed (cancelled, re-planned): for `WatchEvents`.
@@ -577,7 +579,7 @@ impl Controller {
         }
         pairs
             .into_iter()
-            .filter_map(|(s, d)| inner.engine.path_availability(s, d, now))
+            .filter_map(|(s, d)| inner.engine.path_availability(tenant, s, d, now))
             .collect()
     }
 
@@ -861,6 +863,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             .serve_with_incoming_shutdown(incoming, shutdown_signal()),
     );
 
+    // The admin port answers from now on; a follower's routes until it leads.
+    let (http_apps, apps) = tokio::sync::watch::channel(http::starting());
+    tokio::spawn(http::serve(http_listener, apps, config.mtls.clone()));
+
     // Where the state survives; with replicas, wait to lead first.
     let mut replica = None;
     let (store, election_id, lost) = match config.ha.clone() {
@@ -877,6 +883,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             let joined = Arc::new(ha::join(ha).await?);
             replica = Some(joined.clone());
             gate.follow(joined.clone());
+            let _ = http_apps.send(http::following(joined.clone()));
             eprintln!(
                 "foresight controller: replica {} following on {ndsp_addr}; campaigning",
                 me.replica
@@ -904,7 +911,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     };
     let reloaded = state.is_some();
     let state = state.unwrap_or_else(|| State::new(topo.name(), now));
-    let (mut engine, restored) = Engine::new(topo, config.planner.clone(), state)?;
+    let (mut engine, restored) = Engine::new(
+        topo,
+        config.planner.clone(),
+        config.tenant_shares.clone(),
+        state,
+    )?;
     engine.reoptimization = Reoptimization {
         pending: config.reoptimize != ReoptimizeMode::Off,
         installed_not_started: config.reoptimize == ReoptimizeMode::NotStarted,
@@ -1020,11 +1032,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         }
         tokio::spawn(controller.clone().learn(l.idle_ns));
     }
-    tokio::spawn(http::serve(
-        http_listener,
+    // The admin port now serves the leader's routes (a follower's until now).
+    let _ = http_apps.send(http::router(
         controller.clone(),
         config.admin_token.clone(),
-        config.mtls.clone(),
+        config.mtls.is_some(),
     ));
     tokio::spawn(controller.clone().scheduler());
     if config.int_listen.is_some() {

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod http;
 pub mod replica;
 
 use std::collections::{BTreeMap, BTreeSet};

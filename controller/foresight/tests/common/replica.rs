@@ -17,6 +17,8 @@ pub struct Replica {
     pub name: String,
     pub child: Option<Child>,
     pub ndsp: String,
+    /// Admin HTTP address.
+    pub http: String,
     pub ready: PathBuf,
     pub log: PathBuf,
 }
@@ -24,12 +26,11 @@ pub struct Replica {
 impl Replica {
     pub fn spawn(fabric: &Fabric, etcd: &str, name: &str) -> Replica {
         let dir = fabric.dir.path();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let ndsp = format!("127.0.0.1:{port}");
+        let free = || {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let (ndsp, http) = (free(), free());
         let ready = dir.join(format!("{name}.ready"));
         let log = dir.join(format!("{name}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_foresight"))
@@ -40,7 +41,7 @@ impl Replica {
             .args(["--etcd", etcd, "--replica", name, "--lease-ttl-s", "1"])
             .args(["--state-file", "none", "--ready-file"])
             .arg(&ready)
-            .args(["--ndsp", &ndsp, "--http", "127.0.0.1:0"])
+            .args(["--ndsp", &ndsp, "--http", &http])
             .args(["--lead-time-ms", "100"])
             .env("FORESIGHT_LOG", "info")
             .stdout(Stdio::null())
@@ -51,6 +52,7 @@ impl Replica {
             name: name.into(),
             child: Some(child),
             ndsp,
+            http,
             ready,
             log,
         }

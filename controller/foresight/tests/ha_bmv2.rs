@@ -389,4 +389,11 @@ async fn losing_an_etcd_member_loses_nothing() {
     // leads now holds everything.
     let leader = wait_leader(&mut s.replicas, None, Duration::from_secs(10));
     check_installed(&s.fabric, &s.replicas[leader], &acked).await;
+    // A leader stopped on purpose hands over and exits 0, not as if its
+    // lease had been lost.
+    s.replicas[leader].signal(libc::SIGTERM);
+    let code = s.replicas[leader].wait_exit(Duration::from_secs(10));
+    assert_eq!(code, Some(0), "{}", s.replicas[leader].log_text());
+    let next = wait_leader(&mut s.replicas, Some(leader), Duration::from_secs(10));
+    check_installed(&s.fabric, &s.replicas[next], &acked).await;
 }

@@ -25,6 +25,8 @@
 //!   leader steps down and its commits are fenced.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -80,6 +82,9 @@ pub struct Replica {
     lease: i64,
     /// Receives `true` once the lease is lost.
     lost: tokio::sync::watch::Receiver<bool>,
+    /// Set by [`Replica::leave`]: the lease ends on purpose, which is not
+    /// a loss to step down for.
+    leaving: Arc<AtomicBool>,
 }
 
 /// Won leadership: the fence every commit goes through.
@@ -120,17 +125,20 @@ pub async fn join(config: HaConfig) -> anyhow::Result<Replica> {
     .context("etcd: cannot grant a lease")?
     .id();
     let (lost_tx, lost) = tokio::sync::watch::channel(false);
+    let leaving = Arc::new(AtomicBool::new(false));
     tokio::spawn(keep_alive(
         client.clone(),
         lease,
         Duration::from_secs(config.lease_ttl_s as u64),
         lost_tx,
+        leaving.clone(),
     ));
     Ok(Replica {
         client,
         config,
         lease,
         lost,
+        leaving,
     })
 }
 
@@ -145,6 +153,7 @@ async fn keep_alive(
     lease: i64,
     ttl: Duration,
     lost: tokio::sync::watch::Sender<bool>,
+    leaving: Arc<AtomicBool>,
 ) {
     let mut last_ok = tokio::time::Instant::now();
     let mut tick = tokio::time::interval(ttl / 3);
@@ -171,6 +180,7 @@ async fn keep_alive(
         };
         match tokio::time::timeout(ttl / 3, renewed).await {
             Ok(Some(r)) if r.ttl() > 0 => last_ok = tokio::time::Instant::now(),
+            Ok(Some(_)) if leaving.load(Ordering::SeqCst) => return,
             Ok(Some(_)) => {
                 tracing::error!(lease, "etcd: the lease expired");
                 let _ = lost.send(true);
@@ -198,6 +208,7 @@ impl Replica {
     /// Give up the lease now (a clean shutdown): the leader key goes with
     /// it, so another replica leads without waiting for the TTL.
     pub async fn leave(&self) {
+        self.leaving.store(true, Ordering::SeqCst);
         let mut leases = self.client.lease_client();
         match tokio::time::timeout(CALL_TIMEOUT, leases.revoke(self.lease)).await {
             Ok(Ok(_)) => tracing::info!(lease = self.lease, "etcd: lease revoked"),

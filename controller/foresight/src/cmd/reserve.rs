@@ -422,6 +422,9 @@ pub async fn call<Req: Clone, Resp>(
     let deadline = std::time::Instant::now() + LEADER_WAIT;
     let mut next = 0;
     let mut leader: Option<String> = None;
+    // An attempt ended without its answer (no answer, a broken connection):
+    // a leader may have carried it out.
+    let mut answer_lost = false;
     loop {
         let addr = leader.take().unwrap_or_else(|| {
             next += 1;
@@ -440,6 +443,7 @@ pub async fn call<Req: Clone, Resp>(
                 }) {
                 Ok(response) => return Ok(response),
                 Err(status) if retryable(&status) => {
+                    answer_lost |= status.code() != tonic::Code::Unavailable;
                     leader = status
                         .metadata()
                         .get(crate::daemon::leader_gate::LEADER_METADATA)
@@ -447,6 +451,7 @@ pub async fn call<Req: Clone, Resp>(
                         .map(String::from);
                     explain(status)
                 }
+                Err(status) if answer_lost => return Err(AfterLostAnswer(status).into()),
                 Err(status) => return Err(explain(status)),
             },
             Err(e) => e,
@@ -460,6 +465,24 @@ pub async fn call<Req: Clone, Resp>(
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// A resent request's refusal, after an earlier attempt's answer was lost:
+/// that attempt may have done what was asked (a cancel resent after it
+/// took effect finds nothing live).
+#[derive(Debug)]
+pub struct AfterLostAnswer(pub tonic::Status);
+
+impl std::fmt::Display for AfterLostAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (resent after an earlier attempt's answer was lost, which may have done it)",
+            explain(self.0.clone())
+        )
+    }
+}
+
+impl std::error::Error for AfterLostAnswer {}
 
 /// A follower's answer, or a connection that broke: another replica may
 /// answer.
@@ -879,10 +902,22 @@ pub fn cancel(cmd: CancelCmd) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("invalid request: {e}"))?;
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
-        let response = call(&cmd.target, request, |mut c, r| {
+        let answer = call(&cmd.target, request, |mut c, r| {
             Box::pin(async move { c.cancel(r).await })
         })
-        .await?;
+        .await;
+        // Resent after a lost answer and nothing is live any more: the
+        // first attempt cancelled it.
+        let already = answer.as_ref().err().and_then(|e| e.downcast_ref::<AfterLostAnswer>());
+        if already.is_some_and(|a| a.0.code() == tonic::Code::NotFound) {
+            if cmd.target.json {
+                println!("{}", serde_json::json!({ "cancelled": [], "already_cancelled": true }));
+            } else {
+                println!("already cancelled: the first attempt's answer was lost, and nothing of it is live now");
+            }
+            return Ok(());
+        }
+        let response = answer?;
         let us = install_us(&response);
         let ids = response.into_inner().cancelled_reservation_ids;
         if cmd.target.json {

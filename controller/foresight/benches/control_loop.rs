@@ -269,6 +269,53 @@ async fn scale() {
     controller.kill();
 }
 
+/// The same loop with `FORESIGHT_BENCH_LIVE` (5,000) more reservations
+/// live, an hour ahead (nothing of them on the switches yet): what the
+/// controller holds should not slow down a commit.
+async fn with_live_reservations(
+    client: &mut ndsp::proto::demand_signaling_client::DemandSignalingClient<
+        tonic::transport::Channel,
+    >,
+    job: &str,
+    channels: u32,
+    iterations: usize,
+) {
+    let live = env("FORESIGHT_BENCH_LIVE", 5000);
+    let hosts = ["10.0.1.1", "10.0.1.2", "10.0.2.1", "10.0.2.2"];
+    let later: Vec<proto::DemandSignal> = (0..live)
+        .map(|i| {
+            let (s, d) = (i % 4, (i % 4 + 2) % 4);
+            let id = format!("{job}-later-{i}");
+            demand(
+                &id,
+                hosts[s],
+                hosts[d],
+                3_600_000 * MS,
+                60_000 * MS,
+                1_000_000,
+                None,
+            )
+        })
+        .collect();
+    for chunk in later.chunks(100) {
+        client
+            .submit_demand(proto::SubmitDemandRequest {
+                header: header(),
+                reference_unix_ns: 0,
+                demands: chunk.to_vec(),
+            })
+            .await
+            .unwrap();
+    }
+    client
+        .register_topology(register(job, &["10.0.1.1", "10.0.2.1"]))
+        .await
+        .unwrap();
+    let rounds = Rounds::run(client, job, 16, channels, iterations, 10).await;
+    println!("  the same with {live} more live reservations held:");
+    rounds.print();
+}
+
 /// The control loop of a replica (`--etcd`, leader of one) whose every
 /// commit is an etcd transaction on a three-member cluster, instead of a
 /// state file.
@@ -288,6 +335,7 @@ async fn control_loop_etcd(fabric: &Fabric) {
     let rounds = Rounds::run(&mut client, "bench-etcd", 16, channels, iterations, 10).await;
     println!("control loop with etcd in the path (3 members, each commit a fenced transaction): same collective");
     rounds.print();
+    with_live_reservations(&mut client, "bench-etcd-live", channels, iterations / 2).await;
     controller.kill();
 }
 
@@ -318,6 +366,7 @@ async fn control_loop(fabric: &Fabric) {
         value("foresight_switch_write_seconds_count"),
         value("foresight_planner_seconds_sum") / value("foresight_planner_seconds_count") * 1e3,
     );
+    with_live_reservations(&mut client, "bench-live", channels, iterations / 2).await;
     controller.kill();
 }
 

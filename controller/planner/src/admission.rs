@@ -47,7 +47,7 @@
 //! batch by batch only: there the batch methods already reach the lower
 //! bound, and a joint search would cost more than it could gain.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -847,18 +847,17 @@ impl<'t> Planner<'t> {
 
     /// The ids of `movable` that hold flows that can move.
     fn movable_pool(&self, movable: &[&str]) -> Vec<String> {
-        let mut pool: Vec<String> = Vec::new();
-        for id in movable {
-            if self
-                .committed
-                .get(*id)
-                .is_some_and(|c| !c.placed.is_empty())
-                && !pool.iter().any(|p| p == id)
-            {
-                pool.push(id.to_string());
-            }
-        }
-        pool
+        let mut seen = HashSet::with_capacity(movable.len());
+        movable
+            .iter()
+            .filter(|id| {
+                self.committed
+                    .get(**id)
+                    .is_some_and(|c| !c.placed.is_empty())
+            })
+            .filter(|id| seen.insert(**id))
+            .map(|id| id.to_string())
+            .collect()
     }
 
     fn paths_of(&self, ids: &[String]) -> Vec<(String, Vec<Path>)> {
@@ -876,9 +875,10 @@ impl<'t> Planner<'t> {
         movable: &[&str],
         causes: &HashMap<String, Vec<MoveCause>>,
     ) -> Vec<Moved> {
+        let movable: HashSet<&str> = movable.iter().copied().collect();
         let mut out = Vec::new();
         for (id, old) in before {
-            if !movable.contains(&id.as_str()) {
+            if !movable.contains(id.as_str()) {
                 continue;
             }
             let Some(c) = self.committed.get(id) else {
@@ -1210,7 +1210,8 @@ impl<'t> Planner<'t> {
         run.summary.peak_before = Some(r.start_peak);
         // Earlier reservations move only for a lower peak; the set's own
         // flows are not installed anywhere yet and take any better spread.
-        let earlier = pool.iter().any(|id| movable.contains(&id.as_str()));
+        let movable: HashSet<&str> = movable.iter().copied().collect();
+        let earlier = pool.iter().any(|id| movable.contains(id.as_str()));
         let better = r.peak < r.start_peak - 1e-12 || !earlier;
         if r.fits() && better {
             run.summary.peak_after = Some(r.peak);

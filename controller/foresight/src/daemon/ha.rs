@@ -95,8 +95,8 @@ pub struct Leadership {
     /// `<prefix>/state/`: one key per job and reservation, and `meta`.
     state_prefix: String,
     /// What etcd holds under `state_prefix`, as last committed: a commit
-    /// writes only the keys that changed.
-    committed: tokio::sync::Mutex<BTreeMap<String, Vec<u8>>>,
+    /// writes only the records that differ from it.
+    committed: tokio::sync::Mutex<layout::Committed>,
     pub lost: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -338,7 +338,7 @@ impl Leadership {
         }
         let state = layout::assemble(&keys, fabric)
             .with_context(|| format!("etcd keys {}*", self.state_prefix))?;
-        *self.committed.lock().await = keys;
+        *self.committed.lock().await = layout::Committed::of(&state, keys)?;
         Ok(Some(state))
     }
 
@@ -348,26 +348,24 @@ impl Leadership {
     /// Retries etcd errors for up to two seconds; the caller must stop when
     /// this fails.
     pub async fn save(&self, state: &State) -> anyhow::Result<()> {
-        let keys = layout::split(state)?;
         let mut committed = self.committed.lock().await;
-        let mut ops = Vec::new();
-        for (name, value) in &keys {
-            if committed.get(name) != Some(value) {
-                ops.push(TxnOp::put(
-                    format!("{}{name}", self.state_prefix),
-                    value.clone(),
-                    None,
-                ));
-            }
-        }
-        for name in committed.keys() {
-            if !keys.contains_key(name) {
-                ops.push(TxnOp::delete(format!("{}{name}", self.state_prefix), None));
-            }
-        }
-        if ops.is_empty() {
+        let changes = committed.changes(state)?;
+        if changes.is_empty() {
             return Ok(());
         }
+        let ops: Vec<TxnOp> = changes
+            .puts
+            .iter()
+            .map(|(name, value)| {
+                TxnOp::put(format!("{}{name}", self.state_prefix), value.clone(), None)
+            })
+            .chain(
+                changes
+                    .deletes
+                    .iter()
+                    .map(|name| TxnOp::delete(format!("{}{name}", self.state_prefix), None)),
+            )
+            .collect();
         let count = ops.len();
         let txn = Txn::new()
             .when(vec![Compare::create_revision(
@@ -388,7 +386,7 @@ impl Leadership {
             };
             match outcome {
                 Ok(answer) if answer.succeeded() => {
-                    *committed = keys;
+                    committed.apply(changes);
                     return Ok(());
                 }
                 Ok(_) => anyhow::bail!(
@@ -457,7 +455,7 @@ pub fn watch_fences(
 /// `job/<tenant>/<job>` and `reservation/<seq>` (zero-padded, so that key
 /// order is sequence order).
 mod layout {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, HashSet};
 
     use anyhow::Context;
     use serde::{Deserialize, Serialize};
@@ -474,8 +472,7 @@ mod layout {
         links_down: Vec<LinkRef>,
     }
 
-    pub fn split(state: &State) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
-        let mut keys = BTreeMap::new();
+    fn meta(state: &State) -> anyhow::Result<Vec<u8>> {
         let meta = Meta {
             version: state.version,
             fabric: state.fabric.clone(),
@@ -484,17 +481,118 @@ mod layout {
             next_qp: state.next_qp.clone(),
             links_down: state.links_down.clone(),
         };
-        keys.insert("meta".to_string(), serde_json::to_vec(&meta)?);
-        for j in &state.jobs {
-            keys.insert(
-                format!("job/{}/{}", j.tenant, j.job_id),
-                serde_json::to_vec(j)?,
-            );
+        Ok(serde_json::to_vec(&meta)?)
+    }
+
+    fn job_key(j: &Job) -> String {
+        format!("job/{}/{}", j.tenant, j.job_id)
+    }
+
+    fn reservation_key(seq: u64) -> String {
+        format!("reservation/{seq:020}")
+    }
+
+    /// The records etcd holds, as last committed. Compared with the state
+    /// record by record (`==`), so a commit serializes only what changed,
+    /// not every live reservation.
+    #[derive(Default)]
+    pub struct Committed {
+        meta: Vec<u8>,
+        jobs: BTreeMap<String, Job>,
+        reservations: BTreeMap<u64, Reservation>,
+    }
+
+    /// The keys one commit writes and deletes, with the records written.
+    #[derive(Default)]
+    pub struct Changes {
+        pub puts: Vec<(String, Vec<u8>)>,
+        pub deletes: Vec<String>,
+        meta: Option<Vec<u8>>,
+        jobs: Vec<(String, Job)>,
+        reservations: Vec<Reservation>,
+        deleted_jobs: Vec<String>,
+        deleted_reservations: Vec<u64>,
+    }
+
+    impl Changes {
+        pub fn is_empty(&self) -> bool {
+            self.puts.is_empty() && self.deletes.is_empty()
         }
-        for r in &state.reservations {
-            keys.insert(format!("reservation/{:020}", r.seq), serde_json::to_vec(r)?);
+    }
+
+    impl Committed {
+        /// What was loaded: `state`, assembled from `keys`.
+        pub fn of(state: &State, keys: BTreeMap<String, Vec<u8>>) -> anyhow::Result<Committed> {
+            Ok(Committed {
+                meta: keys.get("meta").cloned().unwrap_or_default(),
+                jobs: state.jobs.iter().map(|j| (job_key(j), j.clone())).collect(),
+                reservations: state
+                    .reservations
+                    .iter()
+                    .map(|r| (r.seq, r.clone()))
+                    .collect(),
+            })
         }
-        Ok(keys)
+
+        /// The keys to write and delete so that etcd holds `state`.
+        pub fn changes(&self, state: &State) -> anyhow::Result<Changes> {
+            let mut out = Changes::default();
+            let meta = meta(state)?;
+            if meta != self.meta {
+                out.puts.push(("meta".to_string(), meta.clone()));
+                out.meta = Some(meta);
+            }
+            let mut jobs = HashSet::new();
+            for j in &state.jobs {
+                let key = job_key(j);
+                if self.jobs.get(&key) != Some(j) {
+                    out.puts.push((key.clone(), serde_json::to_vec(j)?));
+                    out.jobs.push((key.clone(), j.clone()));
+                }
+                jobs.insert(key);
+            }
+            out.deleted_jobs = self
+                .jobs
+                .keys()
+                .filter(|k| !jobs.contains(*k))
+                .cloned()
+                .collect();
+            let mut seqs = HashSet::with_capacity(state.reservations.len());
+            for r in &state.reservations {
+                if self.reservations.get(&r.seq) != Some(r) {
+                    out.puts
+                        .push((reservation_key(r.seq), serde_json::to_vec(r)?));
+                    out.reservations.push(r.clone());
+                }
+                seqs.insert(r.seq);
+            }
+            out.deleted_reservations = self
+                .reservations
+                .keys()
+                .filter(|s| !seqs.contains(*s))
+                .copied()
+                .collect();
+            out.deletes = out.deleted_jobs.clone();
+            out.deletes
+                .extend(out.deleted_reservations.iter().map(|s| reservation_key(*s)));
+            Ok(out)
+        }
+
+        /// `changes` were committed.
+        pub fn apply(&mut self, changes: Changes) {
+            if let Some(meta) = changes.meta {
+                self.meta = meta;
+            }
+            for key in &changes.deleted_jobs {
+                self.jobs.remove(key);
+            }
+            for seq in &changes.deleted_reservations {
+                self.reservations.remove(seq);
+            }
+            self.jobs.extend(changes.jobs);
+            self.reservations
+                .extend(changes.reservations.into_iter().map(|r| (r.seq, r)));
+        }
     }
 
     pub fn assemble(keys: &BTreeMap<String, Vec<u8>>, fabric: &str) -> anyhow::Result<State> {
@@ -519,5 +617,81 @@ mod layout {
         // The same checks as a state file's.
         let bytes = serde_json::to_vec(&state)?;
         State::from_json(&bytes, fabric)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::layout::Committed;
+    use super::state::{Job, Reason, Reservation, State, Status, Subject};
+
+    fn reservation(seq: u64) -> Reservation {
+        Reservation {
+            id: format!("r{seq}"),
+            seq,
+            tenant: "t".into(),
+            subject: Subject::Demand(format!("d{seq}")),
+            job_id: None,
+            request: String::new(),
+            priority: 0,
+            elastic: false,
+            deadline_unix_ns: None,
+            status: Status::Admitted,
+            reason: Reason::None,
+            advisory: None,
+            revision: 1,
+            flows: Vec::new(),
+            cancelled: false,
+            predicted: false,
+        }
+    }
+
+    /// The keys a commit writes, sorted.
+    fn written(c: &Committed, s: &State) -> (Vec<String>, Vec<String>) {
+        let changes = c.changes(s).unwrap();
+        let mut puts: Vec<String> = changes.puts.iter().map(|(k, _)| k.clone()).collect();
+        let mut deletes = changes.deletes.clone();
+        puts.sort();
+        deletes.sort();
+        (puts, deletes)
+    }
+
+    #[test]
+    fn a_commit_writes_only_what_changed() {
+        let mut c = Committed::default();
+        let mut s = State::new("f", 1);
+        s.reservations = (1..=3).map(reservation).collect();
+        s.jobs.push(Job {
+            tenant: "t".into(),
+            job_id: "j".into(),
+            generation: 1,
+            request: String::new(),
+        });
+        let (puts, deletes) = written(&c, &s);
+        assert_eq!(puts.len(), 5, "meta, one job, three reservations: {puts:?}");
+        assert!(deletes.is_empty());
+        c.apply(c.changes(&s).unwrap());
+        assert!(c.changes(&s).unwrap().is_empty(), "nothing changed since");
+
+        // One record changes, one goes, one comes, the job goes.
+        s.reservations[0].revision += 1;
+        s.reservations.remove(1);
+        s.reservations.push(reservation(4));
+        s.jobs.clear();
+        let (puts, deletes) = written(&c, &s);
+        assert_eq!(
+            puts,
+            vec![
+                "reservation/00000000000000000001",
+                "reservation/00000000000000000004"
+            ]
+        );
+        assert_eq!(deletes, vec!["job/t/j", "reservation/00000000000000000002"]);
+        c.apply(c.changes(&s).unwrap());
+        assert!(c.changes(&s).unwrap().is_empty());
+
+        // The counters are in meta.
+        s.next_seq += 1;
+        assert_eq!(written(&c, &s).0, vec!["meta"]);
     }
 }

@@ -174,7 +174,7 @@ impl std::fmt::Display for LinkRef {
 
 /// A registered job topology (the `RegisterTopologyRequest`, kept encoded
 /// so it re-validates into exactly what was registered).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
     pub tenant: String,
     pub job_id: String,
@@ -311,7 +311,7 @@ impl Lifecycle {
 }
 
 /// One reservation: the answer to a demand or a collective.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reservation {
     pub id: String,
     pub seq: u64,
@@ -381,7 +381,7 @@ pub struct Hop {
 }
 
 /// One flow of a reservation: what was asked and what was granted.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlowRecord {
     pub flow_id: String,
     pub src: String,

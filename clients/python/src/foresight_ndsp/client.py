@@ -65,6 +65,13 @@ class NdspClient:
         self._stub = pb_grpc.DemandSignalingStub(self._channel)
         self.clock_offset_ns = 0  # controller clock - local clock, set by handshake()
         self.failovers = 0  # calls sent again to another replica
+        # The last call was resent after an attempt whose answer was lost
+        # (no answer in time, a connection that broke): that attempt may
+        # have been carried out.
+        self.answer_lost = False
+        # The last cancel found nothing live after a lost answer: the lost
+        # attempt cancelled it.
+        self.already_cancelled = False
 
     def close(self) -> None:
         self._channel.close()
@@ -82,6 +89,7 @@ class NdspClient:
     def _call(self, name: str, request, timeout_s: Optional[float] = None):
         deadline = time.monotonic() + self.failover_s
         next_target = 1
+        self.answer_lost = False
         while True:
             try:
                 return getattr(self._stub, name)(request, timeout=timeout_s or self.timeout_s)
@@ -97,12 +105,23 @@ class NdspClient:
                 )
                 if not retry:
                     raise NdspError.from_rpc_error(name, err) from None
+                self.answer_lost |= self._answer_lost(err, leader)
             if leader is None:
                 leader = self.targets[next_target % len(self.targets)]
                 next_target += 1
             time.sleep(0.05)
             self._reconnect(leader)
             self.failovers += 1
+
+    @staticmethod
+    def _answer_lost(err: grpc.RpcError, leader: Optional[str]) -> bool:
+        """Whether a failed attempt may have reached a leader: not a
+        follower's answer (it names the leader, or says none is elected)
+        and not a connection that never opened."""
+        if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return True
+        details = (err.details() or "").lower()
+        return leader is None and "no leader elected" not in details and "failed to connect" not in details
 
     @staticmethod
     def _leader_named(err: grpc.RpcError) -> Optional[str]:
@@ -193,12 +212,23 @@ class NdspClient:
         reservation_id: Optional[str] = None,
         job_id: Optional[str] = None,
     ) -> List[str]:
-        """Cancel exactly one target; returns the released reservation ids."""
+        """Cancel exactly one target; returns the released reservation ids.
+
+        Resent after a lost answer (a failover), a cancel that finds nothing
+        live had worked the first time: it returns [] and sets
+        `already_cancelled`. Otherwise nothing live is NOT_FOUND."""
         targets = {k: v for k, v in dict(demand_id=demand_id, collective_id=collective_id,
                                          reservation_id=reservation_id, job_id=job_id).items() if v is not None}
         if len(targets) != 1:
             raise ValueError(f"cancel: give exactly one of demand_id, collective_id, reservation_id, job_id (got {sorted(targets) or 'none'})")
-        r = self._call("Cancel", pb.CancelRequest(header=self._header(), **targets))
+        self.already_cancelled = False
+        try:
+            r = self._call("Cancel", pb.CancelRequest(header=self._header(), **targets))
+        except NdspError as err:
+            if err.code == grpc.StatusCode.NOT_FOUND and self.answer_lost:
+                self.already_cancelled = True
+                return []
+            raise
         return list(r.cancelled_reservation_ids)
 
     def get_reservation(self, reservation_id: str) -> Reservation:

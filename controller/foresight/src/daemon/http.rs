@@ -8,9 +8,9 @@
 //!
 //! A replica that follows (replicas on etcd) answers `GET /healthz` with
 //! "following" and everything else with 503 naming the leader (and its
-//! address in the `foresight-leader` header), and a starting controller
-//! answers 503 to all; once it leads, the same
-//! port serves the routes above, on open connections too.
+//! address in the `foresight-leader` header); a starting controller answers
+//! 503 to all. Once it leads, the same port serves the routes above, on
+//! open connections too.
 //!
 //! Connections are served by hyper with a deadline for the request head
 //! and a cap on its size, so a slow or oversized client cannot hold a

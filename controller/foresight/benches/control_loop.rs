@@ -82,13 +82,15 @@ struct Rounds {
     flows: usize,
 }
 
+/// An NDSP connection to the controller under test.
+type NdspClient =
+    ndsp::proto::demand_signaling_client::DemandSignalingClient<tonic::transport::Channel>;
+
 impl Rounds {
     /// Submit `ranks`-rank ring all-reduces of `job` and cancel each before
     /// the next; the first `warmup` rounds are not recorded.
     async fn run(
-        client: &mut ndsp::proto::demand_signaling_client::DemandSignalingClient<
-            tonic::transport::Channel,
-        >,
+        client: &mut NdspClient,
         job: &str,
         ranks: u32,
         channels: u32,
@@ -273,9 +275,7 @@ async fn scale() {
 /// live, an hour ahead (nothing of them on the switches yet): what the
 /// controller holds should not slow down a commit.
 async fn with_live_reservations(
-    client: &mut ndsp::proto::demand_signaling_client::DemandSignalingClient<
-        tonic::transport::Channel,
-    >,
+    client: &mut NdspClient,
     job: &str,
     channels: u32,
     iterations: usize,

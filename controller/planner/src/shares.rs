@@ -111,6 +111,22 @@ impl TenantShares {
         self.shares.len() > 1 || self.shares.values().any(|&s| s < 1.0)
     }
 
+    /// Under shares, the slice `tenant` was planned in, for the advisory
+    /// of a demand that did not fit (none without shares).
+    pub fn describe(&self, tenant: &str) -> Option<String> {
+        if !self.is_limited() {
+            return None;
+        }
+        let whose = match self.group(tenant) {
+            REST => "the tenants without a share of their own".to_string(),
+            group => format!("tenant {group}"),
+        };
+        Some(format!(
+            "within the share of {whose}: {:.0}% of each link's reservable capacity",
+            self.share(tenant) * 100.0
+        ))
+    }
+
     /// The groups and their shares.
     pub fn iter(&self) -> impl Iterator<Item = (&str, f64)> {
         self.shares.iter().map(|(k, &v)| (k.as_str(), v))
@@ -146,7 +162,7 @@ impl<'t> SharedPlanner<'t> {
             .iter()
             .map(|(group, share)| {
                 let mut c = config.clone();
-                c.headroom = (config.headroom * share).clamp(f64::MIN_POSITIVE, 1.0);
+                c.headroom = config.headroom * share;
                 (group.to_string(), Planner::new(topo, c))
             })
             .collect();

@@ -905,25 +905,9 @@ impl Engine {
             ),
         };
         // Under shares, "free" and "reserved by others" are the tenant's slice.
-        let shares = self.planner.shares();
-        let advisory = advisory.map(|a| {
-            if shares.is_limited() {
-                let group = shares.group(&demand.tenant);
-                let whose = if group == planner::shares::REST {
-                    "the tenants without a share of their own".to_string()
-                } else {
-                    format!("tenant {group}")
-                };
-                truncate(
-                    format!(
-                        "{a} (within the share of {whose}: {:.0}% of each link's reservable capacity)",
-                        shares.share(&demand.tenant) * 100.0
-                    ),
-                    1000,
-                )
-            } else {
-                a
-            }
+        let advisory = advisory.map(|a| match self.planner.shares().describe(&demand.tenant) {
+            Some(slice) => truncate(format!("{a} ({slice})"), 1000),
+            None => a,
         });
         record.flows.clear();
         for ((flow, fp), m) in demand.flows.iter().zip(&dp.flows).zip(meta) {
@@ -1903,16 +1887,20 @@ mod tests {
         Box::leak(Box::new(planner::topology::yaml::load_file(path).unwrap()))
     }
 
-    fn engine() -> Engine {
-        let topo = topo();
+    /// An engine over `state` (fresh, or a restart's reload) without shares.
+    fn restart(topo: &'static Topology, state: State) -> (Engine, Restored) {
         Engine::new(
             topo,
             PlannerConfig::default(),
             TenantShares::default(),
-            State::new(topo.name(), T0),
+            state,
         )
         .unwrap()
-        .0
+    }
+
+    fn engine() -> Engine {
+        let topo = topo();
+        restart(topo, State::new(topo.name(), T0)).0
     }
 
     fn compiler(topo: &'static Topology, lead_ns: u64) -> Compiler {
@@ -2455,26 +2443,14 @@ mod tests {
         // The link state survives a reload: still down, nothing on it.
         let saved: State = serde_json::from_str(&serde_json::to_string(&e.state).unwrap()).unwrap();
         let mut stale = saved.clone();
-        let (again, restored) = Engine::new(
-            e.topo,
-            PlannerConfig::default(),
-            TenantShares::default(),
-            saved,
-        )
-        .unwrap();
+        let (again, restored) = restart(e.topo, saved);
         assert!(restored.diverged.is_empty());
         assert_eq!(again.down_edges().len(), 2);
         // A state recording a reservation across a down link (written by
         // an older controller): re-planned at load, and listed.
         stale.links_down.push(other);
         stale.links_down.sort();
-        let (again, restored) = Engine::new(
-            e.topo,
-            PlannerConfig::default(),
-            TenantShares::default(),
-            stale,
-        )
-        .unwrap();
+        let (again, restored) = restart(e.topo, stale);
         assert_eq!(
             restored.diverged,
             vec![again.state.reservations[0].id.clone()]
@@ -2518,13 +2494,7 @@ mod tests {
         f.hops = e.hops_of(&other);
         f.labels = other.label_stack(e.topo).unwrap();
         let recorded = f.hops.clone();
-        let (again, restored) = Engine::new(
-            e.topo,
-            PlannerConfig::default(),
-            TenantShares::default(),
-            saved,
-        )
-        .unwrap();
+        let (again, restored) = restart(e.topo, saved);
         assert_eq!(restored.reservations, 1);
         assert!(restored.diverged.is_empty());
         assert_eq!(again.state.reservations[0].flows[0].hops, recorded);
@@ -2566,13 +2536,7 @@ mod tests {
         )
         .unwrap();
         let saved: State = serde_json::from_str(&serde_json::to_string(&e.state).unwrap()).unwrap();
-        let (again, restored) = Engine::new(
-            e.topo,
-            PlannerConfig::default(),
-            TenantShares::default(),
-            saved,
-        )
-        .unwrap();
+        let (again, restored) = restart(e.topo, saved);
         assert_eq!(restored.reservations, 2);
         assert!(restored.diverged.is_empty(), "{:?}", restored.diverged);
         assert_eq!(again.state.reservations.len(), 2);
@@ -2595,14 +2559,7 @@ mod tests {
             })
             .unwrap();
         let topo: &'static Topology = Box::leak(Box::new(Topology::from_spec(spec).unwrap()));
-        let mut e = Engine::new(
-            topo,
-            PlannerConfig::default(),
-            TenantShares::default(),
-            State::new(topo.name(), T0),
-        )
-        .unwrap()
-        .0;
+        let mut e = restart(topo, State::new(topo.name(), T0)).0;
         e.reoptimization = reoptimization;
         e
     }
@@ -2674,13 +2631,7 @@ mod tests {
         // with the records (restart rebuilds the same reservations).
         let mut reserved = e.reserved_now(T0 + 105 * MS);
         reserved.sort();
-        let (again, _) = Engine::new(
-            e.topo,
-            PlannerConfig::default(),
-            TenantShares::default(),
-            e.state.clone(),
-        )
-        .unwrap();
+        let (again, _) = restart(e.topo, e.state.clone());
         let mut restored = again.reserved_now(T0 + 105 * MS);
         restored.sort();
         assert_eq!(reserved, restored);

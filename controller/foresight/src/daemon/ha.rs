@@ -338,7 +338,7 @@ impl Leadership {
         }
         let state = layout::assemble(&keys, fabric)
             .with_context(|| format!("etcd keys {}*", self.state_prefix))?;
-        *self.committed.lock().await = layout::Committed::of(&state, keys)?;
+        *self.committed.lock().await = layout::Committed::of(&state, &keys);
         Ok(Some(state))
     }
 
@@ -353,18 +353,11 @@ impl Leadership {
         if changes.is_empty() {
             return Ok(());
         }
+        let key = |name: String| format!("{}{name}", self.state_prefix);
         let ops: Vec<TxnOp> = changes
-            .puts
-            .iter()
-            .map(|(name, value)| {
-                TxnOp::put(format!("{}{name}", self.state_prefix), value.clone(), None)
-            })
-            .chain(
-                changes
-                    .deletes
-                    .iter()
-                    .map(|name| TxnOp::delete(format!("{}{name}", self.state_prefix), None)),
-            )
+            .puts()
+            .map(|(name, value)| TxnOp::put(key(name), value, None))
+            .chain(changes.deletes().map(|name| TxnOp::delete(key(name), None)))
             .collect();
         let count = ops.len();
         let txn = Txn::new()
@@ -502,28 +495,50 @@ mod layout {
         reservations: BTreeMap<u64, Reservation>,
     }
 
-    /// The keys one commit writes and deletes, with the records written.
+    /// What one commit writes (records with their bytes) and deletes.
     #[derive(Default)]
     pub struct Changes {
-        pub puts: Vec<(String, Vec<u8>)>,
-        pub deletes: Vec<String>,
         meta: Option<Vec<u8>>,
-        jobs: Vec<(String, Job)>,
-        reservations: Vec<Reservation>,
+        jobs: Vec<(String, Job, Vec<u8>)>,
+        reservations: Vec<(Reservation, Vec<u8>)>,
         deleted_jobs: Vec<String>,
         deleted_reservations: Vec<u64>,
     }
 
     impl Changes {
         pub fn is_empty(&self) -> bool {
-            self.puts.is_empty() && self.deletes.is_empty()
+            self.meta.is_none()
+                && self.jobs.is_empty()
+                && self.reservations.is_empty()
+                && self.deleted_jobs.is_empty()
+                && self.deleted_reservations.is_empty()
+        }
+
+        /// The keys to write, with their values.
+        pub fn puts(&self) -> impl Iterator<Item = (String, &[u8])> {
+            let meta = self.meta.iter().map(|m| ("meta".to_string(), m.as_slice()));
+            let jobs = self.jobs.iter().map(|(k, _, v)| (k.clone(), v.as_slice()));
+            let reservations = self
+                .reservations
+                .iter()
+                .map(|(r, v)| (reservation_key(r.seq), v.as_slice()));
+            meta.chain(jobs).chain(reservations)
+        }
+
+        /// The keys to delete.
+        pub fn deletes(&self) -> impl Iterator<Item = String> + '_ {
+            let reservations = self
+                .deleted_reservations
+                .iter()
+                .map(|s| reservation_key(*s));
+            self.deleted_jobs.iter().cloned().chain(reservations)
         }
     }
 
     impl Committed {
         /// What was loaded: `state`, assembled from `keys`.
-        pub fn of(state: &State, keys: BTreeMap<String, Vec<u8>>) -> anyhow::Result<Committed> {
-            Ok(Committed {
+        pub fn of(state: &State, keys: &BTreeMap<String, Vec<u8>>) -> Committed {
+            Committed {
                 meta: keys.get("meta").cloned().unwrap_or_default(),
                 jobs: state.jobs.iter().map(|j| (job_key(j), j.clone())).collect(),
                 reservations: state
@@ -531,23 +546,22 @@ mod layout {
                     .iter()
                     .map(|r| (r.seq, r.clone()))
                     .collect(),
-            })
+            }
         }
 
-        /// The keys to write and delete so that etcd holds `state`.
+        /// What to write and delete so that etcd holds `state`.
         pub fn changes(&self, state: &State) -> anyhow::Result<Changes> {
             let mut out = Changes::default();
             let meta = meta(state)?;
             if meta != self.meta {
-                out.puts.push(("meta".to_string(), meta.clone()));
                 out.meta = Some(meta);
             }
             let mut jobs = HashSet::new();
             for j in &state.jobs {
                 let key = job_key(j);
                 if self.jobs.get(&key) != Some(j) {
-                    out.puts.push((key.clone(), serde_json::to_vec(j)?));
-                    out.jobs.push((key.clone(), j.clone()));
+                    out.jobs
+                        .push((key.clone(), j.clone(), serde_json::to_vec(j)?));
                 }
                 jobs.insert(key);
             }
@@ -560,9 +574,7 @@ mod layout {
             let mut seqs = HashSet::with_capacity(state.reservations.len());
             for r in &state.reservations {
                 if self.reservations.get(&r.seq) != Some(r) {
-                    out.puts
-                        .push((reservation_key(r.seq), serde_json::to_vec(r)?));
-                    out.reservations.push(r.clone());
+                    out.reservations.push((r.clone(), serde_json::to_vec(r)?));
                 }
                 seqs.insert(r.seq);
             }
@@ -572,9 +584,6 @@ mod layout {
                 .filter(|s| !seqs.contains(*s))
                 .copied()
                 .collect();
-            out.deletes = out.deleted_jobs.clone();
-            out.deletes
-                .extend(out.deleted_reservations.iter().map(|s| reservation_key(*s)));
             Ok(out)
         }
 
@@ -589,9 +598,10 @@ mod layout {
             for seq in &changes.deleted_reservations {
                 self.reservations.remove(seq);
             }
-            self.jobs.extend(changes.jobs);
+            self.jobs
+                .extend(changes.jobs.into_iter().map(|(k, j, _)| (k, j)));
             self.reservations
-                .extend(changes.reservations.into_iter().map(|r| (r.seq, r)));
+                .extend(changes.reservations.into_iter().map(|(r, _)| (r.seq, r)));
         }
     }
 
@@ -649,8 +659,8 @@ mod tests {
     /// The keys a commit writes, sorted.
     fn written(c: &Committed, s: &State) -> (Vec<String>, Vec<String>) {
         let changes = c.changes(s).unwrap();
-        let mut puts: Vec<String> = changes.puts.iter().map(|(k, _)| k.clone()).collect();
-        let mut deletes = changes.deletes.clone();
+        let mut puts: Vec<String> = changes.puts().map(|(k, _)| k).collect();
+        let mut deletes: Vec<String> = changes.deletes().collect();
         puts.sort();
         deletes.sort();
         (puts, deletes)

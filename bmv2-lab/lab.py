@@ -47,6 +47,8 @@ THRIFT_BASE = 19100    # ... and Thrift on port THRIFT_BASE + N
 NDSP_ADDR = "127.0.0.1:50051"
 HTTP_ADDR = "127.0.0.1:9090"
 INT_PORT = 32766
+FABRIC_MTU = 9000
+MGMT_FABRIC_IP, MGMT_HOST_IP = "192.168.254.1", "192.168.254.2"   # Lab.management_link
 PRIORITIES = 8
 
 
@@ -236,7 +238,10 @@ class Lab:
             f"namespace {self.ns}; logs in {self.dir}")
 
     def _fabric_link_up(self, name):
-        run(["ip", "-n", self.ns, "link", "set", name, "up"])
+        # Jumbo frames on the switches' ports, as fabrics run them: a
+        # full-size host frame grows by its SR labels (and INT) inside the
+        # fabric, and a veth drops what exceeds its MTU.
+        run(["ip", "-n", self.ns, "link", "set", name, "mtu", str(FABRIC_MTU), "up"])
         # BMv2 sees frames as the kernel hands them: no offloads.
         run(["ip", "netns", "exec", self.ns, "ethtool", "-K", name, "tx", "off", "rx", "off"], check=False)
 
@@ -251,6 +256,22 @@ class Lab:
         run(["ip", "-n", self.ns, "link", "set", nic, "address", spec["mac"]])
         run(["ip", "-n", self.ns, "addr", "add", spec["ip"], "dev", nic])
         self._fabric_link_up(nic)
+
+    def management_link(self, host):
+        """An out-of-band link from `host` to the fabric namespace (the
+        controller's NDSP port), as a management network gives a job
+        scheduler: MGMT_FABRIC_IP in the fabric namespace, MGMT_HOST_IP in
+        the host. Returns the fabric side's address."""
+        fabric_end, host_end = f"{self.name}mg", f"{self.name}mh"
+        self.state["interfaces"] += [fabric_end, host_end]
+        self.save()
+        run(["ip", "-n", self.ns, "link", "add", fabric_end, "type", "veth", "peer", "name", host_end])
+        run(["ip", "-n", self.ns, "link", "set", host_end, "netns", str(self.host(host).pid)])
+        run(["ip", "-n", self.ns, "addr", "add", f"{MGMT_FABRIC_IP}/30", "dev", fabric_end])
+        run(["ip", "-n", self.ns, "link", "set", fabric_end, "up"])
+        node = self.host(host)
+        node.cmd(f"ip addr add {MGMT_HOST_IP}/30 dev {host_end} && ip link set {host_end} up")
+        return MGMT_FABRIC_IP
 
     def _configure_host(self, node, name):
         """Routes and static neighbours: the fabric routes every packet by
@@ -333,7 +354,7 @@ class Lab:
         return max(1, int(round(gbps * self.pps_per_gbps)))
 
     # -- controller --------------------------------------------------------
-    def start_controller(self, *extra, log_name="controller"):
+    def start_controller(self, *extra, log_name="controller", ndsp=NDSP_ADDR):
         """`foresight controller` in the fabric namespace, against the lab's
         switches; returns once every switch is reconciled."""
         ready = os.path.join(self.dir, f"{log_name}.ready.json")
@@ -341,7 +362,7 @@ class Lab:
             os.unlink(ready)
         args = ["ip", "netns", "exec", self.ns, foresight_bin(), "controller",
                 "--topology", self.fabric.path, "--switches", os.path.join(self.dir, "switches.yaml"),
-                "--state-file", "none", "--ndsp", NDSP_ADDR, "--http", HTTP_ADDR,
+                "--state-file", "none", "--ndsp", ndsp, "--http", HTTP_ADDR,
                 "--ready-file", ready, *extra]
         logf = open(os.path.join(self.dir, f"{log_name}.log"), "w")
         self.controller = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)

@@ -11,6 +11,7 @@ Lab names are unique to the test (`ft<n>`), so nothing else is touched.
 
 import argparse
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -48,6 +49,8 @@ def reachability(topology, name):
                 missing.append(dst)
         check(f"{topology}: {src} reaches the other {len(hosts) - 1} hosts through "
               f"{len(lab.fabric.switches)} BMv2 switches", not missing, f"no reply from {missing}" if missing else "")
+        if topology == TOPOLOGIES[0]:
+            full_size_reserved_frames(lab, src, hosts[-1])
         r = lab.fabric_cmd([labmod.foresight_bin(), "status", "--json"], check=False)
         check(f"{topology}: `foresight status` answers inside the fabric namespace", r.returncode == 0,
               r.stderr.strip()[:200])
@@ -56,6 +59,25 @@ def reachability(topology, name):
         check(f"{topology}: BMv2 Thrift is not reachable from the root namespace", r.returncode != 0)
     left = labmod.leftovers(state)
     check(f"{topology}: down leaves nothing behind", not left, ", ".join(left))
+
+
+def full_size_reserved_frames(lab, src, dst):
+    """A reserved flow's full-size frames (1500-byte IPv4, DF) still cross the
+    fabric with their SR labels pushed: the switches' ports take jumbo frames."""
+    forecast = tempfile.NamedTemporaryFile("w", prefix="foresight-labtest-", suffix=".json", delete=False)
+    scratch.append(forecast.name)
+    forecast.write(json.dumps([{"id": "full-size", "src": lab.fabric.ip(src), "dst": lab.fabric.ip(dst),
+                                "bytes": 10 ** 7, "rate_gbps": 0.01, "start_unix_ns": time.time_ns(),
+                                "priority": "iteration-blocking"}]))
+    forecast.close()
+    r = lab.fabric_cmd([labmod.foresight_bin(), "reserve", "batch", "--file", forecast.name, "--json",
+                        "--controller", labmod.NDSP_ADDR], check=False)
+    labels = [f["labels"] for rv in json.loads(r.stdout or "[]") for f in rv["flows"]] if r.returncode == 0 else []
+    if not check("a reservation with SR labels is installed", bool(labels and labels[0]), r.stderr.strip()[:200]):
+        return
+    out = lab.host(src).cmd(f"ping -c 2 -W 2 -s 1472 -M do {lab.fabric.ip(dst)}")
+    check(f"a reserved flow's full-size frames cross the fabric ({len(labels[0])} labels pushed)",
+          " 0% packet loss" in out, out.strip()[-200:])
 
 
 def crash(name):

@@ -191,6 +191,15 @@ pub enum CollectiveLibrary {
     Other,
 }
 
+impl CollectiveLibrary {
+    /// Whether the library's connections are RDMA queue pairs the fabric
+    /// can tell apart. Gloo, MPI, XLA's CPU collectives and the rest may run
+    /// over TCP, where a host pair's connections share no QP to match on.
+    pub fn uses_queue_pairs(self) -> bool {
+        matches!(self, CollectiveLibrary::Nccl | CollectiveLibrary::Rccl)
+    }
+}
+
 /// A configured collective algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CollectiveAlgorithm {

@@ -1253,7 +1253,9 @@ impl Engine {
                     flow_id: format!("{}/{}", c.collective_id, meta.len()),
                     src_rank: None,
                     dst_rank: None,
-                    steer_qp: true,
+                    // Entries match the controller's QP only where the
+                    // library has QPs; a TCP job's match its host pairs.
+                    steer_qp: job.library.uses_queue_pairs(),
                 });
             }
         }
@@ -2065,6 +2067,30 @@ mod tests {
         assert_eq!(e.next_event(T0 + 90 * MS, lead), Some(T0 + 300 * MS));
         assert_eq!(e.expire(T0 + 300 * MS), vec![r.id.clone()]);
         assert!(e.state.reservations.is_empty());
+    }
+
+    /// NCCL's connections are queue pairs the entries can match; gloo's are
+    /// TCP connections on ephemeral ports, so its entries match the host pair.
+    #[test]
+    fn a_tcp_library_s_collective_matches_host_pairs_not_qps() {
+        for (library, steers) in [
+            (proto::CollectiveLibrary::Nccl, true),
+            (proto::CollectiveLibrary::Gloo, false),
+        ] {
+            let mut e = engine();
+            let mut req = testkit::requests::register("job", &["10.0.1.1", "10.0.2.1"]);
+            req.topology.as_mut().unwrap().library = library as i32;
+            let t = req.validate().unwrap();
+            e.register(&req, t);
+            let req = ring("ar", 16, 100 * MS, 200 * MS);
+            let (r, _) = e
+                .submit_collective(&req, &req.validate().unwrap(), T0)
+                .unwrap();
+            assert_eq!(r.status, Status::Admitted, "{library:?}");
+            for f in &r.flows {
+                assert_eq!(f.dst_qp().is_some(), steers, "{library:?}: {f:?}");
+            }
+        }
     }
 
     #[test]

@@ -139,3 +139,47 @@ def queue_stats(queue):
         out[k] = {"peak": v[-1], "p99": v[min(len(v) - 1, int(len(v) * 0.99))],
                   "ge10": sum(1 for x in v if x >= 10) / len(v), "samples": len(v)}
     return out
+
+
+JAX_LABEL = {"alone": "alone (no background)", "isolated": "isolated (background in its leaf)", **MODE_LABEL,
+             "foresight-bg": "Foresight, background's forecast only"}
+JAX_COLORS = {"alone": "#7f7f7f", "isolated": "#3a3a3a", **COLORS, "foresight-bg": "#8fb8e8"}
+
+
+def jax_steps(out):
+    """Left: every run's mean step time over its seed's reference (isolated) median, per mode.
+    Right: step time per iteration (median over seeds, min-max band)."""
+    runs = [r for r in _read(os.path.join(out, "runs.csv")) if r["mean_vs_ref"]]
+    steps = _read(os.path.join(out, "steps.csv"))
+    modes = [m for m in JAX_LABEL if any(r["mode"] == m for r in runs)]
+    fig, ax = plt.subplots(1, 2, figsize=(12, 4.4))
+    data = [[float(r["mean_vs_ref"]) for r in runs if r["mode"] == m] for m in modes]
+    ax[0].boxplot(data, labels=[JAX_LABEL[m].replace(" (", "\n(") for m in modes], widths=0.5,
+                  showfliers=False)
+    for i, (m, d) in enumerate(zip(modes, data)):
+        xs = [i + 1 + (j - len(d) / 2) * 0.03 for j in range(len(d))]
+        ax[0].scatter(xs, d, s=14, color=JAX_COLORS[m], zorder=3)
+    ax[0].axhline(1.0, color="grey", lw=0.8, ls=":")
+    ref = next((r["mode"] for r in runs if float(r["median_vs_ref"]) == 1.0), "reference")
+    ax[0].set_ylabel(f"mean step time / {ref}'s median step")
+    seeds = len({r["seed"] for r in runs})
+    ax[0].set_title(f"JAX data-parallel step (gloo ring, 4 hosts), {seeds} seeds")
+    for m in modes:
+        by_step = {}
+        for r in steps:
+            if r["mode"] == m:
+                by_step.setdefault(int(r["step"]), []).append(float(r["step_s"]))
+        xs = sorted(by_step)
+        if not xs:
+            continue
+        med = [sorted(by_step[x])[len(by_step[x]) // 2] for x in xs]
+        ax[1].plot(xs, med, color=JAX_COLORS[m], label=JAX_LABEL[m], lw=1.5)
+        ax[1].fill_between(xs, [min(by_step[x]) for x in xs], [max(by_step[x]) for x in xs],
+                           color=JAX_COLORS[m], alpha=0.15)
+    ax[1].set_xlabel("iteration (step 0 is not announced)")
+    ax[1].set_ylabel("step time (s)")
+    ax[1].set_title("per iteration: median over seeds, min-max band")
+    ax[1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "jax_steps.png"), dpi=120)
+    plt.close(fig)

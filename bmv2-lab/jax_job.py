@@ -1,0 +1,148 @@
+"""One process of the lab's JAX training job (run by `experiment.py jax`).
+
+A data-parallel MLP step, gradients averaged with pmean: XLA's CPU
+collectives over gloo, TCP between the Mininet hosts. Process i runs on the
+host whose fabric address is --hosts[i]; gloo binds to that address (the
+lab's hosts share one hostname, which gloo would otherwise resolve).
+
+Process 0 writes one CSV row per step (--out) and, with --controller,
+announces each next step's collectives over NDSP while the current one
+runs (T+1, `foresight_ndsp.jax.StepAnnouncer` on a BackgroundSender, so
+the step never waits on the controller). The announced window asks for the
+NIC's rate: it opens at --open-fraction of the last step's length from now
+and lasts the bytes at --nic-bps, plus --window-margin, plus the slack of
+the early opening.
+
+Runs under a Python with jax and foresight-ndsp (see bmv2-lab/README.md).
+"""
+
+import argparse
+import csv
+import sys
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--process-id", type=int, required=True)
+    p.add_argument("--hosts", required=True, help="fabric IPv4 address of each process's host, by process id")
+    p.add_argument("--coordinator-port", type=int, default=47001,
+                   help="jax.distributed coordinator port on process 0's host")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--width", type=int, default=96, help="hidden width (gradient bytes grow with its square)")
+    p.add_argument("--out", help="process 0: per-step CSV")
+    p.add_argument("--controller", help="process 0: announce each next step to this NDSP address")
+    p.add_argument("--tenant", default="ml")
+    p.add_argument("--job", default="jax-lab")
+    p.add_argument("--nic-bps", type=float, default=0.0, help="the rate the announcement asks for (bit/s)")
+    p.add_argument("--window-margin", type=float, default=0.25)
+    p.add_argument("--open-fraction", type=float, default=0.8)
+    return p.parse_args()
+
+
+def use_gloo_bound_to(address):
+    """Gloo over TCP, bound to `address` instead of the resolved hostname."""
+    import jax
+    from jax._src.lib import _jax
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    make = _jax.make_gloo_tcp_collectives
+    _jax.make_gloo_tcp_collectives = lambda **kw: make(hostname=address, **kw)
+
+
+def main(args):
+    hosts = args.hosts.split(",")
+    me = hosts[args.process_id]
+    use_gloo_bound_to(me)
+    import jax
+
+    jax.distributed.initialize(f"{hosts[0]}:{args.coordinator_port}", num_processes=len(hosts),
+                               process_id=args.process_id, initialization_timeout=120)
+    import jax.numpy as jnp
+    from jax import shard_map
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    mesh = Mesh(jax.devices(), ("dp",))
+    sizes = [256, args.width, args.width, 10]
+
+    def loss(params, x, y):
+        h = x
+        for i, (w, b) in enumerate(params):
+            h = h @ w + b
+            if i < len(params) - 1:
+                h = jnp.tanh(h)
+        return jnp.mean((h - y) ** 2)
+
+    def local_step(params, x, y):
+        l, g = jax.value_and_grad(loss)(params, x, y)
+        g = jax.lax.pmean(g, "dp")
+        return jax.tree.map(lambda p, gp: p - 0.01 * gp, params, g), jax.lax.pmean(l, "dp")
+
+    step = jax.jit(shard_map(local_step, mesh=mesh, in_specs=(P(), P("dp"), P("dp")), out_specs=(P(), P()),
+                             check_vma=False))
+    key = jax.random.PRNGKey(0)
+    params = [(jax.random.normal(key, (a, b)) * 0.05, jnp.zeros((b,))) for a, b in zip(sizes[:-1], sizes[1:])]
+    params = jax.device_put(params, NamedSharding(mesh, P()))
+    local = jax.random.normal(jax.random.PRNGKey(1 + args.process_id), (32, sizes[0]))
+    x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("dp")), local)
+    y = jax.make_array_from_process_local_data(NamedSharding(mesh, P("dp")), jnp.ones((32, sizes[-1])))
+
+    announcer = sender = None
+    link_bytes = 0
+    if args.process_id == 0:
+        from foresight_ndsp.jax import read_step_schedule, wire_flows
+
+        schedule = read_step_schedule(step, params, x, y)
+        # Every ring link carries the same bytes: take the busiest.
+        per_link = {}
+        for c in schedule.cross_process():
+            for f in wire_flows(c):
+                per_link[(f.src, f.dst)] = per_link.get((f.src, f.dst), 0) + f.size_bytes
+        link_bytes = max(per_link.values())
+        print(f"step: {len(schedule.cross_process())} cross-process collectives, {link_bytes} bytes per ring link",
+              flush=True)
+        if args.controller:
+            from foresight_ndsp import BackgroundSender, NdspClient
+            from foresight_ndsp.jax import StepAnnouncer, job_for_processes
+
+            client = NdspClient(args.controller, args.tenant)
+            client.handshake()
+            sender = BackgroundSender(client, job=job_for_processes(args.job, hosts,
+                                                                     library_version=f"jax {jax.__version__}"))
+            announcer = StepAnnouncer(sender, schedule, args.job, id_prefix=f"{args.job}.{time.time_ns()}")
+
+    params, l = step(params, x, y)  # compile; the first collectives set the connections up
+    jax.block_until_ready(l)
+    period_ns = None
+    rows = []
+    for k in range(args.steps):
+        if announcer is not None and period_ns is not None:
+            comm_ns = link_bytes * 8 / args.nic_bps * 1e9
+            opens = int(period_ns * args.open_fraction)
+            window = int(comm_ns * (1 + args.window_margin) + (period_ns - opens))
+            announcer.announce(k + 1, start_offset_ns=opens, window_ns=window)
+        t0 = time.time_ns()
+        params, l = step(params, x, y)
+        jax.block_until_ready(l)
+        t1 = time.time_ns()
+        period_ns = t1 - t0
+        rows.append({"step": k, "start_unix_ns": t0, "end_unix_ns": t1, "step_s": round(period_ns / 1e9, 4),
+                     "link_bytes": link_bytes, "announced": int(announcer is not None and k > 0)})
+        if args.process_id == 0:
+            print(f"step {k}: {period_ns / 1e9:.3f} s", flush=True)
+    if args.process_id == 0 and args.out:
+        with open(args.out, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+            w.writeheader()
+            w.writerows(rows)
+    if sender is not None:
+        sender.flush(5)
+        c = sender.close()
+        print(f"sender: sent {c.sent}, dropped {c.dropped_full}, failed {c.failed}, expired {c.expired}"
+              f"{'; last error: ' + str(sender.last_error) if c.failed else ''}", flush=True)
+    jax.distributed.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(parse_args()))

@@ -231,15 +231,7 @@ class Experiment:
                 demands.append({"id": f"{tag}-bg-{src}-{dst}-{qp}", "src": f.ip(src), "dst": f.ip(dst), "qp": qp,
                                 "bytes": int(gbps * 1e9 / 8 * dur_ms / 1e3), "rate_gbps": gbps,
                                 "start_unix_ns": c["start"], "priority": "background"})
-        with open(path, "w") as fh:
-            json.dump(demands, fh, indent=1)
-        r = self.lab.fabric_cmd([self.foresight, "reserve", "batch", "--file", path, "--json",
-                                 "--controller", labmod.NDSP_ADDR], check=False)
-        if r.returncode != 0:
-            raise RuntimeError(f"foresight reserve batch: {r.stderr.strip()}")
-        res = json.loads(r.stdout)
-        with open(path.replace("forecast.json", "reservations.json"), "w") as fh:
-            fh.write(r.stdout)
+        res = reserve_batch(self.lab, demands, path)
         flows = [fl for rv in res for fl in rv["flows"]]
         reserved = sum(1 for fl in flows if fl["accepted_bps"] > 0)
         # The NDSP contract: a sender keeps to the bandwidth it was granted
@@ -388,6 +380,20 @@ class Experiment:
             return None
         return {"completion_s": (last - ring_start) / 1e9, "retransmits": retx, "cnps": cnps,
                 "ce_marked": ce, "background_bytes": bg}
+
+
+def reserve_batch(lab, demands, forecast_path):
+    """`foresight reserve batch` with `demands` (written to forecast_path);
+    the answer is kept next to it as reservations.json and returned."""
+    with open(forecast_path, "w") as fh:
+        json.dump(demands, fh, indent=1)
+    r = lab.fabric_cmd([labmod.foresight_bin("foresight"), "reserve", "batch", "--file", forecast_path, "--json",
+                        "--controller", labmod.NDSP_ADDR], check=False)
+    if r.returncode != 0:
+        raise RuntimeError(f"foresight reserve batch: {r.stderr.strip()}")
+    with open(os.path.join(os.path.dirname(forecast_path), "reservations.json"), "w") as fh:
+        fh.write(r.stdout)
+    return json.loads(r.stdout)
 
 
 def write_csv(path, rows):

@@ -166,15 +166,7 @@ class JaxExperiment:
                     "qp": fl["dest_qp"], "bytes": int(gbps * 1e9 / 8 * self.args.background_s),
                     "rate_gbps": gbps, "start_unix_ns": spec["start_unix_ns"], "priority": "background"}
                    for fl in spec["flows"]]
-        path = os.path.join(raw, "forecast.json")
-        with open(path, "w") as fh:
-            json.dump(demands, fh, indent=1)
-        r = self.lab.fabric_cmd([self.foresight, "reserve", "batch", "--file", path, "--json",
-                                 "--controller", labmod.NDSP_ADDR], check=False)
-        if r.returncode != 0:
-            raise RuntimeError(f"foresight reserve batch: {r.stderr.strip()}")
-        with open(os.path.join(raw, "reservations.json"), "w") as fh:
-            fh.write(r.stdout)
+        expmod.reserve_batch(self.lab, demands, os.path.join(raw, "forecast.json"))
         return [d["id"] for d in demands]
 
     # -- one run -------------------------------------------------------------

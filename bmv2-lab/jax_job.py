@@ -1,25 +1,32 @@
 """One process of the lab's JAX training job (run by `experiment.py jax`).
 
-A data-parallel MLP step, gradients averaged with pmean: XLA's CPU
-collectives over gloo, TCP between the Mininet hosts. Process i runs on the
-host whose fabric address is --hosts[i]; gloo binds to that address (the
-lab's hosts share one hostname, which gloo would otherwise resolve).
+The data-parallel MLP step of clients/python/examples/announce_jax_step.py
+(gradients averaged with pmean: XLA's CPU collectives over gloo, TCP
+between the Mininet hosts). Process i runs on the host whose fabric address
+is --hosts[i]; gloo binds to that address (the lab's hosts share one
+hostname, which gloo would otherwise resolve).
 
 Process 0 writes one CSV row per step (--out) and, with --controller,
 announces each next step's collectives over NDSP while the current one
 runs (T+1, `foresight_ndsp.jax.StepAnnouncer` on a BackgroundSender, so
-the step never waits on the controller). The announced window asks for the
-NIC's rate: it opens at --open-fraction of the last step's length from now
-and lasts the bytes at --nic-bps, plus --window-margin, plus the slack of
-the early opening.
+the step never waits on the controller). The announced window opens at
+--open-fraction of the last step's length from now and lasts the step's
+bytes per ring link at --nic-bps, plus --window-margin, plus the early
+opening; the controller plans the bytes over that window.
 
 Runs under a Python with jax and foresight-ndsp (see bmv2-lab/README.md).
 """
 
 import argparse
 import csv
+import os
 import sys
 import time
+
+# The model is the client's JAX example's.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "clients", "python",
+                                "examples"))
+from announce_jax_step import data_parallel_mlp  # noqa: E402
 
 
 def parse_args():
@@ -58,34 +65,7 @@ def main(args):
 
     jax.distributed.initialize(f"{hosts[0]}:{args.coordinator_port}", num_processes=len(hosts),
                                process_id=args.process_id, initialization_timeout=120)
-    import jax.numpy as jnp
-    from jax import shard_map
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-
-    mesh = Mesh(jax.devices(), ("dp",))
-    sizes = [256, args.width, args.width, 10]
-
-    def loss(params, x, y):
-        h = x
-        for i, (w, b) in enumerate(params):
-            h = h @ w + b
-            if i < len(params) - 1:
-                h = jnp.tanh(h)
-        return jnp.mean((h - y) ** 2)
-
-    def local_step(params, x, y):
-        l, g = jax.value_and_grad(loss)(params, x, y)
-        g = jax.lax.pmean(g, "dp")
-        return jax.tree.map(lambda p, gp: p - 0.01 * gp, params, g), jax.lax.pmean(l, "dp")
-
-    step = jax.jit(shard_map(local_step, mesh=mesh, in_specs=(P(), P("dp"), P("dp")), out_specs=(P(), P()),
-                             check_vma=False))
-    key = jax.random.PRNGKey(0)
-    params = [(jax.random.normal(key, (a, b)) * 0.05, jnp.zeros((b,))) for a, b in zip(sizes[:-1], sizes[1:])]
-    params = jax.device_put(params, NamedSharding(mesh, P()))
-    local = jax.random.normal(jax.random.PRNGKey(1 + args.process_id), (32, sizes[0]))
-    x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("dp")), local)
-    y = jax.make_array_from_process_local_data(NamedSharding(mesh, P("dp")), jnp.ones((32, sizes[-1])))
+    step, params, x, y = data_parallel_mlp(args.width, args.process_id)
 
     announcer = sender = None
     link_bytes = 0

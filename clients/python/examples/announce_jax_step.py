@@ -53,23 +53,17 @@ def launch(args):
     return max(p.wait() for p in procs)
 
 
-def main(args):
-    hosts = args.hosts.split(",")
-    if len(hosts) != args.num_processes:
-        sys.exit(f"--hosts: {len(hosts)} addresses for {args.num_processes} processes; give one per process")
+def data_parallel_mlp(width, process_id):
+    """A data-parallel MLP step over every process's devices (gradients
+    averaged with pmean) and its arguments: (step, params, x, y). Call after
+    jax.distributed.initialize."""
     import jax
-
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(args.coordinator, num_processes=args.num_processes, process_id=args.process_id)
     import jax.numpy as jnp
     from jax import shard_map
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-    from foresight_ndsp import BackgroundSender, NdspClient
-    from foresight_ndsp.jax import StepAnnouncer, describe, job_for_processes, read_step_schedule
-
     mesh = Mesh(jax.devices(), ("dp",))
-    sizes = [256, args.width, args.width, 10]
+    sizes = [256, width, width, 10]
 
     def loss(params, x, y):
         h = x
@@ -89,9 +83,25 @@ def main(args):
     key = jax.random.PRNGKey(0)
     params = [(jax.random.normal(key, (a, b)) * 0.05, jnp.zeros((b,))) for a, b in zip(sizes[:-1], sizes[1:])]
     params = jax.device_put(params, NamedSharding(mesh, P()))
-    local = jax.random.normal(jax.random.PRNGKey(1 + args.process_id), (32, sizes[0]))
+    local = jax.random.normal(jax.random.PRNGKey(1 + process_id), (32, sizes[0]))
     x = jax.make_array_from_process_local_data(NamedSharding(mesh, P("dp")), local)
     y = jax.make_array_from_process_local_data(NamedSharding(mesh, P("dp")), jnp.ones((32, sizes[-1])))
+    return step, params, x, y
+
+
+def main(args):
+    hosts = args.hosts.split(",")
+    if len(hosts) != args.num_processes:
+        sys.exit(f"--hosts: {len(hosts)} addresses for {args.num_processes} processes; give one per process")
+    import jax
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(args.coordinator, num_processes=args.num_processes, process_id=args.process_id)
+
+    from foresight_ndsp import BackgroundSender, NdspClient
+    from foresight_ndsp.jax import StepAnnouncer, describe, job_for_processes, read_step_schedule
+
+    step, params, x, y = data_parallel_mlp(args.width, args.process_id)
 
     schedule = read_step_schedule(step, params, x, y)
     announcer = sender = client = None

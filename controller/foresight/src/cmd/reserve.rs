@@ -629,7 +629,7 @@ fn print_reservation(r: &ReservationOut) {
             "SRC -> DST",
             "QP",
             "STATUS",
-            "Gb/s got/asked",
+            "GOT / ASKED",
             "LABELS",
             "PATH",
         ],
@@ -643,9 +643,9 @@ fn print_reservation(r: &ReservationOut) {
             f.dest_qp.map_or("any".into(), |q| q.to_string()),
             f.status.to_string(),
             format!(
-                "{:.1}/{:.1}",
-                f.accepted_bps as f64 / 1e9,
-                f.requested_bps as f64 / 1e9
+                "{} / {}",
+                table::rate(f.accepted_bps),
+                table::rate(f.requested_bps)
             ),
             labels.join(" "),
             f.path.join(" "),

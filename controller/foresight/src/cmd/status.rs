@@ -138,15 +138,12 @@ pub fn render(s: &StatusView) -> String {
         let _ = writeln!(o, "  nothing reserved or measured");
         return o;
     }
-    let mut links = table::new(
-        &["LINK", "RESERVED Gb/s", "CAPACITY Gb/s", "MEASURED"],
-        &[1, 2],
-    );
+    let mut links = table::new(&["LINK", "RESERVED", "CAPACITY", "MEASURED"], &[1, 2]);
     for l in &s.links {
         let measured = match (l.measured_bps, l.utilization) {
             (Some(m), Some(u)) => format!(
-                "{:.2} Gb/s ({:.0}%), queue {} pkts",
-                m as f64 / 1e9,
+                "{} ({:.0}%), queue {} pkts",
+                table::rate(m),
                 u * 100.0,
                 l.queue_packets.unwrap_or(0)
             ),
@@ -154,8 +151,8 @@ pub fn render(s: &StatusView) -> String {
         };
         links.add_row(vec![
             l.link.clone(),
-            format!("{:.2}", l.reserved_bps as f64 / 1e9),
-            format!("{:.1}", l.capacity_bps as f64 / 1e9),
+            table::rate(l.reserved_bps),
+            table::rate(l.capacity_bps),
             measured,
         ]);
     }
@@ -201,10 +198,10 @@ mod tests {
             switches[1].contains("leaf1") && switches[1].contains("primary"),
             "{text}"
         );
-        let links = table_lines(&text, "RESERVED Gb/s");
+        let links = table_lines(&text, "RESERVED");
         assert_eq!(links.len(), 3, "{text}");
         assert!(
-            links[1].contains("4.00") && links[1].contains("0.10 Gb/s (1%)"),
+            links[1].contains("4.00 Gb/s") && links[1].contains("100 Mb/s (1%)"),
             "{text}"
         );
     }

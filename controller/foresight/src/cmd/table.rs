@@ -1,5 +1,6 @@
 //! The CLI's text tables: borderless, each column as wide as its widest
-//! cell, numbers right-aligned, indented under a section title.
+//! cell, numbers right-aligned, indented under a section title; and the
+//! cells they share.
 
 use comfy_table::{presets, CellAlignment, ContentArrangement, Table};
 
@@ -28,6 +29,23 @@ pub fn indented(t: &Table) -> String {
     out
 }
 
+/// A rate in the unit that shows it, to 3 significant digits: fabrics run
+/// at Gbit/s, the BMv2 lab's at Mbit/s, and "0.00 Gb/s" hides both.
+pub fn rate(bps: u64) -> String {
+    let (value, unit) = match bps {
+        b if b >= 1_000_000_000 => (b as f64 / 1e9, "Gb/s"),
+        b if b >= 1_000_000 => (b as f64 / 1e6, "Mb/s"),
+        b if b >= 1_000 => (b as f64 / 1e3, "kb/s"),
+        b => (b as f64, "b/s"),
+    };
+    let decimals = match value {
+        v if v >= 100.0 || unit == "b/s" => 0,
+        v if v >= 10.0 => 1,
+        _ => 2,
+    };
+    format!("{value:.decimals$} {unit}")
+}
+
 #[cfg(test)]
 mod tests {
     /// Cells longer than any header set the width; numbers align right.
@@ -47,5 +65,17 @@ mod tests {
             ],
             "{text}"
         );
+    }
+
+    #[test]
+    fn rates_read_in_their_own_unit() {
+        assert_eq!(super::rate(400_000_000_000), "400 Gb/s");
+        assert_eq!(super::rate(100_000_000_000), "100 Gb/s");
+        assert_eq!(super::rate(12_500_000_000), "12.5 Gb/s");
+        assert_eq!(super::rate(1_817_000), "1.82 Mb/s");
+        assert_eq!(super::rate(6_000_000), "6.00 Mb/s");
+        assert_eq!(super::rate(640_000), "640 kb/s");
+        assert_eq!(super::rate(999), "999 b/s");
+        assert_eq!(super::rate(0), "0 b/s");
     }
 }

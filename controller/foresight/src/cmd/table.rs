@@ -32,11 +32,19 @@ pub fn indented(t: &Table) -> String {
 /// A rate in the unit that shows it, to 3 significant digits: fabrics run
 /// at Gbit/s, the BMv2 lab's at Mbit/s, and "0.00 Gb/s" hides both.
 pub fn rate(bps: u64) -> String {
-    let (value, unit) = match bps {
-        b if b >= 1_000_000_000 => (b as f64 / 1e9, "Gb/s"),
-        b if b >= 1_000_000 => (b as f64 / 1e6, "Mb/s"),
-        b if b >= 1_000 => (b as f64 / 1e3, "kb/s"),
-        b => (b as f64, "b/s"),
+    // The unit of the value once rounded to 3 digits (999,999 b/s is
+    // 1.00 Mb/s, not 1000 kb/s).
+    let rounded = if bps < 1000 {
+        bps as f64
+    } else {
+        let magnitude = 10f64.powi((bps as f64).log10().floor() as i32 - 2);
+        (bps as f64 / magnitude).round() * magnitude
+    };
+    let (value, unit) = match rounded {
+        b if b >= 1e9 => (b / 1e9, "Gb/s"),
+        b if b >= 1e6 => (b / 1e6, "Mb/s"),
+        b if b >= 1e3 => (b / 1e3, "kb/s"),
+        b => (b, "b/s"),
     };
     let decimals = match value {
         v if v >= 100.0 || unit == "b/s" => 0,
@@ -77,5 +85,7 @@ mod tests {
         assert_eq!(super::rate(640_000), "640 kb/s");
         assert_eq!(super::rate(999), "999 b/s");
         assert_eq!(super::rate(0), "0 b/s");
+        assert_eq!(super::rate(999_999), "1.00 Mb/s");
+        assert_eq!(super::rate(99_960), "100 kb/s");
     }
 }

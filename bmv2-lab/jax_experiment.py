@@ -170,43 +170,56 @@ class JaxExperiment:
         return [d["id"] for d in demands]
 
     # -- one run -------------------------------------------------------------
-    def run_one(self, seed, mode):
-        tag = f"s{seed}-{mode}"
-        raw = os.path.join(self.out, "raw", tag)
-        os.makedirs(raw, exist_ok=True)
-        self.controller(mode)
-        bg_procs, bg_ids = [], []
-        if mode != "alone":
-            spec = self.background(seed, time.time_ns() + 1_000_000_000, isolated=mode == "isolated")
-            spec_path = os.path.join(raw, "background.json")
-            with open(spec_path, "w") as fh:
-                json.dump(spec, fh)
-            if mode in ("foresight", "foresight-bg"):
-                bg_ids = self.forecast_background(spec, raw, tag)
-            senders = sorted({fl["src"] for fl in spec["flows"]} | {fl["dst"] for fl in spec["flows"]})
-            for h in senders:
-                logf = open(os.path.join(raw, f"rocegen-{h}.log"), "w")
-                bg_procs.append(self.lab.host(h).popen(
+    def start_background(self, seed, mode, raw, tag):
+        """The mode's background flows, running (and forecast in Foresight
+        modes) before the job starts; returns (processes, forecast ids)."""
+        spec = self.background(seed, time.time_ns() + 1_000_000_000, isolated=mode == "isolated")
+        spec_path = os.path.join(raw, "background.json")
+        with open(spec_path, "w") as fh:
+            json.dump(spec, fh)
+        ids = []
+        if mode in ("foresight", "foresight-bg"):
+            ids = self.forecast_background(spec, raw, tag)
+        procs = []
+        for h in sorted({fl["src"] for fl in spec["flows"]} | {fl["dst"] for fl in spec["flows"]}):
+            with open(os.path.join(raw, f"rocegen-{h}.log"), "w") as logf:
+                procs.append(self.lab.host(h).popen(
                     [self.rocegen, "run", "--spec", spec_path, "--host", h, "--out", raw,
                      "--timeout-s", f"{self.args.background_s + 30:.0f}", "--rto-ms", "1000",
                      "--ack-every", "16", "--ack-delay-ms", "100", "--quiet"],
                     stdout=logf, stderr=subprocess.STDOUT))
-            time.sleep(2.0)  # the background is running before the job starts
-        steps_csv = os.path.join(raw, "steps.csv")
+        time.sleep(2.0)  # the background is running before the job starts
+        return procs, ids
+
+    def stop_background(self, procs, ids):
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for d in ids:
+            self.lab.fabric_cmd([self.foresight, "cancel", "--demand", d, "--controller", labmod.NDSP_ADDR],
+                                check=False)
+
+    def run_job(self, mode, raw, tag):
+        """The JAX job, one process per rank host; returns each one's exit
+        code ("timeout" if it was killed)."""
         hosts = ",".join(self.lab.fabric.ip(h) for h in self.ranks)
-        procs = []
         env = dict(os.environ, OMP_NUM_THREADS="1", XLA_FLAGS="--xla_cpu_multi_thread_eigen=false",
                    TF_CPP_MIN_LOG_LEVEL="2")
+        procs = []
         for i, h in enumerate(self.ranks):
             cmd = [self.args.python, os.path.join(HERE, "jax_job.py"), "--process-id", str(i), "--hosts", hosts,
                    "--steps", str(self.args.steps), "--width", str(self.args.width)]
             if i == 0:
-                cmd += ["--out", steps_csv]
+                cmd += ["--out", os.path.join(raw, "steps.csv")]
                 if mode == "foresight":
                     cmd += ["--controller", self.controller_addr, "--nic-bps", f"{self.nic_bps:.0f}",
                             "--job", f"jax-{tag}", "--window-margin", str(self.args.window_margin)]
-            logf = open(os.path.join(raw, f"jax-{i}-{h}.log"), "w")
-            procs.append(self.lab.host(h).popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env))
+            with open(os.path.join(raw, f"jax-{i}-{h}.log"), "w") as logf:
+                procs.append(self.lab.host(h).popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env))
         deadline = time.time() + self.args.timeout_s
         codes = []
         for p in procs:
@@ -215,18 +228,19 @@ class JaxExperiment:
             except subprocess.TimeoutExpired:
                 p.kill()
                 codes.append("timeout")
-        for p in bg_procs:
-            p.terminate()
-        for p in bg_procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        for d in bg_ids:
-            self.lab.fabric_cmd([self.foresight, "cancel", "--demand", d, "--controller", labmod.NDSP_ADDR],
-                                check=False)
+        return codes
+
+    def run_one(self, seed, mode):
+        tag = f"s{seed}-{mode}"
+        raw = os.path.join(self.out, "raw", tag)
+        os.makedirs(raw, exist_ok=True)
+        self.controller(mode)
+        bg_procs, bg_ids = self.start_background(seed, mode, raw, tag) if mode != "alone" else ([], [])
+        codes = self.run_job(mode, raw, tag)
+        self.stop_background(bg_procs, bg_ids)
         failed = [f"{h}:{c}" for h, c in zip(self.ranks, codes) if c != 0]
         steps = []
+        steps_csv = os.path.join(raw, "steps.csv")
         if os.path.exists(steps_csv):
             with open(steps_csv) as fh:
                 steps = [{"seed": seed, "mode": mode, **r} for r in csv.DictReader(fh)]

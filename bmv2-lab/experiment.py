@@ -4,6 +4,7 @@
     sudo bmv2-lab/experiment.py allreduce [--seeds 10] [--out bmv2-lab/results/allreduce]
     sudo bmv2-lab/experiment.py predrain  [--seeds 3]  [--out bmv2-lab/results/predrain]
     sudo bmv2-lab/experiment.py jax       [--seeds 5]  [--out bmv2-lab/results/jax]   (jax_experiment.py)
+    sudo bmv2-lab/experiment.py t5        [--seeds 2]  [--out bmv2-lab/results/t5]    (t5_experiment.py)
     sudo bmv2-lab/experiment.py plot --out DIR          # plots again from DIR/*.csv
 
 One lab (bmv2-lab/lab.py) is brought up for the whole experiment and taken
@@ -543,7 +544,9 @@ def main():
                        help="time from the forecast to the first packet")
         p.set_defaults(func=cmd_allreduce if name == "allreduce" else cmd_predrain)
     import jax_experiment
+    import t5_experiment
     jax_experiment.add_parser(sub)
+    t5_experiment.add_parser(sub)
     pl = sub.add_parser("plot")
     pl.add_argument("--out", required=True)
     pl.set_defaults(func=None)
@@ -555,7 +558,9 @@ def main():
         if os.path.exists(os.path.join(args.out, "queue_stats.csv")):
             plots.predrain(args.out)
         if os.path.exists(os.path.join(args.out, "steps.csv")):
-            plots.jax_steps(args.out)
+            with open(os.path.join(args.out, "steps.csv")) as fh:
+                t5 = "comm_vs_isolated" in fh.readline()
+            plots.t5_steps(args.out) if t5 else plots.jax_steps(args.out)
         return 0
     if os.geteuid() != 0:
         sys.exit("experiments need root (network namespaces)")

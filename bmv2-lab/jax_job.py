@@ -14,6 +14,14 @@ the step never waits on the controller). The announced window opens at
 bytes per ring link at --nic-bps, plus --window-margin, plus the early
 opening; the controller plans the bytes over that window.
 
+With --register-only, process 0 registers the job over NDSP and announces
+nothing: what the controller reserves it learned from the traffic (T+5,
+`experiment.py t5`). --compute-s waits before each step's collectives, the
+stand-in for the forward and backward pass an accelerator would run (a
+sleep: computing here would take the CPUs the switches need);
+--change-at K switches to --width-after / --compute-after from step K on
+(another model size and batch: other bytes, another period).
+
 Runs under a Python with jax and foresight-ndsp (see bmv2-lab/README.md).
 """
 
@@ -44,7 +52,35 @@ def parse_args():
     p.add_argument("--nic-bps", type=float, default=0.0, help="the rate the announcement asks for (bit/s)")
     p.add_argument("--window-margin", type=float, default=0.25)
     p.add_argument("--open-fraction", type=float, default=0.8)
+    p.add_argument("--register-only", action="store_true",
+                   help="process 0: register the job with --controller, announce nothing (T+5)")
+    p.add_argument("--compute-s", type=float, default=0.0, help="wait before each step's collectives")
+    p.add_argument("--change-at", type=int, help="from this step on, --width-after and --compute-after")
+    p.add_argument("--width-after", type=int)
+    p.add_argument("--compute-after", type=float)
     return p.parse_args()
+
+
+def busiest_link(step, params, x, y):
+    """The step's compiled schedule and the bytes of its busiest ring link
+    (every ring link carries the same)."""
+    from foresight_ndsp.jax import read_step_schedule, wire_flows
+
+    schedule = read_step_schedule(step, params, x, y)
+    per_link = {}
+    for c in schedule.cross_process():
+        for f in wire_flows(c):
+            per_link[(f.src, f.dst)] = per_link.get((f.src, f.dst), 0) + f.size_bytes
+    return schedule, max(per_link.values())
+
+
+def write_rows(path, rows):
+    tmp = path + ".tmp"
+    with open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, path)
 
 
 def use_gloo_bound_to(address):
@@ -70,18 +106,18 @@ def main(args):
     announcer = sender = None
     link_bytes = 0
     if args.process_id == 0:
-        from foresight_ndsp.jax import read_step_schedule, wire_flows
-
-        schedule = read_step_schedule(step, params, x, y)
-        # Every ring link carries the same bytes: take the busiest.
-        per_link = {}
-        for c in schedule.cross_process():
-            for f in wire_flows(c):
-                per_link[(f.src, f.dst)] = per_link.get((f.src, f.dst), 0) + f.size_bytes
-        link_bytes = max(per_link.values())
+        schedule, link_bytes = busiest_link(step, params, x, y)
         print(f"step: {len(schedule.cross_process())} cross-process collectives, {link_bytes} bytes per ring link",
               flush=True)
-        if args.controller:
+        if args.controller and args.register_only:
+            from foresight_ndsp import NdspClient
+            from foresight_ndsp.jax import job_for_processes
+
+            client = NdspClient(args.controller, args.tenant)
+            client.handshake()
+            client.register_job(job_for_processes(args.job, hosts, library_version=f"jax {jax.__version__}"))
+            print(f"registered {args.job}; announcing nothing", flush=True)
+        elif args.controller:
             from foresight_ndsp import BackgroundSender, NdspClient
             from foresight_ndsp.jax import StepAnnouncer, job_for_processes
 
@@ -95,7 +131,21 @@ def main(args):
     jax.block_until_ready(l)
     period_ns = None
     rows = []
+    compute_s = args.compute_s
     for k in range(args.steps):
+        if k == args.change_at:
+            step, params, x, y = data_parallel_mlp(args.width_after, args.process_id)
+            if args.process_id == 0:
+                _, link_bytes = busiest_link(step, params, x, y)
+            params, l = step(params, x, y)  # compile before the clock runs again
+            jax.block_until_ready(l)
+            compute_s = args.compute_after
+            period_ns = None
+            if args.process_id == 0:
+                print(f"changed at step {k}: width {args.width_after}, compute {compute_s} s, "
+                      f"{link_bytes} bytes per ring link", flush=True)
+        if compute_s > 0:
+            time.sleep(compute_s)
         if announcer is not None and period_ns is not None:
             comm_ns = link_bytes * 8 / args.nic_bps * 1e9
             opens = int(period_ns * args.open_fraction)
@@ -107,14 +157,12 @@ def main(args):
         t1 = time.time_ns()
         period_ns = t1 - t0
         rows.append({"step": k, "start_unix_ns": t0, "end_unix_ns": t1, "step_s": round(period_ns / 1e9, 4),
-                     "link_bytes": link_bytes, "announced": int(announcer is not None and k > 0)})
+                     "compute_s": compute_s, "link_bytes": link_bytes,
+                     "announced": int(announcer is not None and k > 0)})
+        if args.process_id == 0 and args.out:
+            write_rows(args.out, rows)  # every step: a killed job leaves its steps
         if args.process_id == 0:
             print(f"step {k}: {period_ns / 1e9:.3f} s", flush=True)
-    if args.process_id == 0 and args.out:
-        with open(args.out, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
-            w.writeheader()
-            w.writerows(rows)
     if sender is not None:
         sender.flush(5)
         c = sender.close()

@@ -51,6 +51,7 @@ def reachability(topology, name):
               f"{len(lab.fabric.switches)} BMv2 switches", not missing, f"no reply from {missing}" if missing else "")
         if topology == TOPOLOGIES[0]:
             full_size_reserved_frames(lab, src, hosts[-1])
+            t5_learns_a_tcp_job(lab, src, hosts[-1])
         r = lab.fabric_cmd([labmod.foresight_bin(), "status", "--json"], check=False)
         check(f"{topology}: `foresight status` answers inside the fabric namespace", r.returncode == 0,
               r.stderr.strip()[:200])
@@ -78,6 +79,71 @@ def full_size_reserved_frames(lab, src, dst):
     out = lab.host(src).cmd(f"ping -c 2 -W 2 -s 1472 -M do {lab.fabric.ip(dst)}")
     check(f"a reserved flow's full-size frames cross the fabric ({len(labels[0])} labels pushed)",
           " 0% packet loss" in out, out.strip()[-200:])
+
+
+# A job's iterations over TCP: a burst of BYTES every PERIOD seconds, on one connection.
+TCP_SINK = """
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 47100)); s.listen(1)
+c, _ = s.accept()
+while c.recv(65536):
+    pass
+"""
+TCP_BURSTS = """
+import socket, sys, time
+dst, n, size, period = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+c = socket.create_connection((dst, 47100), timeout=10)
+t0 = time.time()
+for k in range(n):
+    time.sleep(max(0.0, t0 + k * period - time.time()))
+    c.sendall(b"x" * size)
+c.close()
+"""
+
+
+def t5_learns_a_tcp_job(lab, src, dst):
+    """T+5 on real TCP: a registered job that announces nothing sends a burst
+    every 1.5 s; the controller learns it from the watch counters (gloo is
+    TCP, which INT does not carry), reserves the next bursts by itself, and
+    withdraws them once the bursts stop."""
+    lab.stop_controller()
+    lab.start_controller("--learn-iterations", "--learn-idle-ms", "400", "--learn-jitter", "0.2",
+                         "--learn-bytes-tolerance", "0.3", "--learn-horizon", "1", log_name="controller-t5")
+    job = "labtest-t5"
+    r = lab.fabric_cmd([labmod.foresight_bin(), "register", "--job", job, "--hosts",
+                        f"{lab.fabric.ip(src)},{lab.fabric.ip(dst)}", "--library", "gloo",
+                        "--controller", labmod.NDSP_ADDR], check=False)
+    if not check("`foresight register` registers a job that announces nothing", r.returncode == 0,
+                 r.stderr.strip()[:200]):
+        return
+    sink = lab.host(dst).popen([sys.executable, "-c", TCP_SINK])
+    time.sleep(0.5)
+    bursts = lab.host(src).popen([sys.executable, "-c", TCP_BURSTS, lab.fabric.ip(dst), "9", "20000", "1.5"])
+    installed, stopped_at, live_after = set(), None, None
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if stopped_at is None and bursts.poll() is not None:
+            stopped_at = time.time()
+        r = lab.fabric_cmd([labmod.foresight_bin(), "status", "--json"], check=False)
+        listed = json.loads(r.stdout)["reservations"]["list"] if r.returncode == 0 else []
+        predicted = [x for x in listed if x.get("predicted") and x.get("job_id") == job]
+        installed |= {x["id"] for x in predicted if x["state"] == "installed"}
+        live = [x["id"] for x in predicted if x["state"] in ("scheduled", "installed")]
+        if stopped_at is not None and time.time() - stopped_at > 4.0:
+            live_after = live
+            break
+        time.sleep(0.2)
+    for p in (bursts, sink):
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    check("a TCP job that announces nothing is learned: predicted reservations installed ahead of its bursts",
+          len(installed) >= 2, f"{sorted(installed)}")
+    check("4 s after its bursts stop, none of its predicted reservations is live",
+          live_after == [], f"still live: {live_after}")
+    lab.stop_controller()
+    lab.start_controller()
 
 
 def crash(name):

@@ -12,7 +12,7 @@ exact. The next hop's input is rebuilt with chosen values for those fields.
 import struct
 
 from fs_common import FsTest, HOST_MAC, nbr_mac, sw_mac
-from fs_packets import (DROP, DS_TX_BYTES, FS_DOMAIN, FS_INSTRUCTIONS, INS_BUFFER,
+from fs_packets import (DROP, DS_TX_BYTES, FS_DOMAIN, FS_INSTRUCTIONS, INS_BUFFER, INT_DSCP_BIT,
                         INS_CHECKSUM_COMPLEMENT, INS_INGRESS_TS, INS_L2_PORTS, INS_TX_UTIL,
                         Flow, ReportGroup, ReportIndividual, hop_field_offsets, hop_words,
                         int_headers, int_hop, udp_checksum_ok, with_complement)
@@ -543,3 +543,37 @@ class IntMtu(IntBase):
                                       int_bytes=int_headers(ROCE_DSCP, ml, 8, ins, ds,
                                                             FS_DOMAIN, m=1)))
         self.expect_nothing()
+
+
+class TcpIsCountedNotInstrumented(IntBase):
+    """A host-pair watch entry (any port, any QP: how the controller watches a
+    job it learns, T+5) counts the pair's TCP packets in its direct counter
+    and forwards them unchanged, since INT rides on UDP only; the pair's
+    RoCEv2 packets still get INT."""
+
+    def runTest(self):
+        ins, ds = self.INS, self.DS
+        entry = self.sw["s1"].insert(
+            "int_ingress.watchlist",
+            {"src_addr": (SRC, 0xffffffff), "dst_addr": (DST, 0xffffffff)},
+            "int_ingress.int_source",
+            {"max_hop": 8, "instruction_bitmap": ins, "ds_instruction": ds},
+            priority=50)
+        self.path()
+        tcp = Flow(SRC, DST, sport=40000, dport=5000, payload=b"gloo" * 16, proto="tcp")
+        for _ in range(2):
+            self.send("s1", 1, tcp.packet(HOST_MAC, sw_mac("s1", 1), ttl=64, dscp=ROCE_DSCP))
+            self.expect("s1", 2, tcp.packet(sw_mac("s1", 2), nbr_mac("s1", 2), ttl=63, dscp=ROCE_DSCP))
+        self.expect_nothing()
+        read = self.sw["s1"].read_direct_counter
+        self.assertEqual(self.wait_counter(lambda: read(entry)[0], 2), 2)
+
+        # The same pair's RoCEv2 still gets INT at the source.
+        roce = Flow(SRC, DST, sport=49152, qp=QP, payload=bytes(range(64)))
+        self.send("s1", 1, roce.packet(HOST_MAC, sw_mac("s1", 1), ttl=64, dscp=ROCE_DSCP))
+        got = self.receive("s1", 2)
+        self.assertTrue((got[14 + 1] >> 2) & INT_DSCP_BIT, "INT's DSCP bit is set")
+        self.assertGreater(len(got), len(bytes(roce.packet(sw_mac("s1", 2), nbr_mac("s1", 2), ttl=63,
+                                                               dscp=ROCE_DSCP))),
+                           "the RoCEv2 packet grew by its INT headers")
+        self.assertEqual(self.wait_counter(lambda: read(entry)[0], 3), 3)

@@ -186,8 +186,13 @@ control IntIngress(in headers_t hdr, inout fs_metadata_t meta,
 
     apply {
         bool fragment = hdr.ipv4.flags[0:0] == 1 || hdr.ipv4.frag_offset != 0;
-        if (hdr.udp.isValid() && !hdr.int_shim.isValid() && !fragment) {
+        // TCP is watched too, for its entry's counter (what T+5 learns a
+        // TCP job from); INT itself rides on UDP only.
+        if ((hdr.udp.isValid() || hdr.tcp.isValid()) && !hdr.int_shim.isValid() && !fragment) {
             watchlist.apply();
+            if (!hdr.udp.isValid()) {
+                meta.telemetry.source = 0;
+            }
         }
         if (hdr.int_shim.isValid() || meta.telemetry.source == 1) {
             sink_ports.apply();

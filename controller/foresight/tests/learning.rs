@@ -4,8 +4,10 @@
 //! the next two by itself, marked predicted, keeps reserving while the job
 //! keeps time, and withdraws them (with a prediction_withdrawn event)
 //! within one period of the job going silent. On BMv2: a learned job's
-//! host pairs are watched with INT at their source leaves while it is
-//! registered, and no longer once it is cancelled.
+//! host pairs are watched at their source leaves while it is registered
+//! (their counters read back as the controller polls them), and no longer
+//! once it is cancelled. Learning from real TCP traffic through BMv2 is
+//! tested in the lab (`bmv2-lab/test_lab.py`).
 
 mod common;
 
@@ -100,6 +102,8 @@ async fn a_silent_job_is_learned_reserved_ahead_and_withdrawn() {
             "--int-listen",
             &int_listen,
             "--learn-iterations",
+            "--learn-from",
+            "int",
             "--learn-idle-ms",
             "40",
             "--learn-jitter",
@@ -222,6 +226,162 @@ async fn a_silent_job_is_learned_reserved_ahead_and_withdrawn() {
     );
 }
 
+/// The job announces the ring iteration starting one period from now (T+1).
+async fn announce(
+    client: &mut ndsp::proto::demand_signaling_client::DemandSignalingClient<
+        tonic::transport::Channel,
+    >,
+    hosts: &[&str],
+    n: u32,
+) -> Vec<String> {
+    let demands: Vec<proto::DemandSignal> = (0..hosts.len())
+        .map(|i| proto::DemandSignal {
+            job_id: "train".into(),
+            ..testkit::requests::demand(
+                &format!("announced-{n}-{i}"),
+                hosts[i],
+                hosts[(i + 1) % hosts.len()],
+                PERIOD.as_nanos() as u64,
+                30_000_000,
+                10_000_000_000,
+                None,
+            )
+        })
+        .collect();
+    let answer = client
+        .submit_demand(proto::SubmitDemandRequest {
+            header: header(),
+            reference_unix_ns: 0,
+            demands,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .validate()
+        .unwrap();
+    answer.into_iter().map(|r| r.reservation_id).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_announcing_job_is_learned_and_its_announcements_take_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let switches = common::unreachable_switches(dir.path());
+    // Learning from the watch counters (the default): the switches are
+    // down, so only the announcements are seen.
+    let controller = Controller::spawn(
+        dir.path(),
+        &switches,
+        50,
+        &[
+            "--switch-wait-s",
+            "0",
+            "--learn-iterations",
+            "--learn-horizon",
+            "1",
+            "--learn-jitter",
+            "0.2",
+        ],
+    );
+    let mut client = controller.client().await;
+    let hosts = ["10.0.1.1", "10.0.1.2", "10.0.2.1", "10.0.2.2"];
+    client
+        .register_topology(register("train", &hosts))
+        .await
+        .unwrap();
+    let mut watch = client
+        .watch_events(proto::WatchEventsRequest {
+            header: header(),
+            job_ids: vec!["train".into()],
+            telemetry_interval_ns: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+
+    let t0 = Instant::now();
+    for n in 0..3u32 {
+        tokio::time::sleep_until((t0 + PERIOD * n).into()).await;
+        announce(&mut client, &hosts, n).await;
+    }
+    // Three announced iterations lock the learner: the iteration after the
+    // last announced one is reserved, predicted, before the job says it.
+    let fourth = [
+        "t5/train/4/0",
+        "t5/train/4/1",
+        "t5/train/4/2",
+        "t5/train/4/3",
+    ];
+    let ahead = predicted_when(&mut client, |a| demand_ids(a) == fourth).await;
+    assert_eq!(demand_ids(&ahead), fourth, "{ahead:?}");
+    let predicted_ids: Vec<String> = ahead.iter().map(|r| r.reservation_id.clone()).collect();
+
+    // The job announces that iteration itself: its own reservation takes
+    // over (the prediction is withdrawn, with an event saying why), and
+    // the next one is predicted.
+    tokio::time::sleep_until((t0 + PERIOD * 3).into()).await;
+    let announced = announce(&mut client, &hosts, 3).await;
+    let mut withdrawn = None;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while withdrawn.is_none() && Instant::now() < deadline {
+        let Ok(Some(Ok(ev))) = tokio::time::timeout(Duration::from_millis(200), watch.message())
+            .await
+            .map(|m| m.transpose())
+        else {
+            continue;
+        };
+        if let WatchEventBody::Deviation(d) = ev.validate().expect("a valid event").body {
+            if let NetworkChange::PredictionWithdrawn { reason, .. } = d.change {
+                withdrawn = Some((reason, d.affected_reservation_ids));
+            }
+        }
+    }
+    let (reason, affected) = withdrawn.expect("a prediction_withdrawn event");
+    assert!(reason.contains("announced"), "{reason}");
+    let mut affected = affected;
+    affected.sort();
+    let mut expected = predicted_ids.clone();
+    expected.sort();
+    assert_eq!(affected, expected);
+    let fifth = [
+        "t5/train/5/0",
+        "t5/train/5/1",
+        "t5/train/5/2",
+        "t5/train/5/3",
+    ];
+    let live = |a: &[ValidatedReservation]| -> Vec<ValidatedReservation> {
+        a.iter()
+            .filter(|r| r.status != ReservationStatus::Cancelled)
+            .cloned()
+            .collect()
+    };
+    let ahead = predicted_when(&mut client, |a| demand_ids(&live(a)) == fifth).await;
+    assert_eq!(demand_ids(&live(&ahead)), fifth, "{ahead:?}");
+    // Every announced reservation stands, none is predicted.
+    let all = client
+        .list_reservations(proto::ListReservationsRequest {
+            header: header(),
+            job_id: "train".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .validate()
+        .unwrap()
+        .reservations;
+    for id in &announced {
+        let r = all
+            .iter()
+            .find(|r| &r.reservation_id == id)
+            .expect("announced reservation listed");
+        assert!(
+            !r.predicted && r.status == ReservationStatus::Admitted,
+            "{r:?}"
+        );
+    }
+    controller.kill();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_learned_jobs_host_pairs_are_watched_on_the_switches() {
     let _serial = serial().await;
@@ -239,7 +399,7 @@ async fn a_learned_jobs_host_pairs_are_watched_on_the_switches() {
         .await
         .unwrap();
     let line = |src: &str, dst: &str| {
-        format!("FsIngress.int_ingress.watchlist|dst_addr={dst}&&&255.255.255.255,l4_dst_port=4791&&&65535,src_addr={src}&&&255.255.255.255|FsIngress.int_ingress.int_source(ds_instruction=32768,instruction_bitmap=62464,max_hop=8)")
+        format!("FsIngress.int_ingress.watchlist|dst_addr={dst}&&&255.255.255.255,src_addr={src}&&&255.255.255.255|FsIngress.int_ingress.int_source(ds_instruction=32768,instruction_bitmap=62464,max_hop=8)")
     };
     let entries = reader.entries(&watch).await;
     assert_eq!(
@@ -253,6 +413,36 @@ async fn a_learned_jobs_host_pairs_are_watched_on_the_switches() {
         "{entries:?}"
     );
     assert!(entries.get("spine1").is_none_or(|s| s.is_empty()));
+    // The read the controller polls (--learn-from counters): every watch
+    // entry's counter at once, each naming its entry.
+    let info = reader.info().await.clone();
+    let table_id = info
+        .table("FsIngress.int_ingress.watchlist")
+        .unwrap()
+        .preamble
+        .as_ref()
+        .unwrap()
+        .id;
+    let counters = reader.sessions["leaf1"]
+        .read(vec![p4rt::proto::p4::v1::DirectCounterEntry {
+            table_entry: Some(p4rt::proto::p4::v1::TableEntry {
+                table_id,
+                ..Default::default()
+            }),
+            data: None,
+        }
+        .into()])
+        .await
+        .unwrap();
+    assert_eq!(counters.len(), 1, "{counters:?}");
+    match &counters[0].entity {
+        Some(p4rt::proto::p4::v1::entity::Entity::DirectCounterEntry(c)) => {
+            let entry = c.table_entry.as_ref().unwrap();
+            assert_eq!(entry.priority, 50);
+            assert_eq!(entry.r#match.len(), 2, "{entry:?}");
+        }
+        other => panic!("expected a direct counter, got {other:?}"),
+    }
     client
         .cancel(proto::CancelRequest {
             header: header(),

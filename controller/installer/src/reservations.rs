@@ -92,26 +92,41 @@ impl ReservedFlow {
     /// The ingress leaf's INT `watchlist` entry: instrument the flow's
     /// RoCEv2 packets so every hop stamps its queue and the sink reports.
     pub fn watch_entry(&self) -> Object {
-        watch(self.src_ip, self.dst_ip, self.dst_qp, WATCH_PRIORITY)
+        watch(
+            self.src_ip,
+            self.dst_ip,
+            Some(ROCEV2_UDP_PORT),
+            self.dst_qp,
+            WATCH_PRIORITY,
+        )
     }
 }
 
-/// The INT watch of every RoCEv2 packet from `src` to `dst`, at the source
-/// host's leaf: how the controller sees a job it is learning (T+5).
+/// The watch of every UDP and TCP packet from `src` to `dst`, at the
+/// source host's leaf: how the controller sees a job it is learning (T+5).
+/// UDP packets get INT; TCP packets (a gloo job's) are only counted by the
+/// entry's direct counter, which the controller polls.
 pub fn host_pair_watch_entry(src: Ipv4Addr, dst: Ipv4Addr) -> Object {
-    watch(src, dst, None, JOB_WATCH_PRIORITY)
+    watch(src, dst, None, None, JOB_WATCH_PRIORITY)
 }
 
-fn watch(src: Ipv4Addr, dst: Ipv4Addr, dst_qp: Option<u32>, priority: i32) -> Object {
+fn watch(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    l4_dst_port: Option<u16>,
+    dst_qp: Option<u32>,
+    priority: i32,
+) -> Object {
+    let port = match l4_dst_port {
+        Some(p) => format!("{p}&&&0xffff"),
+        None => "0&&&0".to_string(),
+    };
     Object::Entry(EntrySpec {
         table: names::INT_WATCHLIST.into(),
         matches: [
             ("src_addr".to_string(), host_match(src)),
             ("dst_addr".to_string(), host_match(dst)),
-            (
-                "l4_dst_port".to_string(),
-                format!("{ROCEV2_UDP_PORT}&&&0xffff"),
-            ),
+            ("l4_dst_port".to_string(), port),
             ("dst_qp".to_string(), qp_match(dst_qp)),
         ]
         .into(),

@@ -16,7 +16,7 @@ use planner::PlannerConfig;
 use serde::Deserialize;
 
 use super::target_args::TargetArgs;
-use crate::daemon::learning::LearningConfig;
+use crate::daemon::learning::{LearnFrom, LearningConfig};
 use crate::daemon::limits::Limits;
 use crate::daemon::telemetry::{MismatchTolerance, TelemetryConfig};
 use crate::daemon::{self, desired::Policy, Switches};
@@ -190,12 +190,24 @@ pub struct ControllerCmd {
     /// its forecast rate by more than this fraction.
     #[arg(long, default_value_t = 0.25)]
     mismatch_rate_fraction: f64,
-    /// T+5: learn every registered job's iterations from the INT reports
-    /// of its host pairs (watched while learning is on) and reserve the
-    /// next ones before the job announces them (predicted reservations,
-    /// withdrawn when the traffic stops matching). Needs --int-listen.
+    /// T+5: learn every registered job's iterations from the traffic of
+    /// its host pairs (watched while learning is on) and reserve the next
+    /// ones before the job announces them (predicted reservations,
+    /// withdrawn when the traffic stops matching).
     #[arg(long)]
     learn_iterations: bool,
+    /// Where learning sees a job's traffic: `counters` (the watch entries'
+    /// counters, polled every --learn-poll-ms: UDP and TCP) or `int` (INT
+    /// reports, per packet, RoCEv2 only; needs --int-listen).
+    #[arg(long, value_enum, default_value_t = LearnSource::Counters)]
+    learn_from: LearnSource,
+    /// How often the watch counters are read (with --learn-from counters).
+    #[arg(long, default_value_t = 20.0)]
+    learn_poll_ms: f64,
+    /// Transfers under this fraction of an iteration's largest are left
+    /// out of its pattern (a TCP job's acknowledgements).
+    #[arg(long, default_value_t = 0.1)]
+    learn_min_transfer: f64,
     /// Consecutive agreeing iterations before predicting (at least 2).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=1000))]
     learn_lock_after: u32,
@@ -208,7 +220,7 @@ pub struct ControllerCmd {
     /// Iterations reserved ahead once learned.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     learn_horizon: u32,
-    /// Silence (no report of the job's flows) that ends an iteration's
+    /// Silence (none of the job's flows seen) that ends an iteration's
     /// communication: longer than the pauses within it, shorter than the
     /// compute between iterations.
     #[arg(long, default_value_t = 50.0)]
@@ -260,6 +272,13 @@ impl From<EcmpHash> for HashMode {
             EcmpHash::FiveTuple => HashMode::FiveTuple,
         }
     }
+}
+
+/// `--learn-from`: see [`LearnFrom`].
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LearnSource {
+    Counters,
+    Int,
 }
 
 impl ControllerCmd {
@@ -520,6 +539,17 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
                     horizon: cmd.learn_horizon as usize,
                 },
                 idle_ns: ms_to_ns("--learn-idle-ms", cmd.learn_idle_ms)?,
+                from: match cmd.learn_from {
+                    LearnSource::Counters => {
+                        let poll_ns = ms_to_ns("--learn-poll-ms", cmd.learn_poll_ms)?;
+                        if poll_ns < 1_000_000 {
+                            bail!("--learn-poll-ms: at least 1 ms, got {}", cmd.learn_poll_ms);
+                        }
+                        LearnFrom::Counters { poll_ns }
+                    }
+                    LearnSource::Int => LearnFrom::Int,
+                },
+                min_transfer_fraction: fraction("--learn-min-transfer", cmd.learn_min_transfer)?,
             })
         } else {
             None

@@ -37,6 +37,8 @@ pub enum Command {
     Reserve(reserve::ReserveCmd),
     /// Cancel a demand, collective, reservation or job on a running controller.
     Cancel(reserve::CancelCmd),
+    /// Register a job's hosts on a running controller, announcing nothing.
+    Register(reserve::RegisterCmd),
     /// A running controller's switches, reservations and link loads.
     Status(status::StatusCmd),
     /// What a switch holds, decoded with P4Info names (through the controller).
@@ -68,6 +70,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Controller(cmd) => controller::run(*cmd),
         Command::Reserve(cmd) => reserve::run(cmd),
         Command::Cancel(cmd) => reserve::cancel(cmd),
+        Command::Register(cmd) => reserve::register(cmd),
         Command::Status(cmd) => status::run(cmd),
         Command::Entries(cmd) => entries::run(cmd),
         Command::Link(cmd) => link::run(cmd),

@@ -193,13 +193,13 @@ impl Compiler {
         Ok(())
     }
 
-    /// Watch these (source, destination) host pairs with INT at the
-    /// source's leaf, whatever is reserved (the jobs being learned). Pairs
-    /// with a host outside the fabric are skipped.
+    /// Watch these (source, destination) host pairs at the source's leaf,
+    /// whatever is reserved (the jobs being learned); the leaves that now
+    /// hold watch entries. Pairs with a host outside the fabric are skipped.
     pub fn set_watched_pairs(
         &mut self,
         pairs: &BTreeSet<(Ipv4Addr, Ipv4Addr)>,
-    ) -> Result<(), IntentError> {
+    ) -> Result<BTreeSet<String>, IntentError> {
         let mut watch = Vec::new();
         for &(src, dst) in pairs {
             let Some(host) = self.topo.hosts().iter().find(|h| h.ip == src) else {
@@ -214,8 +214,9 @@ impl Compiler {
             )?;
             watch.push((leaf, e));
         }
+        let leaves = watch.iter().map(|(leaf, _)| leaf.clone()).collect();
         self.job_watch = watch;
-        Ok(())
+        Ok(leaves)
     }
 
     fn reserved_flow(&self, f: &FlowRecord) -> ReservedFlow {

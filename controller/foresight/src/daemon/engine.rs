@@ -131,6 +131,17 @@ pub struct Engine {
     pub reoptimization: Reoptimization,
     /// Ids of reservations moved since [`Engine::take_moved`] last ran.
     moved: Vec<String>,
+    /// Predicted reservations an announcement took over since
+    /// [`Engine::take_superseded`] last ran, by (tenant, job).
+    superseded: Vec<Superseded>,
+}
+
+/// A job's predicted reservations withdrawn because the job announced.
+#[derive(Debug, Clone)]
+pub struct Superseded {
+    pub tenant: String,
+    pub job_id: String,
+    pub withdrawn: Vec<Reservation>,
 }
 
 /// Which earlier reservations planning may re-place (paths only, never
@@ -176,6 +187,7 @@ impl Engine {
             jobs: HashMap::new(),
             reoptimization: Reoptimization::default(),
             moved: Vec::new(),
+            superseded: Vec::new(),
         };
         for job in &engine.state.jobs {
             let bytes = from_hex(&job.request)?;
@@ -504,7 +516,7 @@ impl Engine {
                 })
                 .collect(),
         };
-        let (mut records, _) = self.submit_demands(&request, &batch, now)?;
+        let (mut records, _) = self.plan_demands(&request, &batch, now, false)?;
         let ids: BTreeSet<&str> = records.iter().map(|r| r.id.as_str()).collect();
         for r in self.state.reservations.iter_mut() {
             if ids.contains(r.id.as_str()) {
@@ -545,12 +557,25 @@ impl Engine {
     // Demands
     // -----------------------------------------------------------------
 
-    /// Plan a batch of demands: all are accepted for planning or none.
+    /// Plan a batch of announced demands: all are accepted for planning or
+    /// none.
     pub fn submit_demands(
         &mut self,
         request: &proto::SubmitDemandRequest,
         batch: &nt::ValidatedDemandBatch,
         now: u64,
+    ) -> Result<(Vec<Reservation>, PlanTiming), GrpcStatus> {
+        self.plan_demands(request, batch, now, true)
+    }
+
+    /// `announced`: by a client (its jobs' predictions give way), not
+    /// predicted by learning.
+    fn plan_demands(
+        &mut self,
+        request: &proto::SubmitDemandRequest,
+        batch: &nt::ValidatedDemandBatch,
+        now: u64,
+        announced: bool,
     ) -> Result<(Vec<Reservation>, PlanTiming), GrpcStatus> {
         let tenant = &batch.ctx.tenant;
         batch.check_ranks(|job| self.jobs.get(&(tenant.clone(), job.to_string())))?;
@@ -595,6 +620,16 @@ impl Engine {
             }
         }
 
+        let announcing: BTreeSet<&str> = batch
+            .demands
+            .iter()
+            .zip(&answers)
+            .filter(|(_, a)| announced && a.is_none())
+            .filter_map(|(d, _)| d.job_id.as_deref())
+            .collect();
+        for job in announcing {
+            self.supersede_predictions(tenant, job, now);
+        }
         let mut pending = Vec::new();
         let mut fallback = Vec::new();
         for (i, d) in batch.demands.iter().enumerate() {
@@ -859,6 +894,25 @@ impl Engine {
 
     /// The reservations moved since the last call, as they are now (for
     /// `WatchEvents`); live ones only.
+    /// An announcement takes over: the job's predicted reservations that
+    /// have not ended are withdrawn before it is planned (they would hold
+    /// the capacity it needs), and learning predicts again from it.
+    fn supersede_predictions(&mut self, tenant: &str, job_id: &str, now: u64) {
+        let withdrawn = self.withdraw_predicted(tenant, job_id, now);
+        if !withdrawn.is_empty() {
+            self.superseded.push(Superseded {
+                tenant: tenant.to_string(),
+                job_id: job_id.to_string(),
+                withdrawn,
+            });
+        }
+    }
+
+    /// Predictions withdrawn by announcements since the last call.
+    pub fn take_superseded(&mut self) -> Vec<Superseded> {
+        std::mem::take(&mut self.superseded)
+    }
+
     pub fn take_moved(&mut self) -> Vec<Reservation> {
         let ids = std::mem::take(&mut self.moved);
         ids.iter()
@@ -1122,6 +1176,7 @@ impl Engine {
         let deadline = c
             .deadline
             .map(|dl| dl.resolve(reference) + period * (occurrences - 1));
+        self.supersede_predictions(&tenant, &c.job_id, now);
         let (id, seq) = self.next_id(&c.collective_id);
         let mut record = Reservation {
             id,

@@ -1,13 +1,17 @@
-//! T+5 in the controller: learn each registered job's iterations from the
-//! INT reports of its traffic, and reserve the next ones before the job
-//! announces anything.
+//! T+5 in the controller: learn each registered job's iterations from what
+//! its traffic does, and reserve the next ones before the job announces
+//! anything.
 //!
 //! A job's traffic is what flows between two of its registered hosts; while
-//! learning is on, the controller watches those host pairs with INT (see
-//! `desired.rs`). Every report of such a flow feeds the job's
+//! learning is on, the controller watches those host pairs (`watchlist`
+//! entries, see `desired.rs`) and sees their bytes either through the
+//! entries' counters, polled (UDP and TCP: [`LearnFrom::Counters`], see
+//! `watch_counters.rs`), or through INT reports (RoCEv2 only, per packet:
+//! [`LearnFrom::Int`]). What is seen feeds the job's
 //! [`IterationDetector`] (a burst of communication followed by `idle_ns`
-//! of silence is one iteration), and each iteration feeds its
-//! [`PeriodLearner`]. Once the learner locks, each predicted iteration not
+//! of silence is one iteration); transfers much smaller than the
+//! iteration's largest (a TCP job's acknowledgements) are left out, and
+//! each iteration feeds the job's [`PeriodLearner`]. Once the learner locks, each predicted iteration not
 //! yet reserved becomes one batch of demands, one per transfer, with ids
 //! `t5/<job>/<iteration>/<n>` (marked predicted in NDSP). An iteration that
 //! does not match, or silence past the expected window, withdraws the job's
@@ -22,8 +26,19 @@ use std::net::Ipv4Addr;
 #[cfg(test)]
 use planner::periodic::Cadence;
 use planner::periodic::{
-    Deviation, IterationDetector, Learned, LearnerConfig, PeriodLearner, Prediction,
+    Deviation, IterationDetector, Learned, LearnerConfig, PeriodLearner, Prediction, Transfer,
 };
+
+use super::state::FlowRecord;
+
+/// Where learning sees a job's traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LearnFrom {
+    /// The watch entries' counters, read every `poll_ns`: any IP traffic.
+    Counters { poll_ns: u64 },
+    /// INT reports (needs the INT collector): RoCEv2 traffic, per packet.
+    Int,
+}
 
 /// How learning behaves.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,6 +46,10 @@ pub struct LearningConfig {
     pub learner: LearnerConfig,
     /// Silence that ends an iteration's communication, ns.
     pub idle_ns: u64,
+    pub from: LearnFrom,
+    /// Transfers under this fraction of an iteration's largest are not
+    /// part of its pattern (acknowledgements, control messages).
+    pub min_transfer_fraction: f64,
 }
 
 impl Default for LearningConfig {
@@ -38,6 +57,10 @@ impl Default for LearningConfig {
         LearningConfig {
             learner: LearnerConfig::default(),
             idle_ns: 50_000_000,
+            from: LearnFrom::Counters {
+                poll_ns: 20_000_000,
+            },
+            min_transfer_fraction: 0.1,
         }
     }
 }
@@ -93,6 +116,33 @@ struct JobLearning {
     /// Steps found while recording (an iteration closed by the next
     /// burst's first report), handed out by the next tick.
     pending: Vec<Step>,
+    /// The job announces its iterations: they are learned from its
+    /// announcements, and its traffic (the announced traffic) is not
+    /// learned again, until an announcement is missed.
+    announcing: bool,
+}
+
+impl JobLearning {
+    fn new(hosts: JobHosts, config: &LearningConfig) -> JobLearning {
+        JobLearning {
+            hosts,
+            detector: IterationDetector::new(config.idle_ns),
+            learner: PeriodLearner::new(config.learner),
+            observed: 0,
+            reserved: BTreeSet::new(),
+            pending: Vec::new(),
+            announcing: false,
+        }
+    }
+
+    /// Learn from scratch, keeping the iteration count (the ids of
+    /// predicted demands stay unique).
+    fn restart(&mut self, config: &LearningConfig, announcing: bool) {
+        let observed = self.observed;
+        *self = JobLearning::new(self.hosts.clone(), config);
+        self.observed = observed;
+        self.announcing = announcing;
+    }
 }
 
 /// Learning state of every registered job.
@@ -125,14 +175,7 @@ impl Learning {
         for hosts in jobs {
             let key = (hosts.tenant.clone(), hosts.job_id.clone());
             let kept = self.jobs.remove(&key).filter(|j| j.hosts == hosts);
-            let job = kept.unwrap_or_else(|| JobLearning {
-                hosts,
-                detector: IterationDetector::new(self.config.idle_ns),
-                learner: PeriodLearner::new(self.config.learner),
-                observed: 0,
-                reserved: BTreeSet::new(),
-                pending: Vec::new(),
-            });
+            let job = kept.unwrap_or_else(|| JobLearning::new(hosts, &self.config));
             next.insert(key, job);
         }
         self.jobs = next;
@@ -144,7 +187,7 @@ impl Learning {
         }
     }
 
-    /// Ordered host pairs of every job, to watch with INT.
+    /// Ordered host pairs of every job, to watch.
     pub fn watched_pairs(&self) -> BTreeSet<(Ipv4Addr, Ipv4Addr)> {
         let mut out = BTreeSet::new();
         for job in self.jobs.values() {
@@ -159,8 +202,8 @@ impl Learning {
         out
     }
 
-    /// One INT report of a packet from `src` to `dst` carrying `bytes`,
-    /// received at `at_ns`. Traffic of no job is ignored.
+    /// `bytes` from `src` to `dst` seen at `at_ns` (one INT report, or a
+    /// watch counter's increment). Traffic of no job is ignored.
     pub fn record(&mut self, src: Ipv4Addr, dst: Ipv4Addr, bytes: u64, at_ns: u64) {
         let Some(keys) = self.by_host.get(&src) else {
             return;
@@ -173,27 +216,60 @@ impl Learning {
             return;
         };
         let job = self.jobs.get_mut(&key).expect("indexed job");
+        if job.announcing {
+            return;
+        }
         if let Some(obs) = job
             .detector
             .record(&src.to_string(), &dst.to_string(), bytes, at_ns)
         {
+            let obs = without_small_transfers(obs, self.config.min_transfer_fraction);
             let steps = observe(job, obs, &self.nic_bps, self.config.learner.jitter);
             job.pending.extend(steps);
         }
     }
 
+    /// An iteration the job announced (T+1), as its host pairs' bytes over
+    /// the announced window. The job's iterations are learned from its
+    /// announcements from now on; once locked, the controller reserves the
+    /// iterations after the announced ones (the job's own announcement of
+    /// one takes over; see `Engine::supersede_predictions`), so that a late
+    /// or lost announcement still finds its iteration reserved. A job that
+    /// starts announcing starts learning again; one whose announcements
+    /// stop is learned from its traffic again.
+    pub fn announced(&mut self, tenant: &str, job_id: &str, obs: planner::periodic::Observation) {
+        let Some(job) = self.jobs.get_mut(&(tenant.to_string(), job_id.to_string())) else {
+            return;
+        };
+        if !job.announcing {
+            job.restart(&self.config, true);
+        }
+        // The announcement withdrew every prediction of the job: the ones
+        // still ahead of it are reserved again below.
+        job.reserved.clear();
+        let steps = observe(job, obs, &self.nic_bps, self.config.learner.jitter);
+        job.pending.extend(steps);
+    }
+
     /// Close iterations that went quiet, notice missed ones; what to do.
     pub fn tick(&mut self, now_ns: u64) -> Vec<Step> {
         let (nic_bps, jitter) = (&self.nic_bps, self.config.learner.jitter);
+        let min_fraction = self.config.min_transfer_fraction;
         let mut steps = Vec::new();
         for job in self.jobs.values_mut() {
             steps.append(&mut job.pending);
             if let Some(obs) = job.detector.flush(now_ns) {
+                let obs = without_small_transfers(obs, min_fraction);
                 steps.extend(observe(job, obs, nic_bps, jitter));
             }
             if let Some(d) = job.learner.expire(now_ns) {
-                job.reserved.clear();
                 steps.push(withdraw(&job.hosts, &d));
+                if job.announcing {
+                    // Announcements stopped: learn from the traffic again.
+                    job.restart(&self.config, false);
+                } else {
+                    job.reserved.clear();
+                }
             }
         }
         steps
@@ -206,6 +282,43 @@ impl Learning {
             .get(&(tenant.to_string(), job_id.to_string()))
             .and_then(|j| j.learner.cadence())
     }
+}
+
+/// An announced iteration as learning sees one: each host pair's bytes
+/// over the flows' requested windows (None without flows).
+pub fn announced_iteration<'a>(
+    flows: impl Iterator<Item = &'a FlowRecord>,
+) -> Option<planner::periodic::Observation> {
+    let (mut start, mut end) = (u64::MAX, 0u64);
+    let mut bytes: BTreeMap<(Ipv4Addr, Ipv4Addr), u64> = BTreeMap::new();
+    for f in flows {
+        start = start.min(f.requested_start_unix_ns);
+        end = end.max(f.requested_start_unix_ns.saturating_add(f.duration_ns));
+        *bytes.entry((f.src_ip, f.dst_ip)).or_default() += f.bytes;
+    }
+    (start <= end).then(|| planner::periodic::Observation {
+        start_ns: start,
+        duration_ns: end - start,
+        transfers: bytes
+            .into_iter()
+            .map(|((src, dst), bytes)| Transfer {
+                src: src.to_string(),
+                dst: dst.to_string(),
+                bytes,
+            })
+            .collect(),
+    })
+}
+
+/// The iteration without transfers under `fraction` of its largest.
+fn without_small_transfers(
+    mut obs: planner::periodic::Observation,
+    fraction: f64,
+) -> planner::periodic::Observation {
+    let largest = obs.transfers.iter().map(|t| t.bytes).max().unwrap_or(0);
+    let floor = (largest as f64 * fraction) as u64;
+    obs.transfers.retain(|t| t.bytes >= floor);
+    obs
 }
 
 /// Feed one iteration to the job's learner; reserve what became
@@ -282,9 +395,13 @@ fn reserve(
             }
             .max(1);
             let transfer_ns = (t.bytes as u128 * 8_000_000_000).div_ceil(rate_bps as u128);
-            // The window covers the start's uncertainty on both sides and
-            // holds the rate throughout: the bytes it could carry.
-            let window_ns = transfer_ns.max(1) + 2 * u128::from(margin);
+            // The window lasts the transfer at that rate, or as long as the
+            // iteration took when seen if longer (a sender slower than its
+            // NIC share: a shaped host, TCP's own pace), plus the start's
+            // uncertainty on both sides, and holds the rate throughout:
+            // the bytes it could carry.
+            let window_ns =
+                transfer_ns.max(u128::from(p.duration_ns)).max(1) + 2 * u128::from(margin);
             Some(PredictedDemand {
                 demand_id: format!("t5/{}/{iteration}/{n}", hosts.job_id),
                 src_rank: hosts.ranks[&src],
@@ -332,6 +449,7 @@ mod tests {
                     horizon: 2,
                 },
                 idle_ns: 10 * MS,
+                ..LearningConfig::default()
             },
             nic,
         );
@@ -381,15 +499,96 @@ mod tests {
         assert_eq!(d.demand_id, "t5/job/4/0");
         assert_eq!((d.src_rank, d.dst_rank), (0, 1));
         // The 4th iteration starts 100 ms after the 3rd: the window opens
-        // a period's jitter (10 ms) early, and lasts the transfer at the
-        // NIC rate (100 kB at 8 Gbit/s = 0.1 ms) plus the jitter each side.
+        // a period's jitter (10 ms) early, and lasts the iteration as seen
+        // (19.8 ms: longer than its 100 kB at the NIC's 8 Gbit/s, 0.1 ms)
+        // plus the jitter each side ...
         assert_eq!(d.start_unix_ns, 300 * MS - 10 * MS);
-        // ... holding the NIC's 8 Gbit/s throughout the window.
+        // ... holding the NIC's 8 Gbit/s (1 byte/ns) throughout.
         assert_eq!(d.rate_bps, 8_000_000_000);
-        assert_eq!(d.size_bytes, 100_000 + 20 * MS);
+        assert_eq!(d.size_bytes, 19_800_000 + 20 * MS);
         // A matching 4th iteration reserves only the 6th.
         iteration(&mut l, 300);
         assert_eq!(reserves(&l.tick(350 * MS)), vec![6]);
+    }
+
+    #[test]
+    fn a_tcp_ring_s_acknowledgements_are_not_reserved() {
+        let mut l = learning();
+        let mut seen = Vec::new();
+        for i in 0..3u64 {
+            iteration(&mut l, 100 * i);
+            // Each receiver acknowledges: 3 % of the bytes, varying more
+            // than the bytes tolerance between iterations.
+            for n in 1..=4u8 {
+                let at = (100 * i + 5) * MS;
+                l.record(ip(n % 4 + 1), ip(n), 2_000 + 1_000 * i, at);
+            }
+            seen.extend(l.tick(100 * i * MS + 50 * MS));
+        }
+        assert_eq!(reserves(&seen), vec![4, 5], "{seen:?}");
+        let Step::Reserve { demands, .. } = &seen[0] else {
+            panic!("{seen:?}")
+        };
+        // The ring's 4 transfers, each at its NIC's whole share.
+        assert_eq!(demands.len(), 4, "{demands:?}");
+        assert!(demands.iter().all(|d| d.rate_bps == 8_000_000_000));
+    }
+
+    /// The job's announcement of a ring iteration at `start_ms` (20 ms).
+    fn announce(l: &mut Learning, start_ms: u64) {
+        let transfers = (1..=4u8)
+            .map(|n| Transfer {
+                src: ip(n).to_string(),
+                dst: ip(n % 4 + 1).to_string(),
+                bytes: 100_000,
+            })
+            .collect();
+        l.announced(
+            "t",
+            "job",
+            planner::periodic::Observation {
+                start_ns: start_ms * MS,
+                duration_ns: 20 * MS,
+                transfers,
+            },
+        );
+    }
+
+    #[test]
+    fn an_announcing_job_is_learned_from_its_announcements_not_its_traffic() {
+        let mut l = learning();
+        let mut seen = Vec::new();
+        // Announced a period ahead (T+1); the traffic of the announced
+        // iterations is not learned again.
+        for i in 0..3u64 {
+            announce(&mut l, 100 * (i + 1));
+            iteration(&mut l, 100 * i);
+            seen.extend(l.tick(100 * i * MS + 50 * MS));
+        }
+        // Locked on the 3 announced iterations (at 100, 200 and 300 ms,
+        // counted 1 to 3): the next two, from 400 ms on, are reserved.
+        assert_eq!(reserves(&seen), vec![4, 5], "{seen:?}");
+        let Step::Reserve { demands, .. } = &seen[0] else {
+            panic!("{seen:?}")
+        };
+        assert_eq!(demands[0].start_unix_ns, 400 * MS - 10 * MS);
+        // Announcements stop: once the 4th is missed, the predictions are
+        // withdrawn and the traffic is learned from again.
+        let steps = l.tick(440 * MS);
+        assert!(
+            matches!(&steps[..], [Step::Withdraw { reason, .. }] if reason.contains("no iteration")),
+            "{steps:?}"
+        );
+        let mut again = Vec::new();
+        for i in 5..8u64 {
+            iteration(&mut l, 100 * i);
+            again.extend(l.tick(100 * i * MS + 50 * MS));
+        }
+        assert_eq!(
+            reserves(&again).len(),
+            2,
+            "learned from traffic again: {again:?}"
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! * [`switch_status`] — what each switch task publishes about its switch;
 //! * [`service`] — the NDSP gRPC service;
 //! * [`telemetry`] — INT report collector and link loads;
-//! * [`learning`] — T+5: jobs' iterations learned from INT, reserved ahead;
+//! * [`learning`] — T+5: jobs' iterations learned, reserved ahead;
+//! * [`watch_counters`] — what learning sees of TCP and UDP traffic;
 //! * [`limits`] — what one tenant may ask (reservations, requests/s);
 //! * [`metrics`], [`http`], [`api`] — Prometheus and the admin endpoint.
 //!
@@ -35,8 +36,9 @@ pub mod store;
 pub mod switch_status;
 pub mod switches;
 pub mod telemetry;
+pub mod watch_counters;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex as StdMutex};
@@ -56,13 +58,14 @@ use self::api::{
 use self::desired::{Compiler, Policy};
 use self::engine::{Engine, Reoptimization, Restored};
 use self::leader_gate::LeaderGate;
-use self::learning::{Learning, LearningConfig, Step};
+use self::learning::{LearnFrom, Learning, LearningConfig, Step};
 use self::limits::{Admission, Limits};
 use self::metrics::Metrics;
 use self::state::{Lifecycle, Reservation, State};
 use self::store::Store;
 use self::switches::SwitchHandle;
 use self::telemetry::{LinkLoads, MismatchKind, MismatchTolerance, TelemetryConfig};
+use self::watch_counters::WatchCounters;
 use crate::fabric::{Endpoint, Pipeline};
 
 /// Unix time in ns.
@@ -124,8 +127,8 @@ pub struct Config {
     /// or `switch_wait` has passed.
     pub ready_file: Option<PathBuf>,
     pub switch_wait: Duration,
-    /// Learn registered jobs' iterations from INT and reserve them ahead
-    /// (T+5); needs the INT collector.
+    /// Learn registered jobs' iterations and reserve them ahead (T+5);
+    /// learning from INT needs the INT collector.
     pub learning: Option<LearningConfig>,
     /// Per-tenant limits.
     pub limits: Limits,
@@ -203,6 +206,8 @@ pub struct Controller {
     election_id: u128,
     /// T+5 learning, when on.
     pub learning: Option<Arc<StdMutex<Learning>>>,
+    /// Leaves that hold the watch entries of learned jobs (T+5).
+    watched_leaves: StdMutex<BTreeSet<String>>,
     /// Per-tenant limits and request rates.
     pub admission: Admission,
 }
@@ -317,8 +322,49 @@ impl Controller {
             l.set_jobs(inner.engine.job_hosts());
             l.watched_pairs()
         };
-        if let Err(e) = inner.compiler.set_watched_pairs(&pairs) {
-            tracing::error!(%e, "cannot watch the jobs' host pairs with INT");
+        match inner.compiler.set_watched_pairs(&pairs) {
+            Ok(leaves) => *self.watched_leaves.lock().expect("leaves lock") = leaves,
+            Err(e) => tracing::error!(%e, "cannot watch the jobs' host pairs"),
+        }
+    }
+
+    /// What learning sees with `--learn-from counters`: every `poll_ns`,
+    /// the watch counters of the leaves that hold learned jobs' hosts, as
+    /// bytes per host pair since the last read.
+    async fn poll_watch_counters(self: Arc<Self>, mut counters: WatchCounters, poll_ns: u64) {
+        let Some(learning) = self.learning.clone() else {
+            return;
+        };
+        let mut ticker = tokio::time::interval(Duration::from_nanos(poll_ns));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let request = counters.request();
+        loop {
+            ticker.tick().await;
+            let leaves: Vec<String> = self
+                .watched_leaves
+                .lock()
+                .expect("leaves lock")
+                .iter()
+                .cloned()
+                .collect();
+            let reads = leaves.iter().filter_map(|leaf| {
+                let switch = self.switches.get(leaf)?;
+                let request = request.clone();
+                Some(async move { (leaf, switch.read_entities(vec![request]).await) })
+            });
+            for (leaf, read) in futures::future::join_all(reads).await {
+                let now = now_unix_ns();
+                match read {
+                    Ok(entities) => {
+                        let grew = counters.increments(leaf, &entities);
+                        let mut l = learning.lock().expect("learning lock");
+                        for ((src, dst), bytes) in grew {
+                            l.record(src, dst, bytes, now);
+                        }
+                    }
+                    Err(e) => tracing::debug!(switch = %leaf, %e, "watch counters not read"),
+                }
+            }
         }
     }
 
@@ -949,8 +995,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
 
     let metrics = Arc::new(Metrics::default());
-    if config.learning.is_some() && config.int_listen.is_none() {
-        anyhow::bail!("learning iterations (T+5) needs the INT collector: pass --int-listen");
+    if config.learning.is_some_and(|l| l.from == LearnFrom::Int) && config.int_listen.is_none() {
+        anyhow::bail!(
+            "learning iterations (T+5) from INT needs the INT collector: pass --int-listen"
+        );
     }
     let learning = config.learning.map(|l| {
         // What the planner lets one NIC reserve (its headroom kept).
@@ -968,7 +1016,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("INT collector: cannot listen on UDP {addr}"))?;
         tracing::info!(addr = %socket.local_addr()?, "INT collector listening");
-        let learning = learning.clone();
+        // INT reports feed learning only when it learns from them.
+        let learning = learning
+            .clone()
+            .filter(|_| config.learning.is_some_and(|l| l.from == LearnFrom::Int));
         tokio::spawn(telemetry::collect(
             socket,
             loads.clone(),
@@ -1021,6 +1072,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         http_addr,
         election_id,
         learning,
+        watched_leaves: StdMutex::new(BTreeSet::new()),
         admission: Admission::new(config.limits),
     });
     if let Some(l) = config.learning {
@@ -1031,6 +1083,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             drop(controller.commit(&mut inner, now_unix_ns(), false).await);
         }
         tokio::spawn(controller.clone().learn(l.idle_ns));
+        if let LearnFrom::Counters { poll_ns } = l.from {
+            let counters = WatchCounters::new(&controller.info)?;
+            tokio::spawn(controller.clone().poll_watch_counters(counters, poll_ns));
+        }
     }
     // The admin port now serves the leader's routes (a follower's until now).
     let _ = http_apps.send(http::router(

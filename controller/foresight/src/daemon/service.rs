@@ -7,6 +7,7 @@
 //! observed in `foresight_install_latency_seconds` and returned in the
 //! `foresight-install-us` response metadata.
 
+use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,7 +18,8 @@ use ndsp::Validate;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use super::engine::{to_ndsp, PlanTiming};
+use super::engine::{to_ndsp, PlanTiming, Superseded};
+use super::learning::announced_iteration;
 use super::state::Reservation;
 use super::{acknowledged, now_unix_ns, Changed, Controller, Event};
 
@@ -106,6 +108,39 @@ impl Ndsp {
             .any(|r| r.flows.iter().any(|f| f.active(now, self.c.lead_ns)))
     }
 
+    /// After an announcement was planned: the predictions it took over, and
+    /// the announced iterations handed to learning (T+5), per job.
+    fn announced(&self, inner: &mut super::Inner, records: &[Reservation]) -> Vec<Superseded> {
+        let superseded = inner.engine.take_superseded();
+        if let Some(learning) = &self.c.learning {
+            let mut by_job: BTreeMap<(&str, &str), Vec<&Reservation>> = BTreeMap::new();
+            for r in records.iter().filter(|r| !r.predicted) {
+                if let Some(job) = &r.job_id {
+                    by_job.entry((&r.tenant, job)).or_default().push(r);
+                }
+            }
+            let mut l = learning.lock().expect("learning lock");
+            for ((tenant, job), rs) in by_job {
+                if let Some(obs) = announced_iteration(rs.iter().flat_map(|r| &r.flows)) {
+                    l.announced(tenant, job, obs);
+                }
+            }
+        }
+        superseded
+    }
+
+    fn publish_superseded(&self, superseded: Vec<Superseded>) {
+        for s in superseded {
+            let _ = self.c.events.send(Event::PredictionWithdrawn {
+                tenant: s.tenant,
+                job_id: s.job_id,
+                reason: "the job announced the iteration itself".into(),
+                reservation_ids: s.withdrawn.iter().map(|r| r.id.clone()).collect(),
+            });
+            self.broadcast(&s.withdrawn);
+        }
+    }
+
     fn broadcast(&self, records: &[Reservation]) {
         for r in records {
             let _ = self.c.events.send(Event::Reservation(Changed {
@@ -185,7 +220,7 @@ impl DemandSignaling for Ndsp {
         let r = async {
             let batch = request.get_ref().validate()?;
             self.c.admission.request(&batch.ctx.tenant, received)?;
-            let ((records, timing, now, moved), took, changes) = self
+            let ((records, timing, now, moved, superseded), took, changes) = self
                 .change(received, |inner, now| {
                     let tenant = &batch.ctx.tenant;
                     self.c.admission.reservations(
@@ -197,11 +232,13 @@ impl DemandSignaling for Ndsp {
                         inner
                             .engine
                             .submit_demands(request.get_ref(), &batch, now)?;
-                    Ok((records, timing, now, inner.engine.take_moved()))
+                    let superseded = self.announced(inner, &records);
+                    Ok((records, timing, now, inner.engine.take_moved(), superseded))
                 })
                 .await?;
             self.observe(timing, &records);
             self.broadcast(&moved);
+            self.publish_superseded(superseded);
             let body = proto::SubmitDemandResponse {
                 reservations: records.iter().map(|r| (&to_ndsp(r)).into()).collect(),
             };
@@ -219,7 +256,7 @@ impl DemandSignaling for Ndsp {
         let r = async {
             let collective = request.get_ref().validate()?;
             self.c.admission.request(&collective.ctx.tenant, received)?;
-            let ((record, timing, now, moved), took, changes) = self
+            let ((record, timing, now, moved, superseded), took, changes) = self
                 .change(received, |inner, now| {
                     let tenant = &collective.ctx.tenant;
                     self.c
@@ -229,12 +266,14 @@ impl DemandSignaling for Ndsp {
                         inner
                             .engine
                             .submit_collective(request.get_ref(), &collective, now)?;
-                    Ok((record, timing, now, inner.engine.take_moved()))
+                    let superseded = self.announced(inner, std::slice::from_ref(&record));
+                    Ok((record, timing, now, inner.engine.take_moved(), superseded))
                 })
                 .await?;
             let records = [record];
             self.observe(timing, &records);
             self.broadcast(&moved);
+            self.publish_superseded(superseded);
             let body = proto::SubmitCollectiveResponse {
                 reservation: Some((&to_ndsp(&records[0])).into()),
             };

@@ -30,6 +30,8 @@ enum Command {
         done: oneshot::Sender<Result<usize, String>>,
     },
     Read {
+        /// What to read; `None`: everything the controller writes.
+        entities: Option<Vec<p4::Entity>>,
         done: oneshot::Sender<Result<Vec<p4::Entity>, String>>,
     },
 }
@@ -88,9 +90,25 @@ impl SwitchHandle {
     /// Everything the switch holds (all tables, ECMP members and groups,
     /// the INT clone session).
     pub async fn read(&self) -> Result<Vec<p4::Entity>, String> {
+        self.read_some(None).await
+    }
+
+    /// These entities (wildcards allowed), as the switch holds them now:
+    /// counters, for instance. Served by the switch task between writes.
+    pub async fn read_entities(
+        &self,
+        entities: Vec<p4::Entity>,
+    ) -> Result<Vec<p4::Entity>, String> {
+        self.read_some(Some(entities)).await
+    }
+
+    async fn read_some(
+        &self,
+        entities: Option<Vec<p4::Entity>>,
+    ) -> Result<Vec<p4::Entity>, String> {
         let (done, rx) = oneshot::channel();
         self.tx
-            .send(Command::Read { done })
+            .send(Command::Read { entities, done })
             .map_err(|_| "switch task is gone".to_string())?;
         rx.await.map_err(|_| "switch task is gone".to_string())?
     }
@@ -163,7 +181,7 @@ impl Actor {
                     self.name
                 )));
             }
-            Command::Read { done } => {
+            Command::Read { done, .. } => {
                 let _ = done.send(Err(format!("switch {} {why}", self.name)));
             }
         }
@@ -247,7 +265,7 @@ impl Actor {
             tokio::select! {
                 changed = mastership.changed() => if changed.is_err() { return Err(Next::Reconnect) },
                 cmd = self.rx.recv() => match cmd {
-                    Some(Command::Read { done }) => { let _ = done.send(read_all(switch, &self.pipeline).await); }
+                    Some(Command::Read { entities, done }) => { let _ = done.send(read(switch, &self.pipeline, entities).await); }
                     Some(cmd) => self.offline(cmd, "has another primary controller (we are backup)"),
                     None => return Err(Next::Stop),
                 }
@@ -324,7 +342,7 @@ impl Actor {
                 }
                 cmd = self.rx.recv() => match cmd {
                     None => return Next::Stop,
-                    Some(Command::Read { done }) => { let _ = done.send(read_all(switch, &self.pipeline).await); }
+                    Some(Command::Read { entities, done }) => { let _ = done.send(read(switch, &self.pipeline, entities).await); }
                     Some(Command::Apply { state, done }) => {
                         if let Err(e) = self.apply(switch, state, done).await {
                             tracing::error!(switch = %self.name, %e, "write failed; re-reading the switch");
@@ -407,6 +425,18 @@ async fn ensure_pipeline(switch: &Switch, pipeline: &Pipeline) -> anyhow::Result
 }
 
 /// Everything a switch holds that the pipeline lets us read.
+/// `entities` if given, else everything (`read_all`).
+async fn read(
+    switch: &Switch,
+    pipeline: &Pipeline,
+    entities: Option<Vec<p4::Entity>>,
+) -> Result<Vec<p4::Entity>, String> {
+    match entities {
+        Some(e) => switch.read(e).await.map_err(|e| e.to_string()),
+        None => read_all(switch, pipeline).await,
+    }
+}
+
 async fn read_all(switch: &Switch, pipeline: &Pipeline) -> Result<Vec<p4::Entity>, String> {
     let info = pipeline.info.raw();
     let mut wanted: Vec<p4::Entity> = info

@@ -1,0 +1,318 @@
+"""T+5 in the lab: the JAX job announces nothing but its registration, and
+the controller learns its iterations from the traffic and reserves the
+next ones by itself.
+
+    sudo bmv2-lab/experiment.py t5 [--seeds 2] [--out bmv2-lab/results/t5]
+
+The job and the background are the JAX experiment's (jax_experiment.py),
+with a pause before each step's collectives (--compute-s, the stand-in for
+the accelerator's forward and backward pass), so that iterations are
+bursts with silence between them. At --change-at the job changes its model
+and batch (--width-after, --compute-after: other bytes, another period).
+
+Modes, the same background (drawn from the seed) in each:
+
+  isolated  the background kept inside each leaf: the reference, the
+            communication time of a step when nothing collides with it;
+  qp        QP-aware ECMP, nothing reserved (the strongest reactive fabric);
+  t5        QP-aware ECMP plus Foresight: the background's tenant forecasts
+            its flows; the job only registers (process 0, over the
+            management link), and the controller learns it
+            (--learn-iterations, from the watch counters of the job's host
+            pairs: gloo is TCP, which INT does not carry). The job is
+            SIGKILLed after step --kill-after-step.
+
+Measured per step: its communication time (the collectives, without the
+pause) over the seed's `isolated` median for the same phase (before or
+after the change); whether a predicted reservation covered it (the
+controller's /v1/status, polled every 100 ms during the run); after the
+change, the steps until predictions cover steps again; after the kill, the
+time until no predicted reservation of the job is scheduled or installed.
+
+Results: DIR/steps.csv (every step), DIR/runs.csv (per run), DIR/t5.png,
+DIR/raw/<run>/ (logs, the status timeline).
+"""
+
+import csv
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import experiment as expmod  # noqa: E402
+import jax_experiment as jaxmod  # noqa: E402
+import lab as labmod  # noqa: E402
+
+MODES = ("isolated", "qp", "t5")
+LIVE = ("scheduled", "installed")
+
+# Polls the controller's status in the fabric namespace: one JSON line per
+# poll with the predicted reservations (argv: output path).
+STATUS_POLLER = """
+import json, sys, time, urllib.request
+out = open(sys.argv[1], "w")
+while True:
+    t = time.time_ns()
+    try:
+        with urllib.request.urlopen("http://%s/v1/status", timeout=2) as r:
+            s = json.load(r)
+        pred = [{k: x[k] for k in ("id", "state", "start_unix_ns", "end_unix_ns", "install_unix_ns")}
+                for x in s["reservations"]["list"] if x.get("predicted")]
+        out.write(json.dumps({"t": t, "predicted": pred}) + "\\n")
+        out.flush()
+    except Exception as e:
+        out.write(json.dumps({"t": t, "error": str(e)}) + "\\n")
+    time.sleep(0.1)
+""" % labmod.HTTP_ADDR
+
+
+class T5Experiment(jaxmod.JaxExperiment):
+    def controller(self, mode):
+        key = "t5" if mode == "t5" else "qp"
+        if self.controller_mode == key:
+            return
+        self.lab.stop_controller()
+        a = self.args
+        extra = ["--ecmp-hash", "qp-aware", "--hash-seed", a.hash_seed, "--reserved-tc", str(expmod.ROCE_QUEUE),
+                 "--headroom", "1.0", "--lead-time-ms", str(a.lead_time_ms), "--lowered-ecn", "10,50,13107"]
+        if key == "t5":
+            extra += ["--learn-iterations", "--learn-from", "counters", "--learn-poll-ms", str(a.learn_poll_ms),
+                      "--learn-idle-ms", str(a.learn_idle_ms), "--learn-jitter", str(a.learn_jitter),
+                      "--learn-bytes-tolerance", str(a.learn_bytes_tolerance),
+                      "--learn-horizon", str(a.learn_horizon)]
+        self.lab.start_controller(*extra, ndsp=f"0.0.0.0:{labmod.NDSP_ADDR.rsplit(':', 1)[1]}")
+        self.controller_mode = key
+
+    def job_command(self, i, mode, raw, tag, hosts):
+        a = self.args
+        cmd = [a.python, os.path.join(HERE, "jax_job.py"), "--process-id", str(i), "--hosts", hosts,
+               "--steps", str(a.steps), "--width", str(a.width), "--compute-s", str(a.compute_s),
+               "--change-at", str(a.change_at), "--width-after", str(a.width_after),
+               "--compute-after", str(a.compute_after)]
+        if i == 0:
+            cmd += ["--out", os.path.join(raw, "steps.csv")]
+            if mode == "t5":
+                cmd += ["--controller", self.controller_addr, "--register-only", "--job", f"jax-{tag}"]
+        return cmd
+
+    def run_job_t5(self, mode, raw, tag):
+        """The job; in t5 mode SIGKILLed after step --kill-after-step.
+        Returns (exit codes, kill time in Unix ns or None)."""
+        hosts = ",".join(self.lab.fabric.ip(h) for h in self.ranks)
+        env = dict(os.environ, OMP_NUM_THREADS="1", XLA_FLAGS="--xla_cpu_multi_thread_eigen=false",
+                   TF_CPP_MIN_LOG_LEVEL="2")
+        procs = []
+        for i, h in enumerate(self.ranks):
+            with open(os.path.join(raw, f"jax-{i}-{h}.log"), "w") as logf:
+                procs.append(self.lab.host(h).popen(self.job_command(i, mode, raw, tag, hosts), stdout=logf,
+                                                    stderr=subprocess.STDOUT, env=env))
+        kill_after = self.args.kill_after_step if mode == "t5" else None
+        steps_csv = os.path.join(raw, "steps.csv")
+        deadline = time.time() + self.args.timeout_s
+        killed_ns = None
+        while any(p.poll() is None for p in procs) and time.time() < deadline:
+            if kill_after is not None and killed_ns is None and steps_done(steps_csv) > kill_after:
+                for p in procs:
+                    p.send_signal(signal.SIGKILL)
+                killed_ns = time.time_ns()
+            time.sleep(0.05)
+        codes = []
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+                codes.append("timeout")
+            else:
+                codes.append(0 if killed_ns else p.returncode)
+        return codes, killed_ns
+
+    def run_one_t5(self, seed, mode):
+        tag = f"s{seed}-{mode}"
+        raw = os.path.join(self.out, "raw", tag)
+        os.makedirs(raw, exist_ok=True)
+        self.controller(mode)
+        timeline = os.path.join(raw, "status.jsonl")
+        poller = self.lab.fabric_popen([sys.executable, "-c", STATUS_POLLER, timeline],
+                                       os.path.join(raw, "status-poller.log"))
+        bg_procs, bg_ids = self.start_background(seed, "foresight-bg" if mode == "t5" else mode, raw, tag)
+        codes, killed_ns = self.run_job_t5(mode, raw, tag)
+        if killed_ns:
+            time.sleep(self.args.after_kill_s)  # watch the withdrawal
+        self.stop_background(bg_procs, bg_ids)
+        poller.terminate()
+        poller.wait()
+        failed = [f"{h}:{c}" for h, c in zip(self.ranks, codes) if c != 0]
+        steps = []
+        steps_csv = os.path.join(raw, "steps.csv")
+        if os.path.exists(steps_csv):
+            with open(steps_csv) as fh:
+                steps = [{"seed": seed, "mode": mode, **r} for r in csv.DictReader(fh)]
+        return steps, failed, read_timeline(timeline), killed_ns
+
+
+def steps_done(path):
+    try:
+        with open(path) as fh:
+            return max(0, sum(1 for _ in fh) - 1)
+    except FileNotFoundError:
+        return 0
+
+
+def read_timeline(path):
+    polls = []
+    if os.path.exists(path):
+        with open(path) as fh:
+            for line in fh:
+                try:
+                    polls.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass  # the last line of a killed poller
+    return [p for p in polls if "predicted" in p]
+
+
+def predicted_windows(polls):
+    """Every predicted reservation seen installed: id -> (start, end)."""
+    out = {}
+    for p in polls:
+        for r in p["predicted"]:
+            if r["state"] == "installed":
+                out[r["id"]] = (int(r["start_unix_ns"]), int(r["end_unix_ns"]))
+    return out
+
+
+def last_live(polls):
+    """When a predicted reservation was last seen scheduled or installed."""
+    t = None
+    for p in polls:
+        if any(r["state"] in LIVE for r in p["predicted"]):
+            t = p["t"]
+    return t
+
+
+def annotate(steps, polls, change_at):
+    """Per step: communication seconds, phase, covered by a predicted reservation."""
+    windows = predicted_windows(polls)
+    for r in steps:
+        t0, t1 = int(r["start_unix_ns"]), int(r["end_unix_ns"])
+        r["comm_s"] = round((t1 - t0) / 1e9, 4)
+        r["phase"] = "after" if int(r["step"]) >= change_at else "before"
+        r["predicted"] = int(any(s < t1 and e > t0 for s, e in windows.values()))
+
+
+def fill_ratios(steps, runs):
+    """comm_s over the seed's isolated median comm_s of the same phase."""
+    ref = {}
+    for r in steps:
+        if r["mode"] == "isolated" and int(r["step"]) > 0:
+            ref.setdefault((r["seed"], r["phase"]), []).append(float(r["comm_s"]))
+    ref = {k: statistics.median(v) for k, v in ref.items()}
+    for r in steps:
+        k = (r["seed"], r["phase"])
+        r["comm_vs_isolated"] = round(float(r["comm_s"]) / ref[k], 3) if k in ref else ""
+    for run in runs:
+        mine = [r for r in steps if r["seed"] == run["seed"] and r["mode"] == run["mode"]
+                and r["comm_vs_isolated"] != ""]
+        covered = [float(r["comm_vs_isolated"]) for r in mine if int(r["predicted"])]
+        bare = [float(r["comm_vs_isolated"]) for r in mine if not int(r["predicted"]) and int(r["step"]) > 0]
+        run["median_covered_vs_isolated"] = round(statistics.median(covered), 3) if covered else ""
+        run["median_uncovered_vs_isolated"] = round(statistics.median(bare), 3) if bare else ""
+
+
+def run_summary(seed, mode, steps, failed, polls, killed_ns, change_at):
+    covered = [int(r["step"]) for r in steps if int(r["predicted"])]
+    before = [k for k in covered if k < change_at]
+    after = [k for k in covered if k >= change_at]
+    gone = last_live(polls)
+    period = [int(r["end_unix_ns"]) - int(r["start_unix_ns"]) + float(r["compute_s"]) * 1e9
+              for r in steps if int(r["step"]) > 0]
+    return {"seed": seed, "mode": mode, "steps": len(steps), "failed": " ".join(failed),
+            "predicted_steps": len(covered),
+            "first_predicted_step": before[0] if before else "",
+            "first_predicted_after_change": after[0] if after else "",
+            "relearned_in_steps": after[0] - change_at if after else "",
+            "killed_unix_ns": killed_ns or "",
+            "withdrawn_after_kill_s": round(max(0, gone - killed_ns) / 1e9, 3) if killed_ns and gone else
+            (0.0 if killed_ns else ""),
+            "last_period_s": round(period[-1] / 1e9, 3) if period else ""}
+
+
+def cmd_t5(args):
+    exp = T5Experiment(args)
+    steps_all, runs = [], []
+    with exp.lab:
+        exp.setup_hosts()
+        total, done, t0 = args.seeds * len(args.modes), 0, time.time()
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            for mode in args.modes:
+                steps, failed, polls, killed_ns = exp.run_one_t5(seed, mode)
+                annotate(steps, polls, args.change_at)
+                row = run_summary(seed, mode, steps, failed, polls, killed_ns, args.change_at)
+                steps_all += steps
+                runs.append(row)
+                fill_ratios(steps_all, runs)
+                done += 1
+                eta = (time.time() - t0) / done * (total - done)
+                expmod.progress(f"[{done}/{total}] seed {seed} {mode:<8} {row['steps']} steps, "
+                                f"{row['predicted_steps']} covered by predictions (first {row['first_predicted_step']}, "
+                                f"after the change {row['first_predicted_after_change']}), withdrawn "
+                                f"{row['withdrawn_after_kill_s']} s after the kill"
+                                f"{' FAILED ' + row['failed'] if row['failed'] else ''}; ETA {eta:.0f} s")
+                expmod.write_csv(os.path.join(args.out, "steps.csv"), steps_all)
+                expmod.write_csv(os.path.join(args.out, "runs.csv"), runs)
+    import plots
+    plots.t5_steps(args.out, args.change_at)
+    for r in runs:
+        print(f"seed {r['seed']} {r['mode']}: covered steps {r['median_covered_vs_isolated']}x isolated, "
+              f"others {r['median_uncovered_vs_isolated']}x; first predicted step {r['first_predicted_step']}, "
+              f"relearned in {r['relearned_in_steps']} steps, withdrawn {r['withdrawn_after_kill_s']} s after "
+              f"the kill (period {r['last_period_s']} s)")
+
+
+def mode_list(text):
+    modes = text.split(",")
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        import argparse
+        raise argparse.ArgumentTypeError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
+    return modes
+
+
+def add_parser(sub):
+    p = sub.add_parser("t5", help="T+5: a JAX job that announces nothing, learned by the controller")
+    p.add_argument("--topology", default=os.path.join(HERE, "topologies", "jax-lab.yaml"))
+    p.add_argument("--name", default="ft", help="lab name (namespace <name>-fabric)")
+    p.add_argument("--out", default=os.path.join(HERE, "results", "t5"))
+    p.add_argument("--python", default=os.path.join(os.path.dirname(HERE), ".venv-jax", "bin", "python"),
+                   help="a Python with jax and foresight-ndsp, run in the hosts")
+    p.add_argument("--seeds", type=int, default=2)
+    p.add_argument("--first-seed", type=int, default=1)
+    p.add_argument("--modes", type=mode_list, default=list(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--steps", type=int, default=36)
+    p.add_argument("--width", type=int, default=96)
+    p.add_argument("--compute-s", type=float, default=1.5)
+    p.add_argument("--change-at", type=int, default=18)
+    p.add_argument("--width-after", type=int, default=128, help="~200 KB of gradients instead of ~140 KB")
+    p.add_argument("--compute-after", type=float, default=2.0)
+    p.add_argument("--kill-after-step", type=int, default=32, help="t5 mode: SIGKILL the job after this step")
+    p.add_argument("--after-kill-s", type=float, default=12.0, help="watch the controller this long after the kill")
+    p.add_argument("--learn-poll-ms", type=float, default=20.0)
+    p.add_argument("--learn-idle-ms", type=float, default=500.0,
+                   help="longer than a TCP retransmission timeout inside a step, shorter than --compute-s")
+    p.add_argument("--learn-jitter", type=float, default=0.1)
+    p.add_argument("--learn-bytes-tolerance", type=float, default=0.2)
+    p.add_argument("--learn-horizon", type=int, default=1)
+    p.add_argument("--nic-fraction", type=float, default=0.6)
+    p.add_argument("--background-share", type=float, default=0.6)
+    p.add_argument("--background-s", type=float, default=400.0)
+    p.add_argument("--lead-time-ms", type=float, default=300.0)
+    p.add_argument("--hash-seed", default="per-switch")
+    p.add_argument("--pps-per-gbps", type=float, default=250 / 0.003)
+    p.add_argument("--queue-depth", type=int, default=64)
+    p.add_argument("--timeout-s", type=float, default=400.0)
+    p.set_defaults(func=cmd_t5)

@@ -185,13 +185,25 @@ def predicted_windows(polls):
     return out
 
 
-def last_live(polls):
-    """When a predicted reservation was last seen scheduled or installed."""
+def last_live(polls, ids=None):
+    """When a predicted reservation (of `ids`, if given) was last seen
+    scheduled or installed."""
     t = None
     for p in polls:
-        if any(r["state"] in LIVE for r in p["predicted"]):
+        if any(r["state"] in LIVE and (ids is None or r["id"] in ids) for r in p["predicted"]):
             t = p["t"]
     return t
+
+
+def withdrawn_after_change(steps, polls, change_at):
+    """Seconds from the first changed step's start until none of the
+    predictions made before it is live (0 if none was)."""
+    changed = [int(r["start_unix_ns"]) for r in steps if int(r["step"]) == change_at]
+    if not changed:
+        return ""
+    before = {r["id"] for p in polls if p["t"] < changed[0] for r in p["predicted"]}
+    gone = last_live(polls, before)
+    return round(max(0, gone - changed[0]) / 1e9, 3) if gone else 0.0
 
 
 def annotate(steps, polls, change_at):
@@ -235,6 +247,7 @@ def run_summary(seed, mode, steps, failed, polls, killed_ns, change_at):
             "first_predicted_step": before[0] if before else "",
             "first_predicted_after_change": after[0] if after else "",
             "relearned_in_steps": after[0] - change_at if after else "",
+            "old_predictions_gone_after_change_s": withdrawn_after_change(steps, polls, change_at),
             "killed_unix_ns": killed_ns or "",
             "withdrawn_after_kill_s": round(max(0, gone - killed_ns) / 1e9, 3) if killed_ns and gone else
             (0.0 if killed_ns else ""),
@@ -269,7 +282,8 @@ def cmd_t5(args):
     for r in runs:
         print(f"seed {r['seed']} {r['mode']}: covered steps {r['median_covered_vs_isolated']}x isolated, "
               f"others {r['median_uncovered_vs_isolated']}x; first predicted step {r['first_predicted_step']}, "
-              f"relearned in {r['relearned_in_steps']} steps, withdrawn {r['withdrawn_after_kill_s']} s after "
+              f"relearned in {r['relearned_in_steps']} steps (old predictions gone "
+              f"{r['old_predictions_gone_after_change_s']} s after the change), withdrawn {r['withdrawn_after_kill_s']} s after "
               f"the kill (period {r['last_period_s']} s)")
 
 

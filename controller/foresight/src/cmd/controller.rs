@@ -208,6 +208,10 @@ pub struct ControllerCmd {
     /// out of its pattern (a TCP job's acknowledgements).
     #[arg(long, default_value_t = 0.1)]
     learn_min_transfer: f64,
+    /// A burst of a job's traffic carrying fewer bytes is no iteration
+    /// (a keep-alive between iterations) and is not learned from.
+    #[arg(long, default_value_t = 16_384)]
+    learn_min_iteration_bytes: u64,
     /// Consecutive agreeing iterations before predicting (at least 2).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=1000))]
     learn_lock_after: u32,
@@ -550,6 +554,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
                     LearnSource::Int => LearnFrom::Int,
                 },
                 min_transfer_fraction: fraction("--learn-min-transfer", cmd.learn_min_transfer)?,
+                min_iteration_bytes: cmd.learn_min_iteration_bytes,
             })
         } else {
             None

@@ -50,6 +50,9 @@ pub struct LearningConfig {
     /// Transfers under this fraction of an iteration's largest are not
     /// part of its pattern (acknowledgements, control messages).
     pub min_transfer_fraction: f64,
+    /// A burst carrying fewer bytes is no iteration (a keep-alive, a
+    /// coordination message between iterations) and is not learned from.
+    pub min_iteration_bytes: u64,
 }
 
 impl Default for LearningConfig {
@@ -61,6 +64,7 @@ impl Default for LearningConfig {
                 poll_ns: 20_000_000,
             },
             min_transfer_fraction: 0.1,
+            min_iteration_bytes: 16_384,
         }
     }
 }
@@ -223,9 +227,10 @@ impl Learning {
             .detector
             .record(&src.to_string(), &dst.to_string(), bytes, at_ns)
         {
-            let obs = without_small_transfers(obs, self.config.min_transfer_fraction);
-            let steps = observe(job, obs, &self.nic_bps, self.config.learner.jitter);
-            job.pending.extend(steps);
+            if let Some(obs) = self.config.iteration(obs) {
+                let steps = observe(job, obs, &self.nic_bps, self.config.learner.jitter);
+                job.pending.extend(steps);
+            }
         }
     }
 
@@ -254,12 +259,14 @@ impl Learning {
     /// Close iterations that went quiet, notice missed ones; what to do.
     pub fn tick(&mut self, now_ns: u64) -> Vec<Step> {
         let (nic_bps, jitter) = (&self.nic_bps, self.config.learner.jitter);
-        let min_fraction = self.config.min_transfer_fraction;
         let mut steps = Vec::new();
         for job in self.jobs.values_mut() {
             steps.append(&mut job.pending);
-            if let Some(obs) = job.detector.flush(now_ns) {
-                let obs = without_small_transfers(obs, min_fraction);
+            if let Some(obs) = job
+                .detector
+                .flush(now_ns)
+                .and_then(|o| self.config.iteration(o))
+            {
                 steps.extend(observe(job, obs, nic_bps, jitter));
             }
             if let Some(d) = job.learner.expire(now_ns) {
@@ -310,15 +317,23 @@ pub fn announced_iteration<'a>(
     })
 }
 
-/// The iteration without transfers under `fraction` of its largest.
-fn without_small_transfers(
-    mut obs: planner::periodic::Observation,
-    fraction: f64,
-) -> planner::periodic::Observation {
-    let largest = obs.transfers.iter().map(|t| t.bytes).max().unwrap_or(0);
-    let floor = (largest as f64 * fraction) as u64;
-    obs.transfers.retain(|t| t.bytes >= floor);
-    obs
+impl LearningConfig {
+    /// A burst of traffic as an iteration to learn from: without its
+    /// transfers under `min_transfer_fraction` of the largest; None if it
+    /// carried under `min_iteration_bytes`.
+    fn iteration(
+        &self,
+        mut obs: planner::periodic::Observation,
+    ) -> Option<planner::periodic::Observation> {
+        let total: u64 = obs.transfers.iter().map(|t| t.bytes).sum();
+        if total < self.min_iteration_bytes {
+            return None;
+        }
+        let largest = obs.transfers.iter().map(|t| t.bytes).max().unwrap_or(0);
+        let floor = (largest as f64 * self.min_transfer_fraction) as u64;
+        obs.transfers.retain(|t| t.bytes >= floor);
+        Some(obs)
+    }
 }
 
 /// Feed one iteration to the job's learner; reserve what became
@@ -588,6 +603,26 @@ mod tests {
             reserves(&again).len(),
             2,
             "learned from traffic again: {again:?}"
+        );
+    }
+
+    #[test]
+    fn keep_alives_between_iterations_are_no_iterations() {
+        let mut l = learning();
+        let mut seen = Vec::new();
+        for i in 0..4u64 {
+            iteration(&mut l, 100 * i);
+            seen.extend(l.tick(100 * i * MS + 50 * MS));
+            // A 200-byte coordination message in the pause, closed as a
+            // burst of its own.
+            l.record(ip(2), ip(1), 200, (100 * i + 60) * MS);
+            seen.extend(l.tick(100 * i * MS + 80 * MS));
+        }
+        // Locked after 3, confirmed by the 4th: nothing withdrawn.
+        assert_eq!(reserves(&seen), vec![4, 5, 6], "{seen:?}");
+        assert!(
+            !seen.iter().any(|s| matches!(s, Step::Withdraw { .. })),
+            "{seen:?}"
         );
     }
 

@@ -203,23 +203,33 @@ class JaxExperiment:
             self.lab.fabric_cmd([self.foresight, "cancel", "--demand", d, "--controller", labmod.NDSP_ADDR],
                                 check=False)
 
-    def run_job(self, mode, raw, tag):
-        """The JAX job, one process per rank host; returns each one's exit
-        code ("timeout" if it was killed)."""
+    def job_command(self, i, mode, raw, tag, hosts):
+        """Process i's command line."""
+        cmd = [self.args.python, os.path.join(HERE, "jax_job.py"), "--process-id", str(i), "--hosts", hosts,
+               "--steps", str(self.args.steps), "--width", str(self.args.width)]
+        if i == 0:
+            cmd += ["--out", os.path.join(raw, "steps.csv")]
+            if mode == "foresight":
+                cmd += ["--controller", self.controller_addr, "--nic-bps", f"{self.nic_bps:.0f}",
+                        "--job", f"jax-{tag}", "--window-margin", str(self.args.window_margin)]
+        return cmd
+
+    def start_job(self, mode, raw, tag):
+        """The JAX job's processes, one per rank host, started."""
         hosts = ",".join(self.lab.fabric.ip(h) for h in self.ranks)
         env = dict(os.environ, OMP_NUM_THREADS="1", XLA_FLAGS="--xla_cpu_multi_thread_eigen=false",
                    TF_CPP_MIN_LOG_LEVEL="2")
         procs = []
         for i, h in enumerate(self.ranks):
-            cmd = [self.args.python, os.path.join(HERE, "jax_job.py"), "--process-id", str(i), "--hosts", hosts,
-                   "--steps", str(self.args.steps), "--width", str(self.args.width)]
-            if i == 0:
-                cmd += ["--out", os.path.join(raw, "steps.csv")]
-                if mode == "foresight":
-                    cmd += ["--controller", self.controller_addr, "--nic-bps", f"{self.nic_bps:.0f}",
-                            "--job", f"jax-{tag}", "--window-margin", str(self.args.window_margin)]
             with open(os.path.join(raw, f"jax-{i}-{h}.log"), "w") as logf:
-                procs.append(self.lab.host(h).popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env))
+                procs.append(self.lab.host(h).popen(self.job_command(i, mode, raw, tag, hosts), stdout=logf,
+                                                    stderr=subprocess.STDOUT, env=env))
+        return procs
+
+    def run_job(self, mode, raw, tag):
+        """The JAX job, run to its end; returns each process's exit code
+        ("timeout" if it was killed)."""
+        procs = self.start_job(mode, raw, tag)
         deadline = time.time() + self.args.timeout_s
         codes = []
         for p in procs:

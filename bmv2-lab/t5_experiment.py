@@ -38,7 +38,6 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import time
 
@@ -103,14 +102,7 @@ class T5Experiment(jaxmod.JaxExperiment):
     def run_job_t5(self, mode, raw, tag):
         """The job; in t5 mode SIGKILLed after step --kill-after-step.
         Returns (exit codes, kill time in Unix ns or None)."""
-        hosts = ",".join(self.lab.fabric.ip(h) for h in self.ranks)
-        env = dict(os.environ, OMP_NUM_THREADS="1", XLA_FLAGS="--xla_cpu_multi_thread_eigen=false",
-                   TF_CPP_MIN_LOG_LEVEL="2")
-        procs = []
-        for i, h in enumerate(self.ranks):
-            with open(os.path.join(raw, f"jax-{i}-{h}.log"), "w") as logf:
-                procs.append(self.lab.host(h).popen(self.job_command(i, mode, raw, tag, hosts), stdout=logf,
-                                                    stderr=subprocess.STDOUT, env=env))
+        procs = self.start_job(mode, raw, tag)
         kill_after = self.args.kill_after_step if mode == "t5" else None
         steps_csv = os.path.join(raw, "steps.csv")
         deadline = time.time() + self.args.timeout_s

@@ -75,6 +75,52 @@ async fn predicted_when(
     }
 }
 
+type Client =
+    ndsp::proto::demand_signaling_client::DemandSignalingClient<tonic::transport::Channel>;
+
+/// The registered job "train" on these hosts, and a watch of its events.
+async fn register_and_watch(
+    client: &mut Client,
+    hosts: &[&str],
+) -> tonic::Streaming<proto::WatchEvent> {
+    client
+        .register_topology(register("train", hosts))
+        .await
+        .unwrap();
+    client
+        .watch_events(proto::WatchEventsRequest {
+            header: header(),
+            job_ids: vec!["train".into()],
+            telemetry_interval_ns: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+/// The next prediction_withdrawn event within `wait`: (job, reason,
+/// reservation ids).
+async fn next_withdrawal(
+    watch: &mut tonic::Streaming<proto::WatchEvent>,
+    wait: Duration,
+) -> Option<(String, String, Vec<String>)> {
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline {
+        let Ok(Some(Ok(ev))) = tokio::time::timeout(Duration::from_millis(200), watch.message())
+            .await
+            .map(|m| m.transpose())
+        else {
+            continue;
+        };
+        if let WatchEventBody::Deviation(d) = ev.validate().expect("a valid event").body {
+            if let NetworkChange::PredictionWithdrawn { job_id, reason } = d.change {
+                return Some((job_id, reason, d.affected_reservation_ids));
+            }
+        }
+    }
+    None
+}
+
 fn demand_ids(ahead: &[ValidatedReservation]) -> Vec<String> {
     let mut ids: Vec<String> = ahead
         .iter()
@@ -117,19 +163,7 @@ async fn a_silent_job_is_learned_reserved_ahead_and_withdrawn() {
         .collect();
     let names: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    client
-        .register_topology(register("train", &names))
-        .await
-        .unwrap();
-    let mut watch = client
-        .watch_events(proto::WatchEventsRequest {
-            header: header(),
-            job_ids: vec!["train".into()],
-            telemetry_interval_ns: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let mut watch = register_and_watch(&mut client, &names).await;
 
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let t0 = Instant::now();
@@ -183,23 +217,10 @@ async fn a_silent_job_is_learned_reserved_ahead_and_withdrawn() {
     // Then it goes silent: every predicted reservation not yet ended is
     // withdrawn within one period of the missed start.
     let silent = Instant::now();
-    let mut withdrawn = None;
-    let deadline = Instant::now() + 2 * PERIOD + Duration::from_secs(1);
-    while withdrawn.is_none() && Instant::now() < deadline {
-        let Ok(Some(Ok(ev))) = tokio::time::timeout(Duration::from_millis(200), watch.message())
-            .await
-            .map(|m| m.transpose())
-        else {
-            continue;
-        };
-        let ev = ev.validate().expect("a valid event");
-        if let WatchEventBody::Deviation(d) = ev.body {
-            if let NetworkChange::PredictionWithdrawn { job_id, reason } = d.change {
-                withdrawn = Some((job_id, reason, d.affected_reservation_ids, silent.elapsed()));
-            }
-        }
-    }
-    let (job, reason, affected, after) = withdrawn.expect("a prediction_withdrawn event");
+    let (job, reason, affected) = next_withdrawal(&mut watch, 2 * PERIOD + Duration::from_secs(1))
+        .await
+        .expect("a prediction_withdrawn event");
+    let after = silent.elapsed();
     assert_eq!(job, "train");
     assert!(reason.contains("no iteration"), "{reason}");
     assert!(!affected.is_empty());
@@ -227,13 +248,7 @@ async fn a_silent_job_is_learned_reserved_ahead_and_withdrawn() {
 }
 
 /// The job announces the ring iteration starting one period from now (T+1).
-async fn announce(
-    client: &mut ndsp::proto::demand_signaling_client::DemandSignalingClient<
-        tonic::transport::Channel,
-    >,
-    hosts: &[&str],
-    n: u32,
-) -> Vec<String> {
+async fn announce(client: &mut Client, hosts: &[&str], n: u32) -> Vec<String> {
     let demands: Vec<proto::DemandSignal> = (0..hosts.len())
         .map(|i| proto::DemandSignal {
             job_id: "train".into(),
@@ -284,19 +299,7 @@ async fn an_announcing_job_is_learned_and_its_announcements_take_over() {
     );
     let mut client = controller.client().await;
     let hosts = ["10.0.1.1", "10.0.1.2", "10.0.2.1", "10.0.2.2"];
-    client
-        .register_topology(register("train", &hosts))
-        .await
-        .unwrap();
-    let mut watch = client
-        .watch_events(proto::WatchEventsRequest {
-            header: header(),
-            job_ids: vec!["train".into()],
-            telemetry_interval_ns: 0,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let mut watch = register_and_watch(&mut client, &hosts).await;
 
     let t0 = Instant::now();
     for n in 0..3u32 {
@@ -320,22 +323,9 @@ async fn an_announcing_job_is_learned_and_its_announcements_take_over() {
     // the next one is predicted.
     tokio::time::sleep_until((t0 + PERIOD * 3).into()).await;
     let announced = announce(&mut client, &hosts, 3).await;
-    let mut withdrawn = None;
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while withdrawn.is_none() && Instant::now() < deadline {
-        let Ok(Some(Ok(ev))) = tokio::time::timeout(Duration::from_millis(200), watch.message())
-            .await
-            .map(|m| m.transpose())
-        else {
-            continue;
-        };
-        if let WatchEventBody::Deviation(d) = ev.validate().expect("a valid event").body {
-            if let NetworkChange::PredictionWithdrawn { reason, .. } = d.change {
-                withdrawn = Some((reason, d.affected_reservation_ids));
-            }
-        }
-    }
-    let (reason, affected) = withdrawn.expect("a prediction_withdrawn event");
+    let (_, reason, affected) = next_withdrawal(&mut watch, Duration::from_secs(2))
+        .await
+        .expect("a prediction_withdrawn event");
     assert!(reason.contains("announced"), "{reason}");
     let mut affected = affected;
     affected.sort();

@@ -308,43 +308,50 @@ def cmd_jax(args):
                   f"min {v[0]:.3f}, max {v[-1]:.3f}")
 
 
-def mode_list(text):
-    modes = text.split(",")
-    unknown = [m for m in modes if m not in MODES + ABLATION]
-    if unknown:
-        import argparse
-        raise argparse.ArgumentTypeError(f"unknown mode(s) {', '.join(unknown)}; "
-                                         f"known: {', '.join(MODES + ABLATION)}")
-    return modes
+def mode_list(known):
+    """An argparse type: a comma-separated list of `known` modes."""
+    def parse(text):
+        modes = text.split(",")
+        unknown = [m for m in modes if m not in known]
+        if unknown:
+            import argparse
+            raise argparse.ArgumentTypeError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        return modes
+    return parse
 
 
-def add_parser(sub):
-    p = sub.add_parser("jax", help="a JAX training job's step time: ECMP, QP-aware ECMP, Foresight")
+def add_lab_arguments(p, name, out, seeds, modes, known, background_s, timeout_s):
+    """The arguments the JAX job's experiments share: the lab, the job's
+    hosts, the background and the controller."""
     p.add_argument("--topology", default=os.path.join(HERE, "topologies", "jax-lab.yaml"))
-    p.add_argument("--name", default="fj", help="lab name (namespace <name>-fabric)")
-    p.add_argument("--out", default=os.path.join(HERE, "results", "jax"))
+    p.add_argument("--name", default=name, help="lab name (namespace <name>-fabric)")
+    p.add_argument("--out", default=os.path.join(HERE, "results", out))
     p.add_argument("--python", default=os.path.join(os.path.dirname(HERE), ".venv-jax", "bin", "python"),
                    help="a Python with jax and foresight-ndsp, run in the hosts")
-    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--seeds", type=int, default=seeds)
     p.add_argument("--first-seed", type=int, default=1)
-    p.add_argument("--modes", type=mode_list, default=list(MODES),
-                   help=f"comma-separated, of {', '.join(MODES + ABLATION)}")
-    p.add_argument("--reference", default="isolated", choices=MODES + ABLATION,
-                   help="ratios are to this mode's median step (it runs first among the seed's modes)")
+    p.add_argument("--modes", type=mode_list(known), default=list(modes), help=f"comma-separated, of {', '.join(known)}")
     p.add_argument("--ranks", type=int, default=4)
-    p.add_argument("--steps", type=int, default=20)
     p.add_argument("--width", type=int, default=96, help="the MLP's hidden width (~140 KB of gradients at 96)")
     p.add_argument("--nic-fraction", type=float, default=0.6,
                    help="a ring NIC's rate as a fraction of its port's (room for the TCP ACKs)")
     p.add_argument("--background-share", type=float, default=0.6,
                    help="background flow rate / a port's rate (above ~0.7 the job's unreserved TCP ACKs, a "
                         "packet each in BMv2's shaping, overload an uplink even where the data is kept apart)")
-    p.add_argument("--background-s", type=float, default=240.0, help="background flows last at most this long")
-    p.add_argument("--window-margin", type=float, default=0.25)
+    p.add_argument("--background-s", type=float, default=background_s, help="background flows last at most this long")
     p.add_argument("--lead-time-ms", type=float, default=300.0)
     p.add_argument("--hash-seed", default="per-switch")
     p.add_argument("--pps-per-gbps", type=float, default=250 / 0.003,
                    help="jax-lab.yaml's 0.003 Gbit/s NICs drain at 250 packets/s")
     p.add_argument("--queue-depth", type=int, default=64)
-    p.add_argument("--timeout-s", type=float, default=240.0, help="a run's job is killed after this long")
+    p.add_argument("--timeout-s", type=float, default=timeout_s, help="a run's job is killed after this long")
+
+
+def add_parser(sub):
+    p = sub.add_parser("jax", help="a JAX training job's step time: ECMP, QP-aware ECMP, Foresight")
+    add_lab_arguments(p, "fj", "jax", 5, MODES, MODES + ABLATION, 240.0, 240.0)
+    p.add_argument("--reference", default="isolated", choices=MODES + ABLATION,
+                   help="ratios are to this mode's median step (it runs first among the seed's modes)")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--window-margin", type=float, default=0.25)
     p.set_defaults(func=cmd_jax)

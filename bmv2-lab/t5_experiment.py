@@ -279,28 +279,10 @@ def cmd_t5(args):
               f"the kill (period {r['last_period_s']} s)")
 
 
-def mode_list(text):
-    modes = text.split(",")
-    unknown = [m for m in modes if m not in MODES]
-    if unknown:
-        import argparse
-        raise argparse.ArgumentTypeError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
-    return modes
-
-
 def add_parser(sub):
     p = sub.add_parser("t5", help="T+5: a JAX job that announces nothing, learned by the controller")
-    p.add_argument("--topology", default=os.path.join(HERE, "topologies", "jax-lab.yaml"))
-    p.add_argument("--name", default="ft", help="lab name (namespace <name>-fabric)")
-    p.add_argument("--out", default=os.path.join(HERE, "results", "t5"))
-    p.add_argument("--python", default=os.path.join(os.path.dirname(HERE), ".venv-jax", "bin", "python"),
-                   help="a Python with jax and foresight-ndsp, run in the hosts")
-    p.add_argument("--seeds", type=int, default=2)
-    p.add_argument("--first-seed", type=int, default=1)
-    p.add_argument("--modes", type=mode_list, default=list(MODES), help=f"comma-separated, of {', '.join(MODES)}")
-    p.add_argument("--ranks", type=int, default=4)
+    jaxmod.add_lab_arguments(p, "ft", "t5", 2, MODES, MODES, 400.0, 400.0)
     p.add_argument("--steps", type=int, default=36)
-    p.add_argument("--width", type=int, default=96)
     p.add_argument("--compute-s", type=float, default=1.5)
     p.add_argument("--change-at", type=int, default=18)
     p.add_argument("--width-after", type=int, default=128, help="~200 KB of gradients instead of ~140 KB")
@@ -313,12 +295,4 @@ def add_parser(sub):
     p.add_argument("--learn-jitter", type=float, default=0.1)
     p.add_argument("--learn-bytes-tolerance", type=float, default=0.2)
     p.add_argument("--learn-horizon", type=int, default=1)
-    p.add_argument("--nic-fraction", type=float, default=0.6)
-    p.add_argument("--background-share", type=float, default=0.6)
-    p.add_argument("--background-s", type=float, default=400.0)
-    p.add_argument("--lead-time-ms", type=float, default=300.0)
-    p.add_argument("--hash-seed", default="per-switch")
-    p.add_argument("--pps-per-gbps", type=float, default=250 / 0.003)
-    p.add_argument("--queue-depth", type=int, default=64)
-    p.add_argument("--timeout-s", type=float, default=400.0)
     p.set_defaults(func=cmd_t5)

@@ -36,6 +36,7 @@ DIR/raw/<run>/ (logs, the status timeline).
 import csv
 import json
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -138,6 +139,8 @@ class T5Experiment(jaxmod.JaxExperiment):
         self.stop_background(bg_procs, bg_ids)
         poller.terminate()
         poller.wait()
+        if mode == "t5":  # what the controller learned, reserved and withdrew
+            shutil.copy(os.path.join(self.lab.dir, "controller.log"), os.path.join(raw, "controller.log"))
         failed = [f"{h}:{c}" for h, c in zip(self.ranks, codes) if c != 0]
         steps = []
         steps_csv = os.path.join(raw, "steps.csv")

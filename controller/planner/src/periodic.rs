@@ -428,6 +428,11 @@ impl IterationDetector {
         closed.map(Burst::observation)
     }
 
+    /// When the burst in progress started, if one is.
+    pub fn open_since(&self) -> Option<u64> {
+        self.burst.as_ref().map(|b| b.start_ns)
+    }
+
     /// The current iteration, once nothing has been seen for `idle_ns` by
     /// `now_ns`.
     pub fn flush(&mut self, now_ns: u64) -> Option<Observation> {

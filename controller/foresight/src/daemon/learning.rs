@@ -269,6 +269,11 @@ impl Learning {
             {
                 steps.extend(observe(job, obs, nic_bps, jitter));
             }
+            // An iteration in progress is judged once it ends (it is seen
+            // whole only then), however long it lasts.
+            if job.detector.open_since().is_some() {
+                continue;
+            }
             if let Some(d) = job.learner.expire(now_ns) {
                 steps.push(withdraw(&job.hosts, &d));
                 if job.announcing {
@@ -624,6 +629,29 @@ mod tests {
             !seen.iter().any(|s| matches!(s, Step::Withdraw { .. })),
             "{seen:?}"
         );
+    }
+
+    #[test]
+    fn an_iteration_longer_than_the_window_is_not_missed() {
+        let mut l = learning();
+        let mut seen = Vec::new();
+        for i in 0..3 {
+            iteration(&mut l, 100 * i);
+            seen.extend(l.tick(100 * i * MS + 50 * MS));
+        }
+        assert_eq!(reserves(&seen), vec![4, 5]);
+        // The 4th starts on time but lasts 60 ms, past its window (300 ms
+        // + 10 ms): seen only once it ends, it is not missed meanwhile.
+        for k in 0..60u64 {
+            for n in 1..=4u8 {
+                l.record(ip(n), ip(n % 4 + 1), 1000 * 100 / 60, 300 * MS + k * MS);
+            }
+            let steps = l.tick(300 * MS + k * MS + MS / 2);
+            assert!(
+                !steps.iter().any(|s| matches!(s, Step::Withdraw { .. })),
+                "at {k} ms: {steps:?}"
+            );
+        }
     }
 
     #[test]

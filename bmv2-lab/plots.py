@@ -197,7 +197,7 @@ def t5_steps(out, change_at=None):
     if change_at is None:
         after = [int(r["step"]) for r in steps if r["phase"] == "after"]
         change_at = min(after) if after else None
-    fig, ax = plt.subplots(figsize=(11, 4.6))
+    fig, ax = plt.subplots(figsize=(11, 5.2))
     for m in T5_LABEL:
         by_step = {}
         for r in steps:
@@ -233,7 +233,7 @@ def t5_steps(out, change_at=None):
     ax.set_ylabel("communication time / isolated median (same phase)")
     seeds = len({r["seed"] for r in steps})
     ax.set_title(f"T+5 in the lab: a JAX job that announces nothing, {seeds} seeds (median, min-max band)")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "t5.png"), dpi=120)
     plt.close(fig)

@@ -135,6 +135,9 @@ class T5Experiment(jaxmod.JaxExperiment):
         bg_procs, bg_ids = self.start_background(seed, "foresight-bg" if mode == "t5" else mode, raw, tag)
         codes, killed_ns = self.run_job_t5(mode, raw, tag)
         if killed_ns:
+            with open(os.path.join(raw, "killed_unix_ns"), "w") as fh:
+                fh.write(str(killed_ns))
+        if killed_ns:
             time.sleep(self.args.after_kill_s)  # watch the withdrawal
         self.stop_background(bg_procs, bg_ids)
         poller.terminate()
@@ -171,13 +174,18 @@ def read_timeline(path):
 
 
 def predicted_windows(polls):
-    """Every predicted reservation seen installed: id -> (start, end)."""
-    out = {}
+    """Every predicted reservation seen installed: id -> (from, to), its
+    window cut to the polls that saw it installed (a withdrawn one stops
+    counting when it is withdrawn)."""
+    seen = {}
     for p in polls:
         for r in p["predicted"]:
             if r["state"] == "installed":
-                out[r["id"]] = (int(r["start_unix_ns"]), int(r["end_unix_ns"]))
-    return out
+                first, _, start, end = seen.get(r["id"], (p["t"], p["t"], int(r["start_unix_ns"]),
+                                                          int(r["end_unix_ns"])))
+                seen[r["id"]] = (first, p["t"], start, end)
+    # Installed at the lead time before its start: it counts from its start.
+    return {i: (max(start, first), min(end, last)) for i, (first, last, start, end) in seen.items()}
 
 
 def last_live(polls, ids=None):
@@ -250,6 +258,9 @@ def run_summary(seed, mode, steps, failed, polls, killed_ns, change_at):
 
 
 def cmd_t5(args):
+    if args.reanalyse:
+        print_runs(reanalyse(args))
+        return
     exp = T5Experiment(args)
     steps_all, runs = [], []
     with exp.lab:
@@ -274,12 +285,40 @@ def cmd_t5(args):
                 expmod.write_csv(os.path.join(args.out, "runs.csv"), runs)
     import plots
     plots.t5_steps(args.out, args.change_at)
+    print_runs(runs)
+
+
+def print_runs(runs):
     for r in runs:
         print(f"seed {r['seed']} {r['mode']}: covered steps {r['median_covered_vs_isolated']}x isolated, "
               f"others {r['median_uncovered_vs_isolated']}x; first predicted step {r['first_predicted_step']}, "
               f"relearned in {r['relearned_in_steps']} steps (old predictions gone "
               f"{r['old_predictions_gone_after_change_s']} s after the change), withdrawn {r['withdrawn_after_kill_s']} s after "
               f"the kill (period {r['last_period_s']} s)")
+
+
+def reanalyse(args):
+    """Recompute DIR's CSVs and plot from DIR/raw (status timelines and
+    per-step CSVs), e.g. after the analysis changed."""
+    steps_all, runs = [], []
+    for tag in sorted(os.listdir(os.path.join(args.out, "raw"))):
+        seed, mode = tag[1:].split("-", 1)
+        raw = os.path.join(args.out, "raw", tag)
+        with open(os.path.join(raw, "steps.csv")) as fh:
+            steps = [{"seed": int(seed), "mode": mode, **r} for r in csv.DictReader(fh)]
+        polls = read_timeline(os.path.join(raw, "status.jsonl"))
+        killed = None
+        if os.path.exists(os.path.join(raw, "killed_unix_ns")):
+            killed = int(open(os.path.join(raw, "killed_unix_ns")).read())
+        annotate(steps, polls, args.change_at)
+        runs.append(run_summary(int(seed), mode, steps, [], polls, killed, args.change_at))
+        steps_all += steps
+    fill_ratios(steps_all, runs)
+    expmod.write_csv(os.path.join(args.out, "steps.csv"), steps_all)
+    expmod.write_csv(os.path.join(args.out, "runs.csv"), runs)
+    import plots
+    plots.t5_steps(args.out, args.change_at)
+    return runs
 
 
 def add_parser(sub):
@@ -298,4 +337,6 @@ def add_parser(sub):
     p.add_argument("--learn-jitter", type=float, default=0.1)
     p.add_argument("--learn-bytes-tolerance", type=float, default=0.2)
     p.add_argument("--learn-horizon", type=int, default=1)
+    p.add_argument("--reanalyse", action="store_true",
+                   help="no runs: recompute the CSVs and the plot from --out's raw/")
     p.set_defaults(func=cmd_t5)

@@ -317,16 +317,26 @@ impl Leadership {
     }
 
     /// The state the previous leaders committed, if any.
+    /// A member that is down refuses the read; it is retried, as commits
+    /// are, for 2 s (the client spreads calls over the members).
     pub async fn load(&self, fabric: &str) -> anyhow::Result<Option<State>> {
-        let mut kv = self.client.kv_client();
-        let read = kv.get(
-            self.state_prefix.clone(),
-            Some(GetOptions::new().with_prefix()),
-        );
-        let answer = tokio::time::timeout(CALL_TIMEOUT, read)
-            .await
-            .map_err(|_| anyhow::anyhow!("etcd: no answer to the state read in {CALL_TIMEOUT:?}"))?
-            .context("etcd: cannot read the state")?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        let answer = loop {
+            let mut kv = self.client.kv_client();
+            let read = kv.get(
+                self.state_prefix.clone(),
+                Some(GetOptions::new().with_prefix()),
+            );
+            match tokio::time::timeout(CALL_TIMEOUT, read).await {
+                Ok(Ok(answer)) => break answer,
+                Ok(Err(e)) if tokio::time::Instant::now() < deadline => {
+                    tracing::warn!(%e, "etcd: state read failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Ok(Err(e)) => return Err(e).context("etcd: cannot read the state"),
+                Err(_) => anyhow::bail!("etcd: no answer to the state read in {CALL_TIMEOUT:?}"),
+            }
+        };
         let mut keys = BTreeMap::new();
         for kv in answer.kvs() {
             let key = kv.key_str().context("etcd: a state key is not UTF-8")?;

@@ -34,11 +34,8 @@ fn iteration(udp: &std::net::UdpSocket, to: &str, hosts: &[Ipv4Addr]) {
     }
 }
 
-async fn predicted(
-    client: &mut ndsp::proto::demand_signaling_client::DemandSignalingClient<
-        tonic::transport::Channel,
-    >,
-) -> Vec<ValidatedReservation> {
+/// Every reservation of the job "train".
+async fn reservations(client: &mut Client) -> Vec<ValidatedReservation> {
     client
         .list_reservations(proto::ListReservationsRequest {
             header: header(),
@@ -51,6 +48,11 @@ async fn predicted(
         .validate()
         .unwrap()
         .reservations
+}
+
+async fn predicted(client: &mut Client) -> Vec<ValidatedReservation> {
+    reservations(client)
+        .await
         .into_iter()
         .filter(|r| r.predicted)
         .collect()
@@ -60,9 +62,7 @@ async fn predicted(
 /// two seconds (the controller acts on its own timers, later under load);
 /// the last list read otherwise, for the caller's assertion to show.
 async fn predicted_when(
-    client: &mut ndsp::proto::demand_signaling_client::DemandSignalingClient<
-        tonic::transport::Channel,
-    >,
+    client: &mut Client,
     done: impl Fn(&[ValidatedReservation]) -> bool,
 ) -> Vec<ValidatedReservation> {
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -347,18 +347,7 @@ async fn an_announcing_job_is_learned_and_its_announcements_take_over() {
     let ahead = predicted_when(&mut client, |a| demand_ids(&live(a)) == fifth).await;
     assert_eq!(demand_ids(&live(&ahead)), fifth, "{ahead:?}");
     // Every announced reservation stands, none is predicted.
-    let all = client
-        .list_reservations(proto::ListReservationsRequest {
-            header: header(),
-            job_id: "train".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .validate()
-        .unwrap()
-        .reservations;
+    let all = reservations(&mut client).await;
     for id in &announced {
         let r = all
             .iter()

@@ -120,7 +120,7 @@ class Experiment:
         # ECN profile and the port shaped across queues (shaper.py).
         tc = RESERVED_QUEUE if self.args.reserved_queue == "own" else ROCE_QUEUE
         extra = ["--ecmp-hash", "five-tuple" if mode == "ecmp5" else "qp-aware",
-                 "--hash-seed", self.args.hash_seed, "--reserved-tc", str(tc),
+                 "--hash-seed", self.args.hash_seed, "--reserved-tc", str(tc), "--background-tc", str(tc),
                  "--headroom", "1.0", "--lead-time-ms", str(self.args.lead_time_ms)]
         if not predrain:
             extra += ["--predrain-probability", "0"]

@@ -121,6 +121,7 @@ class JaxExperiment:
         self.lab.stop_controller()
         extra = ["--ecmp-hash", "five-tuple" if key == "ecmp5" else "qp-aware",
                  "--hash-seed", self.args.hash_seed, "--reserved-tc", str(expmod.ROCE_QUEUE),
+                 "--background-tc", str(expmod.ROCE_QUEUE),
                  "--headroom", "1.0", "--lead-time-ms", str(self.args.lead_time_ms),
                  "--lowered-ecn", "10,50,13107"]
         # NDSP on every address of the fabric namespace: loopback for the

@@ -79,12 +79,13 @@ class T5Experiment(jaxmod.JaxExperiment):
         self.lab.stop_controller()
         a = self.args
         extra = ["--ecmp-hash", "qp-aware", "--hash-seed", a.hash_seed, "--reserved-tc", str(expmod.ROCE_QUEUE),
+                 "--background-tc", str(a.background_tc),
                  "--headroom", "1.0", "--lead-time-ms", str(a.lead_time_ms), "--lowered-ecn", "10,50,13107"]
         if key == "t5":
             extra += ["--learn-iterations", "--learn-from", "counters", "--learn-poll-ms", str(a.learn_poll_ms),
                       "--learn-idle-ms", str(a.learn_idle_ms), "--learn-jitter", str(a.learn_jitter),
                       "--learn-bytes-tolerance", str(a.learn_bytes_tolerance),
-                      "--learn-horizon", str(a.learn_horizon)]
+                      "--learn-horizon", str(a.learn_horizon), "--learn-returns", a.learn_returns]
         self.lab.start_controller(*extra, ndsp=f"0.0.0.0:{labmod.NDSP_ADDR.rsplit(':', 1)[1]}")
         self.controller_mode = key
 
@@ -337,6 +338,11 @@ def add_parser(sub):
     p.add_argument("--learn-jitter", type=float, default=0.1)
     p.add_argument("--learn-bytes-tolerance", type=float, default=0.2)
     p.add_argument("--learn-horizon", type=int, default=1)
+    p.add_argument("--background-tc", type=int, default=expmod.ROCE_QUEUE,
+                   help="the background tenant's reserved flows' queue: 3, the job's (reserved traffic like "
+                        "the job's); another queue flatters T+5, as BMv2 gives every queue the port's rate")
+    p.add_argument("--learn-returns", choices=("reserve", "ecmp"), default="reserve",
+                   help="the job's TCP acknowledgements: reserved with its transfers, or left to ECMP")
     p.add_argument("--reanalyse", action="store_true",
                    help="no runs: recompute the CSVs and the plot from --out's raw/")
     p.set_defaults(func=cmd_t5)

@@ -120,7 +120,7 @@ def t5_learns_a_tcp_job(lab, src, dst):
     sink = lab.host(dst).popen([sys.executable, "-c", TCP_SINK])
     time.sleep(0.5)
     bursts = lab.host(src).popen([sys.executable, "-c", TCP_BURSTS, lab.fabric.ip(dst), "9", "20000", "1.5"])
-    installed, stopped_at, live_after = set(), None, None
+    installed, returns, stopped_at, live_after = set(), set(), None, None
     deadline = time.time() + 30
     while time.time() < deadline:
         if stopped_at is None and bursts.poll() is not None:
@@ -129,6 +129,9 @@ def t5_learns_a_tcp_job(lab, src, dst):
         listed = json.loads(r.stdout)["reservations"]["list"] if r.returncode == 0 else []
         predicted = [x for x in listed if x.get("predicted") and x.get("job_id") == job]
         installed |= {x["id"] for x in predicted if x["state"] == "installed"}
+        # Demand ids t5/<job>/<iteration>/<n>: the one transfer is 0, its
+        # return pair (dst -> src, the ACKs) 1.
+        returns |= {x["id"] for x in predicted if x["state"] == "installed" and x["subject"].endswith("/1")}
         live = [x["id"] for x in predicted if x["state"] in ("scheduled", "installed")]
         if stopped_at is not None and time.time() - stopped_at > 4.0:
             live_after = live
@@ -140,6 +143,8 @@ def t5_learns_a_tcp_job(lab, src, dst):
         p.wait()
     check("a TCP job that announces nothing is learned: predicted reservations installed ahead of its bursts",
           len(installed) >= 2, f"{sorted(installed)}")
+    check("its acknowledgements (dst -> src) are reserved with its bursts", len(returns) >= 1,
+          f"installed: {sorted(installed)}")
     check("4 s after its bursts stop, none of its predicted reservations is live",
           live_after == [], f"still live: {live_after}")
     lab.stop_controller()

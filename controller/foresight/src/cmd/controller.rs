@@ -174,6 +174,13 @@ pub struct ControllerCmd {
     #[arg(long, default_value_t = installer::reservations::RESERVED_TC,
           value_parser = clap::value_parser!(u8).range(0..=7))]
     reserved_tc: u8,
+    /// Priority queue of reserved background traffic (NDSP's BACKGROUND
+    /// class, 0-7): below --reserved-tc, so that it yields to the traffic
+    /// a training step waits for while keeping its reserved path (and
+    /// clears the way for nothing); equal to --reserved-tc, it is reserved
+    /// traffic like any other.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=7))]
+    background_tc: u8,
     /// A port is congested (CongestionEvent on WatchEvents) while INT
     /// reports see its queue above this many packets.
     #[arg(long, default_value_t = 20)]
@@ -212,6 +219,12 @@ pub struct ControllerCmd {
     /// (a keep-alive between iterations) and is not learned from.
     #[arg(long, default_value_t = 16_384)]
     learn_min_iteration_bytes: u64,
+    /// What becomes of a predicted transfer's return traffic (the
+    /// acknowledgements its destination sent back when seen): `reserve`
+    /// (its reverse pair reserved with it, at the share of its rate the
+    /// return traffic had) or `ecmp` (left to ECMP, in its own queue).
+    #[arg(long, value_enum, default_value_t = LearnReturns::Reserve)]
+    learn_returns: LearnReturns,
     /// Consecutive agreeing iterations before predicting (at least 2).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=1000))]
     learn_lock_after: u32,
@@ -283,6 +296,13 @@ impl From<EcmpHash> for HashMode {
 enum LearnSource {
     Counters,
     Int,
+}
+
+/// `--learn-returns`: see [`LearningConfig::reserve_returns`].
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum LearnReturns {
+    Reserve,
+    Ecmp,
 }
 
 impl ControllerCmd {
@@ -506,6 +526,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             ecmp_hash: cmd.ecmp_hash.into(),
             ecmp_seeds: cmd.hash_seed,
             reserved_tc: cmd.reserved_tc,
+            background_tc: cmd.background_tc,
             int_mtu: cmd.int_mtu,
         },
         telemetry: TelemetryConfig {
@@ -555,6 +576,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
                 },
                 min_transfer_fraction: fraction("--learn-min-transfer", cmd.learn_min_transfer)?,
                 min_iteration_bytes: cmd.learn_min_iteration_bytes,
+                reserve_returns: cmd.learn_returns == LearnReturns::Reserve,
             })
         } else {
             None

@@ -5,6 +5,9 @@
 //!
 //! * at its ingress leaf, the SR push entry (label stack and priority
 //!   queue) and the INT watch entry;
+//! * unless it is background traffic that yields (NDSP's BACKGROUND
+//!   class, when `background_tc` is not the reserved queue: it keeps its
+//!   path and capacity, in that queue, and clears the way for nothing):
 //! * on every port of its path, the lowered DCQCN profile for every queue
 //!   but the reserved one, which keeps its own (two `dcqcn_port` entries
 //!   above the port's static one, removed when no reservation needs the
@@ -38,7 +41,7 @@ use planner::ecmp::{HashMode, SeedPolicy};
 use planner::topology::EdgeId;
 use planner::Topology;
 
-use super::state::{FlowRecord, State, Status};
+use super::state::{FlowRecord, Reservation, State, Status};
 
 /// Settings of the dynamic state.
 #[derive(Debug, Clone, Copy)]
@@ -59,11 +62,18 @@ pub struct Policy {
     pub ecmp_seeds: SeedPolicy,
     /// Priority queue (MPLS traffic class) of reserved traffic.
     pub reserved_tc: u8,
+    /// Priority queue of reserved background traffic (planner priority
+    /// [`BACKGROUND_PRIORITY`] or below); `reserved_tc` makes it reserved
+    /// traffic like any other.
+    pub background_tc: u8,
     /// MTU of every switch port for INT's M bit (None: unchecked).
     pub int_mtu: Option<u16>,
 }
 
 type Resolved1 = (Key, Arc<p4::Entity>);
+
+/// Planner priority of NDSP's BACKGROUND class (see `engine.rs`).
+pub const BACKGROUND_PRIORITY: u8 = 32;
 
 /// Cached entities of one reserved flow at its ingress leaf.
 struct FlowEntities {
@@ -219,6 +229,12 @@ impl Compiler {
         Ok(leaves)
     }
 
+    /// Background traffic in a queue of its own yields to everything: see
+    /// the module doc.
+    fn yields(&self, r: &Reservation) -> bool {
+        r.priority <= BACKGROUND_PRIORITY && self.policy.background_tc != self.policy.reserved_tc
+    }
+
     fn reserved_flow(&self, f: &FlowRecord) -> ReservedFlow {
         let hops: Vec<(u32, u16)> = f
             .hops
@@ -248,25 +264,24 @@ impl Compiler {
 
     fn flow_entities(
         &mut self,
-        id: &str,
-        revision: u64,
+        r: &Reservation,
         i: usize,
         f: &FlowRecord,
     ) -> Result<Arc<FlowEntities>, IntentError> {
-        let key = (id.to_string(), revision, i);
+        let key = (r.id.clone(), r.revision, i);
         if let Some(e) = self.flows.get(&key) {
             return Ok(e.clone());
         }
         let rf = self.reserved_flow(f);
         let leaf = &f.hops[0].switch;
         let (info, devices) = (&self.info, &self.devices);
+        let tc = if self.yields(r) {
+            self.policy.background_tc
+        } else {
+            self.policy.reserved_tc
+        };
         let entities = Arc::new(FlowEntities {
-            sr: resolve_one(
-                leaf,
-                rf.entry_in_queue(self.policy.reserved_tc),
-                info,
-                devices,
-            )?,
+            sr: resolve_one(leaf, rf.entry_in_queue(tc), info, devices)?,
             watch: resolve_one(leaf, rf.watch_entry(), info, devices)?,
         });
         self.flows.insert(key, entities.clone());
@@ -320,7 +335,7 @@ impl Compiler {
                     continue;
                 }
                 live_flows.insert((r.id.clone(), r.revision, i));
-                let e = self.flow_entities(&r.id, r.revision, i, f)?;
+                let e = self.flow_entities(r, i, f)?;
                 let leaf = out
                     .get_mut(&f.hops[0].switch)
                     .expect("ingress leaf in fabric");
@@ -330,6 +345,9 @@ impl Compiler {
                 leaf.entities
                     .entry(e.watch.0.clone())
                     .or_insert_with(|| e.watch.1.clone());
+                if self.yields(r) {
+                    continue;
+                }
                 for h in &f.hops {
                     let windows = busy
                         .entry((h.switch.clone(), h.port))

@@ -38,7 +38,7 @@ pub const MAX_FLOWS_PER_RESERVATION: usize = 65_536;
 /// Planner priority of each NDSP priority class (higher is planned first).
 fn planner_priority(p: nt::Priority) -> u8 {
     match p {
-        nt::Priority::Background => 32,
+        nt::Priority::Background => super::desired::BACKGROUND_PRIORITY,
         nt::Priority::Standard => 64,
         nt::Priority::IterationBlocking => 128,
         nt::Priority::LatencyCritical => 192,
@@ -1969,6 +1969,15 @@ mod tests {
         lead_ns: u64,
         seeds: planner::ecmp::SeedPolicy,
     ) -> Compiler {
+        policy_compiler(topo, lead_ns, seeds, 1)
+    }
+
+    fn policy_compiler(
+        topo: &'static Topology,
+        lead_ns: u64,
+        seeds: planner::ecmp::SeedPolicy,
+        background_tc: u8,
+    ) -> Compiler {
         let pipeline = crate::fabric::Pipeline::embedded().unwrap();
         let policy = Policy {
             lead_ns,
@@ -1979,6 +1988,7 @@ mod tests {
             ecmp_hash: planner::ecmp::HashMode::QpAware,
             ecmp_seeds: seeds,
             reserved_tc: installer::reservations::RESERVED_TC,
+            background_tc,
             int_mtu: None,
         };
         let devices = std::sync::Arc::new(installer::Devices::bmv2());
@@ -2034,16 +2044,39 @@ mod tests {
             .unwrap_or_else(|e| panic!("controller answer does not validate: {e}\n{r:?}"))
     }
 
+    /// The entries of `table` the switches (or only `switch`) should hold.
+    fn entries_of(
+        d: &std::collections::BTreeMap<String, installer::intent::Resolved>,
+        switch: Option<&str>,
+        table: &str,
+    ) -> Vec<p4rt::proto::p4::v1::TableEntry> {
+        let info = crate::fabric::Pipeline::embedded().unwrap().info;
+        let id = info.table(table).unwrap().preamble.as_ref().unwrap().id;
+        d.iter()
+            .filter(|(name, _)| switch.is_none_or(|s| s == name.as_str()))
+            .flat_map(|(_, r)| r.entities.values())
+            .filter_map(|x| match &x.entity {
+                Some(p4rt::proto::p4::v1::entity::Entity::TableEntry(t)) if t.table_id == id => {
+                    Some(t.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The SR reservation entries leaf1 should hold.
+    fn leaf1_sr_entries(
+        d: &std::collections::BTreeMap<String, installer::intent::Resolved>,
+    ) -> Vec<p4rt::proto::p4::v1::TableEntry> {
+        entries_of(d, Some("leaf1"), installer::names::SR_RESERVATION)
+    }
+
     fn tables(
         d: &std::collections::BTreeMap<String, installer::intent::Resolved>,
-        info: &p4rt::P4Info,
+        _info: &p4rt::P4Info,
         table: &str,
     ) -> usize {
-        let id = info.table(table).unwrap().preamble.as_ref().unwrap().id;
-        d.values()
-            .flat_map(|r| r.entities.values())
-            .filter(|e| matches!(&e.entity, Some(p4rt::proto::p4::v1::entity::Entity::TableEntry(t)) if t.table_id == id))
-            .count()
+        entries_of(d, None, table).len()
     }
 
     /// The static state gives every switch one `hash_seed` default entry
@@ -2373,6 +2406,64 @@ mod tests {
         );
     }
 
+    /// A reserved background flow keeps its path in the background queue
+    /// and clears the way for nothing (no lowered DCQCN profile, no
+    /// pre-drain of the flow that fell back); with the background queue
+    /// set to the reserved one, it is reserved traffic like any other.
+    #[test]
+    fn reserved_background_traffic_yields() {
+        use p4rt::proto::p4::v1::table_action::Type;
+        let mut e = engine();
+        let mut a = demand(
+            "a",
+            "10.0.1.2",
+            "10.0.2.2",
+            10 * MS,
+            100 * MS,
+            85_000_000_000,
+            Some(700),
+        );
+        a.priority = proto::PriorityClass::Background as i32;
+        let mut b = a.clone();
+        b.demand_id = "b".into();
+        b.dest_qp = Some(701);
+        let r = submit(&mut e, vec![a, b], T0).unwrap();
+        assert_eq!(
+            (r[0].status, r[1].status),
+            (Status::Admitted, Status::FallbackEcmp)
+        );
+        let info = crate::fabric::Pipeline::embedded().unwrap().info;
+        let sr_tc = |d: &std::collections::BTreeMap<String, installer::intent::Resolved>| {
+            let entries = leaf1_sr_entries(d);
+            match entries[0].action.as_ref().and_then(|a| a.r#type.as_ref()) {
+                Some(Type::Action(a)) => a.params[0].value.clone(),
+                other => panic!("a's SR entry has no action: {other:?}"),
+            }
+        };
+        let during = |comp: &mut Compiler| comp.desired(&e.state, T0 + 20 * MS).unwrap();
+        let mut comp = compiler(e.topo, 5 * MS);
+        let at_rest = tables(
+            &comp.desired(&e.state, T0).unwrap(),
+            &info,
+            installer::names::DCQCN_PORT,
+        );
+        let d = during(&mut comp);
+        assert_eq!(sr_tc(&d), vec![1], "the background queue");
+        assert_eq!(tables(&d, &info, installer::names::DCQCN_PORT), at_rest);
+        assert_eq!(tables(&d, &info, installer::names::PREDRAIN), 0);
+        // The background queue is the reserved one: the way is cleared.
+        let mut comp = policy_compiler(
+            e.topo,
+            5 * MS,
+            planner::ecmp::SeedPolicy::PerSwitch,
+            installer::reservations::RESERVED_TC,
+        );
+        let d = during(&mut comp);
+        assert_eq!(sr_tc(&d), vec![installer::reservations::RESERVED_TC]);
+        assert!(tables(&d, &info, installer::names::DCQCN_PORT) > at_rest);
+        assert!(tables(&d, &info, installer::names::PREDRAIN) > 0);
+    }
+
     #[test]
     fn the_earlier_reservation_keeps_a_shared_entry_until_it_ends() {
         let mut e = engine();
@@ -2396,29 +2487,8 @@ mod tests {
         );
         let r = submit(&mut e, vec![a, b], T0).unwrap();
         let mut comp = compiler(e.topo, 0);
-        let leaf = |comp: &mut Compiler, t: u64| {
-            let d = comp.desired(&e.state, t).unwrap();
-            let info = crate::fabric::Pipeline::embedded().unwrap().info;
-            let id = info
-                .table(installer::names::SR_RESERVATION)
-                .unwrap()
-                .preamble
-                .as_ref()
-                .unwrap()
-                .id;
-            d["leaf1"]
-                .entities
-                .values()
-                .filter_map(|x| match &x.entity {
-                    Some(p4rt::proto::p4::v1::entity::Entity::TableEntry(t))
-                        if t.table_id == id =>
-                    {
-                        Some(t.clone())
-                    }
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-        };
+        let leaf =
+            |comp: &mut Compiler, t: u64| leaf1_sr_entries(&comp.desired(&e.state, t).unwrap());
         assert_eq!(leaf(&mut comp, T0 + 60 * MS).len(), 1, "one key, one entry");
         let first = leaf(&mut comp, T0 + 60 * MS);
         let later = leaf(&mut comp, T0 + 120 * MS);

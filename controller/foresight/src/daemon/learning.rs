@@ -10,10 +10,14 @@
 //! [`LearnFrom::Int`]). What is seen feeds the job's
 //! [`IterationDetector`] (a burst of communication followed by `idle_ns`
 //! of silence is one iteration); transfers much smaller than the
-//! iteration's largest (a TCP job's acknowledgements) are left out, and
-//! each iteration feeds the job's [`PeriodLearner`]. Once the learner locks, each predicted iteration not
-//! yet reserved becomes one batch of demands, one per transfer, with ids
-//! `t5/<job>/<iteration>/<n>` (marked predicted in NDSP). An iteration that
+//! iteration's largest (a TCP job's acknowledgements) are left out of its
+//! pattern, and each iteration feeds the job's [`PeriodLearner`]. Once the
+//! learner locks, each predicted iteration not yet reserved becomes one
+//! batch of demands, one per transfer, with ids `t5/<job>/<iteration>/<n>`
+//! (marked predicted in NDSP); a transfer whose reverse pair carried
+//! traffic (its acknowledgements) gets that pair reserved too, at the
+//! share of its rate the return traffic had, so that the acknowledgements
+//! ride the reserved queue on a planned path instead of waiting behind it. An iteration that
 //! does not match, or silence past the expected window, withdraws the job's
 //! predicted reservations that have not ended, and learning starts again.
 //!
@@ -53,6 +57,9 @@ pub struct LearningConfig {
     /// A burst carrying fewer bytes is no iteration (a keep-alive, a
     /// coordination message between iterations) and is not learned from.
     pub min_iteration_bytes: u64,
+    /// Reserve each predicted transfer's return traffic (its reverse
+    /// pair, when that carried traffic) along with it.
+    pub reserve_returns: bool,
 }
 
 impl Default for LearningConfig {
@@ -65,6 +72,7 @@ impl Default for LearningConfig {
             },
             min_transfer_fraction: 0.1,
             min_iteration_bytes: 16_384,
+            reserve_returns: true,
         }
     }
 }
@@ -124,7 +132,14 @@ struct JobLearning {
     /// announcements, and its traffic (the announced traffic) is not
     /// learned again, until an announcement is missed.
     announcing: bool,
+    /// Return traffic of the last iteration learned from traffic: for a
+    /// transfer (src, dst) of its pattern, the bytes dst sent back to src
+    /// over the transfer's bytes.
+    returns: Returns,
 }
+
+/// Return traffic per transfer: (src, dst) -> bytes dst -> src / bytes src -> dst.
+type Returns = BTreeMap<(String, String), f64>;
 
 impl JobLearning {
     fn new(hosts: JobHosts, config: &LearningConfig) -> JobLearning {
@@ -136,6 +151,7 @@ impl JobLearning {
             reserved: BTreeSet::new(),
             pending: Vec::new(),
             announcing: false,
+            returns: Returns::new(),
         }
     }
 
@@ -223,14 +239,12 @@ impl Learning {
         if job.announcing {
             return;
         }
-        if let Some(obs) = job
+        if let Some(burst) = job
             .detector
             .record(&src.to_string(), &dst.to_string(), bytes, at_ns)
         {
-            if let Some(obs) = self.config.iteration(obs) {
-                let steps = observe(job, obs, &self.nic_bps, self.config.learner.jitter);
-                job.pending.extend(steps);
-            }
+            let steps = learn_burst(job, burst, &self.config, &self.nic_bps);
+            job.pending.extend(steps);
         }
     }
 
@@ -252,22 +266,18 @@ impl Learning {
         // The announcement withdrew every prediction of the job: the ones
         // still ahead of it are reserved again below.
         job.reserved.clear();
+        job.returns.clear();
         let steps = observe(job, obs, &self.nic_bps, self.config.learner.jitter);
         job.pending.extend(steps);
     }
 
     /// Close iterations that went quiet, notice missed ones; what to do.
     pub fn tick(&mut self, now_ns: u64) -> Vec<Step> {
-        let (nic_bps, jitter) = (&self.nic_bps, self.config.learner.jitter);
         let mut steps = Vec::new();
         for job in self.jobs.values_mut() {
             steps.append(&mut job.pending);
-            if let Some(obs) = job
-                .detector
-                .flush(now_ns)
-                .and_then(|o| self.config.iteration(o))
-            {
-                steps.extend(observe(job, obs, nic_bps, jitter));
+            if let Some(burst) = job.detector.flush(now_ns) {
+                steps.extend(learn_burst(job, burst, &self.config, &self.nic_bps));
             }
             // An iteration in progress is judged once it ends (it is seen
             // whole only then), however long it lasts.
@@ -324,21 +334,48 @@ pub fn announced_iteration<'a>(
 
 impl LearningConfig {
     /// A burst of traffic as an iteration to learn from: without its
-    /// transfers under `min_transfer_fraction` of the largest; None if it
-    /// carried under `min_iteration_bytes`.
+    /// transfers under `min_transfer_fraction` of the largest, and the
+    /// return traffic of the transfers kept (what was left out on their
+    /// reverse pairs, if `reserve_returns`); None if it carried under
+    /// `min_iteration_bytes`.
     fn iteration(
         &self,
         mut obs: planner::periodic::Observation,
-    ) -> Option<planner::periodic::Observation> {
+    ) -> Option<(planner::periodic::Observation, Returns)> {
         let total: u64 = obs.transfers.iter().map(|t| t.bytes).sum();
         if total < self.min_iteration_bytes {
             return None;
         }
         let largest = obs.transfers.iter().map(|t| t.bytes).max().unwrap_or(0);
         let floor = (largest as f64 * self.min_transfer_fraction) as u64;
-        obs.transfers.retain(|t| t.bytes >= floor);
-        Some(obs)
+        let (kept, small): (Vec<Transfer>, Vec<Transfer>) =
+            obs.transfers.into_iter().partition(|t| t.bytes >= floor);
+        let mut returns = Returns::new();
+        if self.reserve_returns {
+            for back in &small {
+                if let Some(t) = kept.iter().find(|t| t.src == back.dst && t.dst == back.src) {
+                    let share = back.bytes as f64 / t.bytes as f64;
+                    returns.insert((t.src.clone(), t.dst.clone()), share);
+                }
+            }
+        }
+        obs.transfers = kept;
+        Some((obs, returns))
     }
+}
+
+/// Learn from one burst of a job's traffic (if it is an iteration).
+fn learn_burst(
+    job: &mut JobLearning,
+    burst: planner::periodic::Observation,
+    config: &LearningConfig,
+    nic_bps: &HashMap<Ipv4Addr, u64>,
+) -> Vec<Step> {
+    let Some((obs, returns)) = config.iteration(burst) else {
+        return Vec::new();
+    };
+    job.returns = returns;
+    observe(job, obs, nic_bps, config.learner.jitter)
 }
 
 /// Feed one iteration to the job's learner; reserve what became
@@ -358,7 +395,14 @@ fn observe(
             for p in predictions {
                 let iteration = job.observed + p.ahead as u64;
                 if job.reserved.insert(iteration) {
-                    steps.push(reserve(&job.hosts, iteration, &p, margin, nic_bps));
+                    steps.push(reserve(
+                        &job.hosts,
+                        iteration,
+                        &p,
+                        margin,
+                        nic_bps,
+                        &job.returns,
+                    ));
                 }
             }
             job.reserved.retain(|&i| i > job.observed);
@@ -393,45 +437,59 @@ fn reserve(
     p: &Prediction,
     margin: u64,
     nic_bps: &HashMap<Ipv4Addr, u64>,
+    returns: &Returns,
 ) -> Step {
-    // Each transfer gets its source NIC's rate shared by the transfers
-    // that NIC makes in the iteration.
-    let mut per_source: HashMap<&str, u64> = HashMap::new();
+    let return_share = |t: &Transfer| returns.get(&(t.src.clone(), t.dst.clone())).copied();
+    // A NIC is shared by the transfers it sends in the iteration (a unit
+    // each) and the return traffic it sends back (its share of a unit), so
+    // that what is reserved from a NIC never exceeds it.
+    let mut units: HashMap<&str, f64> = HashMap::new();
     for t in &p.transfers {
-        *per_source.entry(t.src.as_str()).or_default() += 1;
+        *units.entry(t.src.as_str()).or_default() += 1.0;
+        if let Some(share) = return_share(t) {
+            *units.entry(t.dst.as_str()).or_default() += share;
+        }
     }
-    let demands = p
-        .transfers
-        .iter()
-        .enumerate()
-        .filter_map(|(n, t)| {
-            let (src, dst): (Ipv4Addr, Ipv4Addr) = (t.src.parse().ok()?, t.dst.parse().ok()?);
-            let nic = nic_bps.get(&src).copied().unwrap_or(0) / per_source[t.src.as_str()];
-            // At the NIC share; as fast as it went when no NIC is known.
-            let rate_bps = if nic > 0 {
-                nic
-            } else {
+    let unit_bps = |host: &str| -> Option<f64> {
+        let nic = *nic_bps.get(&host.parse::<Ipv4Addr>().ok()?)?;
+        (nic > 0).then(|| nic as f64 / units[host])
+    };
+    let mut demands = Vec::new();
+    for (n, t) in p.transfers.iter().enumerate() {
+        let (Ok(src), Ok(dst)) = (t.src.parse::<Ipv4Addr>(), t.dst.parse::<Ipv4Addr>()) else {
+            continue;
+        };
+        // At the NIC share; as fast as it went when no NIC is known.
+        let rate_bps = unit_bps(&t.src)
+            .map(|r| r as u64)
+            .unwrap_or_else(|| {
                 (t.bytes as u128 * 8_000_000_000 / u128::from(p.duration_ns.max(1))) as u64
-            }
-            .max(1);
-            let transfer_ns = (t.bytes as u128 * 8_000_000_000).div_ceil(rate_bps as u128);
-            // The window lasts the transfer at that rate, or as long as the
-            // iteration took when seen if longer (a sender slower than its
-            // NIC share: a shaped host, TCP's own pace), plus the start's
-            // uncertainty on both sides, and holds the rate throughout:
-            // the bytes it could carry.
-            let window_ns =
-                transfer_ns.max(u128::from(p.duration_ns)).max(1) + 2 * u128::from(margin);
-            Some(PredictedDemand {
-                demand_id: format!("t5/{}/{iteration}/{n}", hosts.job_id),
-                src_rank: hosts.ranks[&src],
-                dst_rank: hosts.ranks[&dst],
-                start_unix_ns: p.start_ns.saturating_sub(margin),
-                rate_bps,
-                size_bytes: (rate_bps as u128 * window_ns).div_ceil(8_000_000_000) as u64,
             })
-        })
-        .collect();
+            .max(1);
+        let transfer_ns = (t.bytes as u128 * 8_000_000_000).div_ceil(rate_bps as u128);
+        // The window lasts the transfer at that rate, or as long as the
+        // iteration took when seen if longer (a sender slower than its
+        // NIC share: a shaped host, TCP's own pace), plus the start's
+        // uncertainty on both sides, and holds the rate throughout:
+        // the bytes it could carry.
+        let window_ns = transfer_ns.max(u128::from(p.duration_ns)).max(1) + 2 * u128::from(margin);
+        let demand = |n: usize, from: Ipv4Addr, to: Ipv4Addr, rate_bps: u64| PredictedDemand {
+            demand_id: format!("t5/{}/{iteration}/{n}", hosts.job_id),
+            src_rank: hosts.ranks[&from],
+            dst_rank: hosts.ranks[&to],
+            start_unix_ns: p.start_ns.saturating_sub(margin),
+            rate_bps,
+            size_bytes: (rate_bps as u128 * window_ns).div_ceil(8_000_000_000) as u64,
+        };
+        demands.push(demand(n, src, dst, rate_bps));
+        if let Some(share) = return_share(t) {
+            // Over the same window, at the share of the transfer's rate
+            // it had when seen (within its own NIC's unit).
+            let base = unit_bps(&t.dst).map_or(rate_bps as f64, |u| u.min(rate_bps as f64));
+            let back_bps = ((base * share) as u64).max(1);
+            demands.push(demand(p.transfers.len() + n, dst, src, back_bps));
+        }
+    }
     Step::Reserve {
         tenant: hosts.tenant.clone(),
         job_id: hosts.job_id.clone(),
@@ -531,14 +589,13 @@ mod tests {
         assert_eq!(reserves(&l.tick(350 * MS)), vec![6]);
     }
 
-    #[test]
-    fn a_tcp_ring_s_acknowledgements_are_not_reserved() {
-        let mut l = learning();
+    /// Three ring iterations, each receiver acknowledging 2 %, 3 % and
+    /// 4 % of the bytes (varying more than the bytes tolerance); what the
+    /// learner reserves first.
+    fn tcp_ring(l: &mut Learning) -> Vec<PredictedDemand> {
         let mut seen = Vec::new();
         for i in 0..3u64 {
-            iteration(&mut l, 100 * i);
-            // Each receiver acknowledges: 3 % of the bytes, varying more
-            // than the bytes tolerance between iterations.
+            iteration(l, 100 * i);
             for n in 1..=4u8 {
                 let at = (100 * i + 5) * MS;
                 l.record(ip(n % 4 + 1), ip(n), 2_000 + 1_000 * i, at);
@@ -549,6 +606,32 @@ mod tests {
         let Step::Reserve { demands, .. } = &seen[0] else {
             panic!("{seen:?}")
         };
+        demands.clone()
+    }
+
+    #[test]
+    fn a_tcp_ring_s_acknowledgements_ride_with_their_transfers() {
+        let demands = tcp_ring(&mut learning());
+        // The ring's 4 transfers, each followed by its return pair.
+        assert_eq!(demands.len(), 8, "{demands:?}");
+        // Each NIC sends a transfer and the 4 % return of another: it is
+        // shared 1 : 0.04, and never oversubscribed.
+        for pair in demands.chunks(2) {
+            let (d, b) = (&pair[0], &pair[1]);
+            assert_eq!(d.rate_bps, 7_692_307_692, "{d:?}");
+            assert_eq!(b.rate_bps, 307_692_307, "{b:?}");
+            assert_eq!((b.src_rank, b.dst_rank), (d.dst_rank, d.src_rank));
+            assert_eq!(b.start_unix_ns, d.start_unix_ns);
+            assert!(d.rate_bps + b.rate_bps <= 8_000_000_000);
+        }
+        assert_eq!(demands[1].demand_id, "t5/job/4/4");
+    }
+
+    #[test]
+    fn acknowledgements_left_to_ecmp_are_not_reserved() {
+        let mut l = learning();
+        l.config.reserve_returns = false;
+        let demands = tcp_ring(&mut l);
         // The ring's 4 transfers, each at its NIC's whole share.
         assert_eq!(demands.len(), 4, "{demands:?}");
         assert!(demands.iter().all(|d| d.rate_bps == 8_000_000_000));

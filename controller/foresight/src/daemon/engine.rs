@@ -2350,29 +2350,32 @@ mod tests {
         wire(u);
     }
 
+    /// h2 -> h4 "a" at 85 G, which is reserved, and a second 85 G flow
+    /// h2 -> h4 "b", which falls back to ECMP, both of class `priority`.
+    fn competing_pair(priority: proto::PriorityClass) -> Vec<proto::DemandSignal> {
+        ["a", "b"]
+            .into_iter()
+            .zip([700, 701])
+            .map(|(id, qp)| {
+                let mut d = demand(
+                    id,
+                    "10.0.1.2",
+                    "10.0.2.2",
+                    10 * MS,
+                    100 * MS,
+                    85_000_000_000,
+                    Some(qp),
+                );
+                d.priority = priority as i32;
+                d
+            })
+            .collect()
+    }
+
     #[test]
     fn competing_fallback_flows_are_predrained_only_on_reserved_ports() {
         let mut e = engine();
-        // h2 -> h4 reserved at 85 G; a second 85 G flow h2 -> h4 falls back.
-        let a = demand(
-            "a",
-            "10.0.1.2",
-            "10.0.2.2",
-            10 * MS,
-            100 * MS,
-            85_000_000_000,
-            Some(700),
-        );
-        let b = demand(
-            "b",
-            "10.0.1.2",
-            "10.0.2.2",
-            10 * MS,
-            100 * MS,
-            85_000_000_000,
-            Some(701),
-        );
-        let r = submit(&mut e, vec![a, b], T0).unwrap();
+        let r = submit(&mut e, competing_pair(proto::PriorityClass::Standard), T0).unwrap();
         assert_eq!(
             (r[0].status, r[1].status),
             (Status::Admitted, Status::FallbackEcmp)
@@ -2414,20 +2417,7 @@ mod tests {
     fn reserved_background_traffic_yields() {
         use p4rt::proto::p4::v1::table_action::Type;
         let mut e = engine();
-        let mut a = demand(
-            "a",
-            "10.0.1.2",
-            "10.0.2.2",
-            10 * MS,
-            100 * MS,
-            85_000_000_000,
-            Some(700),
-        );
-        a.priority = proto::PriorityClass::Background as i32;
-        let mut b = a.clone();
-        b.demand_id = "b".into();
-        b.dest_qp = Some(701);
-        let r = submit(&mut e, vec![a, b], T0).unwrap();
+        let r = submit(&mut e, competing_pair(proto::PriorityClass::Background), T0).unwrap();
         assert_eq!(
             (r[0].status, r[1].status),
             (Status::Admitted, Status::FallbackEcmp)

@@ -252,28 +252,13 @@ class Experiment:
         flow's own class."""
         return ["--ack-dscp", "48"] if self.args.reserved_queue == "own" else []
 
-    def port_pps_of(self, key):
-        return self.lab.rate_pps(self.lab.fabric.port_gbps()[key])
-
     def shape_ports(self, reservations_path):
         """Split the rate of every port that carries a reservation between
         its reserved and other queues for this run (shaper.py); returns
         the rates set."""
         with open(reservations_path) as fh:
             reservations = json.load(fh)
-        f = self.lab.fabric
-        unshaped = {(f.hosts[self.lab.collector]["leaf"], f.hosts[self.lab.collector]["port"])} \
-            if self.lab.collector else set()
-        port_pps = {k: self.lab.rate_pps(g) for k, g in f.port_gbps().items() if k not in unshaped}
-        pps_of_bps = lambda bps: bps / 1e9 * self.args.pps_per_gbps  # noqa: E731
-        data_queues = [q for q in range(8) if q != shapermod.CNP_QUEUE]
-        rates = shapermod.split(reservations, port_pps, pps_of_bps, RESERVED_QUEUE, data_queues)
-        for key, qs in rates.items():
-            total = shapermod.port_total(qs, RESERVED_QUEUE, ROCE_QUEUE)
-            if total > port_pps[key]:
-                raise RuntimeError(f"shaper would give {key} {total} packets/s")
-        shapermod.apply(self.lab, rates)
-        return rates
+        return shapermod.shape_lab(self.lab, reservations, self.args.pps_per_gbps, RESERVED_QUEUE, ROCE_QUEUE)
 
     def tx_counters(self):
         """Packets sent per (switch, port) from the P4 tx_port counters."""
@@ -329,9 +314,7 @@ class Experiment:
                  *self.ack_class()], stdout=logf, stderr=subprocess.STDOUT)
         codes = {h: p.wait() for h, p in procs.items()}
         if shaped:
-            # Every queue of the shaped ports back at the port's rate.
-            shapermod.apply(self.lab, {k: {q: self.port_pps_of(k) for q in v}
-                                       for k, v in shaped.items()})
+            shapermod.unshape(self.lab, shaped)
         after = self.tx_counters()
         if collector:
             collector.terminate()

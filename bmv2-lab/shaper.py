@@ -18,8 +18,12 @@ competing traffic gets only the unreserved rest for the whole run, even
 when the reserved queue idles. CNPs and ACKs (queue 7 in this mode) keep
 their own small limiter, as before.
 
+The same split puts reserved background in its place (t5_experiment.py,
+`--background-tc 1`): its queue gets what it reserved, the job's queue the
+rest, as a strict-priority port would give the job at least.
+
 `split` is pure (tested in test_shaper.py); `apply` sets it with
-simple_switch_CLI.
+simple_switch_CLI, `shape_lab` and `unshape` around a run.
 """
 
 CNP_QUEUE = 7
@@ -69,6 +73,30 @@ def port_total(rates, reserved_queue, data_queue):
     """What a port can send per second under `rates`: its shared data
     queue plus its reserved queue (the lab's two data queues)."""
     return rates[data_queue] + rates[reserved_queue]
+
+
+def shape_lab(lab, reservations, pps_per_gbps, reserved_queue, shared_queue):
+    """Split the rate of every lab port that carries one of `reservations`
+    (the controller's answer) between `reserved_queue` and the other data
+    queues, for a run; the collector's port is left alone. Returns the
+    rates set, for `unshape`."""
+    f = lab.fabric
+    unshaped = {(f.hosts[lab.collector]["leaf"], f.hosts[lab.collector]["port"])} if lab.collector else set()
+    port_pps = {k: lab.rate_pps(g) for k, g in f.port_gbps().items() if k not in unshaped}
+    data_queues = [q for q in range(8) if q != CNP_QUEUE]
+    rates = split(reservations, port_pps, lambda bps: bps / 1e9 * pps_per_gbps, reserved_queue, data_queues)
+    for key, qs in rates.items():
+        total = port_total(qs, reserved_queue, shared_queue)
+        if total > port_pps[key]:
+            raise RuntimeError(f"shaper would give {key} {total} packets/s")
+    apply(lab, rates)
+    return rates
+
+
+def unshape(lab, rates):
+    """Every queue of the ports `shape_lab` shaped back at the port's rate."""
+    gbps = lab.fabric.port_gbps()
+    apply(lab, {k: {q: lab.rate_pps(gbps[k]) for q in qs} for k, qs in rates.items()})
 
 
 def apply(lab, rates):

@@ -20,7 +20,10 @@ Modes, the same background (drawn from the seed) in each:
             management link), and the controller learns it
             (--learn-iterations, from the watch counters of the job's host
             pairs: gloo is TCP, which INT does not carry). The job is
-            SIGKILLed after step --kill-after-step.
+            SIGKILLed after step --kill-after-step. The background's
+            reserved flows ride a queue below the job's (--background-tc),
+            each port they reserved split between the two for the run
+            (shaper.py: BMv2 would give every queue the port's rate).
 
 Measured per step: its communication time (the collectives, without the
 pause) over the seed's `isolated` median for the same phase (before or
@@ -47,6 +50,7 @@ sys.path.insert(0, HERE)
 import experiment as expmod  # noqa: E402
 import jax_experiment as jaxmod  # noqa: E402
 import lab as labmod  # noqa: E402
+import shaper as shapermod  # noqa: E402
 
 MODES = ("isolated", "qp", "t5")
 LIVE = ("scheduled", "installed")
@@ -72,6 +76,10 @@ while True:
 
 
 class T5Experiment(jaxmod.JaxExperiment):
+    def __init__(self, args):
+        super().__init__(args)
+        self.shaped = {}  # the ports shaped for the current run (shaper.py)
+
     def controller(self, mode):
         key = "t5" if mode == "t5" else "qp"
         if self.controller_mode == key:
@@ -88,6 +96,23 @@ class T5Experiment(jaxmod.JaxExperiment):
                       "--learn-horizon", str(a.learn_horizon), "--learn-returns", a.learn_returns]
         self.lab.start_controller(*extra, ndsp=f"0.0.0.0:{labmod.NDSP_ADDR.rsplit(':', 1)[1]}")
         self.controller_mode = key
+
+    def forecast_background(self, spec, raw, tag):
+        """The background's forecast; with its reserved flows in a queue of
+        their own (--background-tc), each port they reserved is shaped for
+        the run (shaper.py): their queue gets what they reserved, the job's
+        the rest of the port, as a strict-priority port would give it at
+        least, and no port sends more than its rate."""
+        ids = super().forecast_background(spec, raw, tag)
+        if self.args.background_tc != expmod.ROCE_QUEUE:
+            with open(os.path.join(raw, "reservations.json")) as fh:
+                reservations = json.load(fh)
+            self.shaped = shapermod.shape_lab(self.lab, reservations, self.args.pps_per_gbps,
+                                              self.args.background_tc, expmod.ROCE_QUEUE)
+            with open(os.path.join(raw, "shaped.json"), "w") as fh:
+                json.dump([{"port": f"{sw}:{p}", "queue_pps": qs} for (sw, p), qs in sorted(self.shaped.items())],
+                          fh, indent=1)
+        return ids
 
     def job_command(self, i, mode, raw, tag, hosts):
         a = self.args
@@ -141,6 +166,9 @@ class T5Experiment(jaxmod.JaxExperiment):
         if killed_ns:
             time.sleep(self.args.after_kill_s)  # watch the withdrawal
         self.stop_background(bg_procs, bg_ids)
+        if self.shaped:
+            shapermod.unshape(self.lab, self.shaped)
+            self.shaped = {}
         poller.terminate()
         poller.wait()
         if mode == "t5":  # what the controller learned, reserved and withdrew
@@ -338,9 +366,9 @@ def add_parser(sub):
     p.add_argument("--learn-jitter", type=float, default=0.1)
     p.add_argument("--learn-bytes-tolerance", type=float, default=0.2)
     p.add_argument("--learn-horizon", type=int, default=1)
-    p.add_argument("--background-tc", type=int, default=expmod.ROCE_QUEUE,
-                   help="the background tenant's reserved flows' queue: 3, the job's (reserved traffic like "
-                        "the job's); another queue flatters T+5, as BMv2 gives every queue the port's rate")
+    p.add_argument("--background-tc", type=int, default=1,
+                   help="the background tenant's reserved flows' queue: below the job's (3), with the ports "
+                        "they reserve shaped between the two (shaper.py); or 3, sharing the job's queue")
     p.add_argument("--learn-returns", choices=("reserve", "ecmp"), default="reserve",
                    help="the job's TCP acknowledgements: reserved with its transfers, or left to ECMP")
     p.add_argument("--reanalyse", action="store_true",

@@ -456,9 +456,14 @@ control IntIngress(in fs_ingress_headers_t hdr, inout fs_ingress_metadata_t meta
         meta.int_sample_slot = sample_hash.get({ hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
                                                  meta.flow.l4_src_port, meta.flow.l4_dst_port,
                                                  meta.flow.dst_qp });
-        if (hdr.udp.isValid() && !hdr.int_shim.isValid() &&
+        // TCP is watched too, for its entry's counter (what T+5 learns a
+        // TCP job from); INT itself rides on UDP only.
+        if ((hdr.udp.isValid() || hdr.tcp.isValid()) && !hdr.int_shim.isValid() &&
             hdr.ipv4.flags[0:0] == 0 && hdr.ipv4.frag_offset == 0) {
             watchlist.apply();
+        }
+        if (!hdr.udp.isValid()) {
+            meta.int_source = 0;
         }
         // The sink port is looked up as soon as the egress port is known;
         // whether to report waits for the drop decisions (packets that are

@@ -228,11 +228,10 @@ impl Replica {
             if *self.lost.borrow() {
                 anyhow::bail!("etcd: lease lost while campaigning");
             }
-            let mut lost = self.lost.clone();
             let campaign = election.campaign(self.config.election(), value.clone(), self.lease);
             let outcome = tokio::select! {
                 outcome = campaign => outcome,
-                _ = lost.wait_for(|l| *l) => anyhow::bail!("etcd: lease lost while campaigning"),
+                true = lease_lost(self.lost.clone()) => anyhow::bail!("etcd: lease lost while campaigning"),
                 never = revoke_dead_leader(self.client.clone(), self.config.election(), self.lease) => match never {},
             };
             match outcome {
@@ -420,6 +419,13 @@ pub fn step_down(why: &str) -> ! {
     std::process::exit(STEP_DOWN_EXIT)
 }
 
+/// Wait until the lease is reported lost (`true`). `false` when the
+/// keep-alive ends without that, which it does only on a clean `leave`:
+/// a leader stopped on purpose must exit 0, not as if it had lost etcd.
+async fn lease_lost(mut lost: tokio::sync::watch::Receiver<bool>) -> bool {
+    lost.wait_for(|l| *l).await.is_ok()
+}
+
 /// Step down as soon as the lease is lost or any switch reports a primary
 /// with a higher election id than ours (a newer leader).
 pub fn watch_fences(
@@ -427,10 +433,10 @@ pub fn watch_fences(
     switches: Vec<(String, tokio::sync::watch::Receiver<SwitchStatus>)>,
     election_id: u128,
 ) {
-    let mut lost = lost;
     tokio::spawn(async move {
-        let _ = lost.wait_for(|l| *l).await;
-        step_down("the etcd lease expired, or etcd was out of reach for 5 lease TTLs (another replica may lead now)");
+        if lease_lost(lost).await {
+            step_down("the etcd lease expired, or etcd was out of reach for 5 lease TTLs (another replica may lead now)");
+        }
     });
     for (name, mut status) in switches {
         tokio::spawn(async move {
@@ -643,6 +649,7 @@ mod layout {
 #[cfg(test)]
 mod tests {
     use super::layout::Committed;
+    use super::lease_lost;
     use super::state::{Job, Reason, Reservation, State, Status, Subject};
 
     fn reservation(seq: u64) -> Reservation {
@@ -713,5 +720,21 @@ mod tests {
         // The counters are in meta.
         s.next_seq += 1;
         assert_eq!(written(&c, &s).0, vec!["meta"]);
+    }
+
+    #[tokio::test]
+    async fn a_clean_leave_is_not_a_lost_lease() {
+        // The keep-alive ends (its sender dropped) after `leave`: no step-down.
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        drop(tx);
+        assert!(!lease_lost(rx).await);
+    }
+
+    #[tokio::test]
+    async fn a_lost_lease_is_seen_even_after_the_keep_alive_ended() {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tx.send(true).unwrap();
+        drop(tx);
+        assert!(lease_lost(rx).await);
     }
 }

@@ -493,15 +493,15 @@ impl Host {
             if let Some(d) = done_at {
                 wake = wake.min(d + self.opts.linger_ns);
             }
-            for c in &self.send {
+            for (ci, c) in self.send.iter().enumerate() {
                 if c.sendable {
                     wake = wake.min(c.next_due()).min(c.rp.next_deadline());
                 }
                 if c.una < c.high_seq {
                     wake = wake.min(c.last_progress + self.opts.rto_ns);
-                    if self.opts.tlp_ns > 0 && !c.probed {
-                        wake = wake.min(c.last_progress + self.opts.tlp_ns);
-                    }
+                }
+                if let Some(t) = self.tail_probe_at(ci) {
+                    wake = wake.min(t);
                 }
                 if let Some(m) = c.msgs.get(c.released) {
                     if m.ready_ns.is_none() {
@@ -683,16 +683,23 @@ impl Host {
         }
     }
 
-    /// A connection at its tail (everything released sent, some of it
-    /// unacknowledged) that has waited the probe time without progress.
-    fn tail_probe_due(&self, ci: usize, now: u64) -> bool {
+    /// When the tail-loss probe of a connection is due, if it is armed: the
+    /// connection is at its tail (everything released sent, some of it
+    /// unacknowledged) and has not probed since its last progress. Only an
+    /// armed probe may wake the loop: one still sending would otherwise
+    /// spin from the probe time to its next ACK.
+    fn tail_probe_at(&self, ci: usize) -> Option<u64> {
         let c = &self.send[ci];
-        self.opts.tlp_ns > 0
+        let armed = self.opts.tlp_ns > 0
             && !c.probed
             && c.una < c.high_seq
             && c.next_seq == c.high_seq
-            && !c.can_send()
-            && now >= c.last_progress + self.opts.tlp_ns
+            && !c.can_send();
+        armed.then(|| c.last_progress + self.opts.tlp_ns)
+    }
+
+    fn tail_probe_due(&self, ci: usize, now: u64) -> bool {
+        self.tail_probe_at(ci).is_some_and(|t| now >= t)
     }
 
     fn receiver_timers(&mut self, now: u64) {

@@ -343,6 +343,46 @@ fn lost_tail_recovered_by_probe_before_rto() {
     assert!(without > 1000.0, "{without} ms");
 }
 
+/// A sender waiting for sparse ACKs (the lab's background: every 16th
+/// packet, at most 100 ms late) sleeps until its next packet is due: the
+/// tail-loss probe's timer, not armed while the sender still has packets
+/// to send, must not wake it (it spun from the probe time to each ACK,
+/// about a core's quarter per sender in the lab).
+#[test]
+fn a_sender_waiting_for_acks_sleeps() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let t = topo("s", None);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        dir.path(),
+        vec![flow("slow", "h1", "h2", (0x1001, 0x100), 300 * 1024, 150.0)],
+    );
+    let extra = [
+        "--timeout-s",
+        "20",
+        "--tlp-ms",
+        "20",
+        "--ack-every",
+        "16",
+        "--ack-delay-ms",
+        "100",
+    ];
+    let (a, b) = run_both_with(&t, &spec, dir.path(), &extra);
+    assert!(a.status.success() && b.status.success());
+    let err = String::from_utf8_lossy(&a.stderr).to_string();
+    // "... cpu 12.3 ms (0.6% of a core)"
+    let share: f64 = err
+        .rsplit_once("ms (")
+        .and_then(|(_, rest)| rest.split('%').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no cpu share in {err}"));
+    eprintln!("a 150 pps sender with sparse ACKs: {share}% of a core");
+    assert!(share < 10.0, "{share}% of a core: {err}");
+}
+
 /// A packet whose payload changed in flight (IP and UDP checksums still
 /// valid: only the ICRC covers it) is dropped by the receiver as a NIC
 /// drops it, counted, and recovered like a loss: the receiver NAKs the gap

@@ -2073,7 +2073,6 @@ mod tests {
 
     fn tables(
         d: &std::collections::BTreeMap<String, installer::intent::Resolved>,
-        _info: &p4rt::P4Info,
         table: &str,
     ) -> usize {
         entries_of(d, None, table).len()
@@ -2134,20 +2133,19 @@ mod tests {
 
         let lead = 10 * MS;
         let mut comp = compiler(e.topo, lead);
-        let info = crate::fabric::Pipeline::embedded().unwrap().info;
         let at = |comp: &mut Compiler, t: u64| comp.desired(&e.state, t).unwrap();
         let sr = installer::names::SR_RESERVATION;
         assert_eq!(
-            tables(&at(&mut comp, T0 + 89 * MS), &info, sr),
+            tables(&at(&mut comp, T0 + 89 * MS), sr),
             0,
             "not before start - lead"
         );
         let during = at(&mut comp, T0 + 90 * MS);
-        assert_eq!(tables(&during, &info, sr), 16);
-        assert_eq!(tables(&during, &info, installer::names::INT_WATCHLIST), 16);
-        assert_eq!(tables(&at(&mut comp, T0 + 299 * MS), &info, sr), 16);
+        assert_eq!(tables(&during, sr), 16);
+        assert_eq!(tables(&during, installer::names::INT_WATCHLIST), 16);
+        assert_eq!(tables(&at(&mut comp, T0 + 299 * MS), sr), 16);
         assert_eq!(
-            tables(&at(&mut comp, T0 + 300 * MS), &info, sr),
+            tables(&at(&mut comp, T0 + 300 * MS), sr),
             0,
             "gone at expiry"
         );
@@ -2381,10 +2379,9 @@ mod tests {
             (Status::Admitted, Status::FallbackEcmp)
         );
         let mut comp = compiler(e.topo, 5 * MS);
-        let info = crate::fabric::Pipeline::embedded().unwrap().info;
         let predrain = installer::names::PREDRAIN;
         assert_eq!(
-            tables(&comp.desired(&e.state, T0).unwrap(), &info, predrain),
+            tables(&comp.desired(&e.state, T0).unwrap(), predrain),
             0,
             "before a's install"
         );
@@ -2398,13 +2395,9 @@ mod tests {
             shared >= 1,
             "b's ECMP path shares at least h4's port with a"
         );
-        assert_eq!(tables(&during, &info, predrain), shared);
+        assert_eq!(tables(&during, predrain), shared);
         assert_eq!(
-            tables(
-                &comp.desired(&e.state, T0 + 110 * MS).unwrap(),
-                &info,
-                predrain
-            ),
+            tables(&comp.desired(&e.state, T0 + 110 * MS).unwrap(), predrain),
             0
         );
     }
@@ -2422,7 +2415,6 @@ mod tests {
             (r[0].status, r[1].status),
             (Status::Admitted, Status::FallbackEcmp)
         );
-        let info = crate::fabric::Pipeline::embedded().unwrap().info;
         let sr_tc = |d: &std::collections::BTreeMap<String, installer::intent::Resolved>| {
             let entries = leaf1_sr_entries(d);
             match entries[0].action.as_ref().and_then(|a| a.r#type.as_ref()) {
@@ -2434,13 +2426,12 @@ mod tests {
         let mut comp = compiler(e.topo, 5 * MS);
         let at_rest = tables(
             &comp.desired(&e.state, T0).unwrap(),
-            &info,
             installer::names::DCQCN_PORT,
         );
         let d = during(&mut comp);
         assert_eq!(sr_tc(&d), vec![1], "the background queue");
-        assert_eq!(tables(&d, &info, installer::names::DCQCN_PORT), at_rest);
-        assert_eq!(tables(&d, &info, installer::names::PREDRAIN), 0);
+        assert_eq!(tables(&d, installer::names::DCQCN_PORT), at_rest);
+        assert_eq!(tables(&d, installer::names::PREDRAIN), 0);
         // The background queue is the reserved one: the way is cleared.
         let mut comp = policy_compiler(
             e.topo,
@@ -2450,8 +2441,8 @@ mod tests {
         );
         let d = during(&mut comp);
         assert_eq!(sr_tc(&d), vec![installer::reservations::RESERVED_TC]);
-        assert!(tables(&d, &info, installer::names::DCQCN_PORT) > at_rest);
-        assert!(tables(&d, &info, installer::names::PREDRAIN) > 0);
+        assert!(tables(&d, installer::names::DCQCN_PORT) > at_rest);
+        assert!(tables(&d, installer::names::PREDRAIN) > 0);
     }
 
     #[test]

@@ -65,7 +65,8 @@ while True:
     try:
         with urllib.request.urlopen("http://%s/v1/status", timeout=2) as r:
             s = json.load(r)
-        pred = [{k: x[k] for k in ("id", "state", "start_unix_ns", "end_unix_ns", "install_unix_ns")}
+        pred = [{k: x[k] for k in ("id", "state", "status", "reserved_flows", "flows",
+                               "start_unix_ns", "end_unix_ns", "install_unix_ns")}
                 for x in s["reservations"]["list"] if x.get("predicted")]
         out.write(json.dumps({"t": t, "predicted": pred}) + "\\n")
         out.flush()

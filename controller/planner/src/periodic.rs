@@ -88,7 +88,12 @@ pub struct Prediction {
     /// 1 for the iteration after the last one observed.
     pub ahead: usize,
     pub start_ns: u64,
+    /// The last iteration's communication time.
     pub duration_ns: u64,
+    /// The longest communication time of the latest agreeing iterations:
+    /// what a reservation of this iteration should last, so that a step
+    /// slower than the last one does not outlive it.
+    pub longest_ns: u64,
     pub transfers: Vec<Transfer>,
 }
 
@@ -289,11 +294,19 @@ impl PeriodLearner {
         let Some(lock) = &self.lock else {
             return Vec::new();
         };
+        let longest_ns = self
+            .agreeing
+            .iter()
+            .map(|o| o.duration_ns)
+            .max()
+            .unwrap_or(0)
+            .max(lock.duration_ns);
         (1..=self.config.horizon)
             .map(|ahead| Prediction {
                 ahead,
                 start_ns: lock.expected(ahead as u64).0,
                 duration_ns: lock.duration_ns,
+                longest_ns,
                 transfers: lock.transfers.clone(),
             })
             .collect()
@@ -621,6 +634,19 @@ mod tests {
             }
         }
         assert_eq!(l.predictions()[1].start_ns, 400 * MS);
+        // Reserved for the slowest of the three (90 ms), not the last (55).
+        assert_eq!(l.predictions()[0].duration_ns, 55 * MS);
+        assert_eq!(l.predictions()[0].longest_ns, 90 * MS);
+        // The slow one leaves the k latest: the reservation shrinks back.
+        for (i, d) in [(3u64, 50u64), (4, 50)] {
+            let obs = Observation {
+                start_ns: i * 100 * MS,
+                duration_ns: d * MS,
+                transfers: ring(1000),
+            };
+            assert_eq!(l.observe(obs).unwrap(), Learned::Confirmed);
+        }
+        assert_eq!(l.predictions()[0].longest_ns, 55 * MS);
     }
 
     #[test]

@@ -468,11 +468,11 @@ fn reserve(
             .max(1);
         let transfer_ns = (t.bytes as u128 * 8_000_000_000).div_ceil(rate_bps as u128);
         // The window lasts the transfer at that rate, or as long as the
-        // iteration took when seen if longer (a sender slower than its
-        // NIC share: a shaped host, TCP's own pace), plus the start's
-        // uncertainty on both sides, and holds the rate throughout:
-        // the bytes it could carry.
-        let window_ns = transfer_ns.max(u128::from(p.duration_ns)).max(1) + 2 * u128::from(margin);
+        // slowest of the latest iterations took if longer (a sender slower
+        // than its NIC share: a shaped host, TCP's own pace), plus the
+        // start's uncertainty on both sides, and holds the rate
+        // throughout: the bytes it could carry.
+        let window_ns = transfer_ns.max(u128::from(p.longest_ns)).max(1) + 2 * u128::from(margin);
         let demand = |n: usize, from: Ipv4Addr, to: Ipv4Addr, rate_bps: u64| PredictedDemand {
             demand_id: format!("t5/{}/{iteration}/{n}", hosts.job_id),
             src_rank: hosts.ranks[&from],
@@ -542,9 +542,14 @@ mod tests {
     /// One ring iteration starting at `start_ms`: every host sends 100
     /// packets of 1,000 bytes to the next over 20 ms.
     fn iteration(l: &mut Learning, start_ms: u64) {
+        iteration_paced(l, start_ms, 200_000);
+    }
+
+    /// The same, one packet per host every `gap_ns`.
+    fn iteration_paced(l: &mut Learning, start_ms: u64, gap_ns: u64) {
         for k in 0..100u64 {
             for n in 1..=4u8 {
-                let at = start_ms * MS + k * 200_000;
+                let at = start_ms * MS + k * gap_ns;
                 l.record(ip(n), ip(n % 4 + 1), 1000, at);
             }
         }
@@ -587,6 +592,22 @@ mod tests {
         // A matching 4th iteration reserves only the 6th.
         iteration(&mut l, 300);
         assert_eq!(reserves(&l.tick(350 * MS)), vec![6]);
+    }
+
+    #[test]
+    fn a_reservation_lasts_the_slowest_of_the_latest_iterations() {
+        let mut l = learning();
+        let mut seen = Vec::new();
+        // The 2nd iteration takes 29.7 ms, the others 19.8 ms.
+        for (i, gap_ns) in [(0u64, 200_000u64), (1, 300_000), (2, 200_000)] {
+            iteration_paced(&mut l, 100 * i, gap_ns);
+            seen.extend(l.tick(100 * i * MS + 60 * MS));
+        }
+        let Step::Reserve { demands, .. } = &seen[0] else {
+            panic!("{seen:?}")
+        };
+        // 29.7 ms plus the jitter (10 ms) each side, at 1 byte/ns.
+        assert_eq!(demands[0].size_bytes, 29_700_000 + 20 * MS);
     }
 
     /// Three ring iterations, each receiver acknowledging 2 %, 3 % and

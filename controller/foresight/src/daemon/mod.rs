@@ -405,7 +405,8 @@ impl Controller {
                                         self.metrics.outcome(r.status.name());
                                     }
                                     tracing::info!(%tenant, job = %job_id, iteration,
-                                        flows = demands.len(), "predicted iteration reserved");
+                                        flows = demands.len(), granted = %granted(&records),
+                                        "predicted iteration reserved");
                                     changed.extend(records);
                                 }
                                 Err(e) => tracing::warn!(%tenant, job = %job_id, iteration,
@@ -1166,6 +1167,31 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     drop(processes);
     Ok(())
+}
+
+/// What each flow of some reservations got, for the log: `src>dst
+/// status rate path` per flow (`;`-separated), e.g. `10.0.1.1>10.0.2.1
+/// admitted 4.0Mb/s leaf1:5,spine1:2,leaf2:3`.
+fn granted(records: &[state::Reservation]) -> String {
+    let flows = records.iter().flat_map(|r| &r.flows);
+    flows
+        .map(|f| {
+            let path: Vec<String> = f
+                .hops
+                .iter()
+                .map(|h| format!("{}:{}", h.switch, h.port))
+                .collect();
+            format!(
+                "{}>{} {} {:.1}Mb/s {}",
+                f.src_ip,
+                f.dst_ip,
+                f.status.name(),
+                f.accepted_bps as f64 / 1e6,
+                path.join(",")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 async fn shutdown_signal() {

@@ -186,8 +186,9 @@ def jax_steps(out):
     plt.close(fig)
 
 
-T5_LABEL = {"isolated": "isolated (reference)", "qp": MODE_LABEL["qp"], "t5": "Foresight T+5 (learned, nothing announced)"}
-T5_COLORS = {"isolated": "#3a3a3a", "qp": COLORS["qp"], "t5": COLORS["foresight"]}
+T5_LABEL = {"isolated": "isolated (reference)", "ecmp5": MODE_LABEL["ecmp5"], "qp": MODE_LABEL["qp"],
+            "t5": "Foresight T+5 (learned, nothing announced)"}
+T5_COLORS = {"isolated": "#3a3a3a", "ecmp5": COLORS["ecmp5"], "qp": COLORS["qp"], "t5": COLORS["foresight"]}
 
 
 def t5_steps(out, change_at=None):

@@ -14,7 +14,9 @@ Modes, the same background (drawn from the seed) in each:
 
   isolated  the background kept inside each leaf: the reference, the
             communication time of a step when nothing collides with it;
-  qp        QP-aware ECMP, nothing reserved (the strongest reactive fabric);
+  ecmp5     seeded ECMP on the 5-tuple, nothing reserved;
+  qp        QP-aware ECMP, nothing reserved (the RoCEv2 flows hashed on
+            their destination QP; the job's TCP on its 5-tuple);
   t5        QP-aware ECMP plus Foresight: the background's tenant forecasts
             its flows; the job only registers (process 0, over the
             management link), and the controller learns it
@@ -52,7 +54,7 @@ import jax_experiment as jaxmod  # noqa: E402
 import lab as labmod  # noqa: E402
 import shaper as shapermod  # noqa: E402
 
-MODES = ("isolated", "qp", "t5")
+MODES = ("isolated", "ecmp5", "qp", "t5")
 LIVE = ("scheduled", "installed")
 
 # Polls the controller's status in the fabric namespace: one JSON line per
@@ -82,12 +84,12 @@ class T5Experiment(jaxmod.JaxExperiment):
         self.shaped = {}  # the ports shaped for the current run (shaper.py)
 
     def controller(self, mode):
-        key = "t5" if mode == "t5" else "qp"
+        key = mode if mode in ("t5", "ecmp5") else "qp"
         if self.controller_mode == key:
             return
         self.lab.stop_controller()
         a = self.args
-        extra = ["--ecmp-hash", "qp-aware", "--hash-seed", a.hash_seed, "--reserved-tc", str(expmod.ROCE_QUEUE),
+        extra = ["--ecmp-hash", "five-tuple" if key == "ecmp5" else "qp-aware", "--hash-seed", a.hash_seed, "--reserved-tc", str(expmod.ROCE_QUEUE),
                  "--background-tc", str(a.background_tc),
                  "--headroom", "1.0", "--lead-time-ms", str(a.lead_time_ms), "--lowered-ecn", "10,50,13107"]
         if key == "t5":

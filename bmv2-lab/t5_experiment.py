@@ -89,8 +89,8 @@ class T5Experiment(jaxmod.JaxExperiment):
             return
         self.lab.stop_controller()
         a = self.args
-        extra = ["--ecmp-hash", "five-tuple" if key == "ecmp5" else "qp-aware", "--hash-seed", a.hash_seed, "--reserved-tc", str(expmod.ROCE_QUEUE),
-                 "--background-tc", str(a.background_tc),
+        extra = ["--ecmp-hash", "five-tuple" if key == "ecmp5" else "qp-aware", "--hash-seed", a.hash_seed,
+                 "--reserved-tc", str(expmod.ROCE_QUEUE), "--background-tc", str(a.background_tc),
                  "--headroom", "1.0", "--lead-time-ms", str(a.lead_time_ms), "--lowered-ecn", "10,50,13107"]
         if key == "t5":
             extra += ["--learn-iterations", "--learn-from", "counters", "--learn-poll-ms", str(a.learn_poll_ms),

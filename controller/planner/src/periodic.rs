@@ -294,13 +294,13 @@ impl PeriodLearner {
         let Some(lock) = &self.lock else {
             return Vec::new();
         };
+        // The agreeing iterations end with the last one (the lock's).
         let longest_ns = self
             .agreeing
             .iter()
             .map(|o| o.duration_ns)
             .max()
-            .unwrap_or(0)
-            .max(lock.duration_ns);
+            .unwrap_or(lock.duration_ns);
         (1..=self.config.horizon)
             .map(|ahead| Prediction {
                 ahead,

@@ -1,6 +1,8 @@
 //! User-space "bump in the wire" between two interfaces of one namespace:
 //! a rate-limited FIFO that CE-marks ECN-capable IPv4 packets above a queue
-//! threshold and drops at random, like a BMv2 egress queue.
+//! threshold and drops at random, like a BMv2 egress queue; it can also
+//! hold chosen packets back so that later ones overtake them (reordering,
+//! as on two paths of different delay).
 //!
 //! Exists because minimal kernels (CI VMs) often lack sch_netem, sch_red and
 //! fq_codel, so tests cannot rely on qdiscs to mark or lose packets.
@@ -38,6 +40,15 @@ pub struct Impair {
     /// Flip one payload bit of these UDP packets (counted like `drop_udp`):
     /// the IP and UDP checksums still hold, only the ICRC catches it.
     pub corrupt_udp: Vec<u64>,
+    /// Hold every Nth UDP packet (counted like `drop_udp`; 0 = none) for
+    /// `reorder_delay` while the others pass: it arrives after those sent
+    /// in that time.
+    pub reorder_every_udp: u64,
+    pub reorder_delay: Duration,
+    /// Every B->A packet (ACKs, NAKs, CNPs) is this late: a longer round
+    /// trip, so that several packets follow a gap before its NAK takes
+    /// effect, as on a fabric whose RTT spans several packets.
+    pub reverse_delay: Duration,
 }
 
 impl Default for Impair {
@@ -50,6 +61,9 @@ impl Default for Impair {
             seed: 1,
             drop_udp: Vec::new(),
             corrupt_udp: Vec::new(),
+            reorder_every_udp: 0,
+            reorder_delay: Duration::ZERO,
+            reverse_delay: Duration::ZERO,
         }
     }
 }
@@ -61,6 +75,8 @@ pub struct Stats {
     pub lost: AtomicU64,
     pub tail_dropped: AtomicU64,
     pub corrupted: AtomicU64,
+    /// Packets held back (reordered).
+    pub delayed: AtomicU64,
 }
 
 /// Running relay; stops and joins its threads on drop.
@@ -216,6 +232,51 @@ fn is_udp(frame: &[u8]) -> bool {
     ipv4(frame).is_some_and(|o| frame[o + 9] == 17)
 }
 
+/// Frames waiting with the time they are due (queued in time order: every
+/// frame of a line waits the same delay).
+type DelayLine = Arc<(Mutex<VecDeque<(Instant, Vec<u8>)>>, Condvar)>;
+
+fn hold(line: &DelayLine, at: Instant, frame: Vec<u8>) {
+    let (lock, cv) = &**line;
+    lock.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push_back((at, frame));
+    cv.notify_one();
+}
+
+/// A thread that sends each frame of the returned line on `out` when it is
+/// due, calling `sent` after each.
+fn delay_line(
+    out: Arc<PacketSock>,
+    stop: Arc<AtomicBool>,
+    sent: impl Fn() + Send + 'static,
+) -> (DelayLine, JoinHandle<()>) {
+    let line: DelayLine = Arc::default();
+    let l = line.clone();
+    let t = std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            let (lock, cv) = &*l;
+            let mut q = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let now = Instant::now();
+            let wait = match q.front() {
+                Some(&(at, _)) if at <= now => Duration::ZERO,
+                Some(&(at, _)) => (at - now).min(Duration::from_millis(50)),
+                None => Duration::from_millis(50),
+            };
+            if !wait.is_zero() {
+                drop(cv.wait_timeout(q, wait).unwrap_or_else(|e| e.into_inner()));
+                continue;
+            }
+            if let Some((_, frame)) = q.pop_front() {
+                drop(q);
+                out.send(&frame);
+                sent();
+            }
+        }
+    });
+    (line, t)
+}
+
 /// Starts relaying between `if_a` and `if_b` in namespace `ns`.
 pub fn start(ns: &str, if_a: &str, if_b: &str, imp: Impair) -> Result<Relay> {
     let (sa, sb) = open_in_ns(ns, if_a, if_b)?;
@@ -224,27 +285,47 @@ pub fn start(ns: &str, if_a: &str, if_b: &str, imp: Impair) -> Result<Relay> {
     let stats = Arc::new(Stats::default());
     let queue: Arc<(Mutex<VecDeque<Vec<u8>>>, Condvar)> = Arc::default();
     let mut threads = Vec::new();
+    // A -> B packets held back, each sent at its time.
+    let held = (imp.reorder_every_udp > 0).then(|| {
+        let stats = stats.clone();
+        let (line, t) = delay_line(sb.clone(), stop.clone(), move || {
+            stats.forwarded.fetch_add(1, Ordering::Relaxed);
+        });
+        threads.push(t);
+        line
+    });
 
-    // B -> A: plain forwarding (ACKs, CNPs, ARP replies).
+    // B -> A: plain forwarding (ACKs, CNPs, ARP replies), or late by
+    // `reverse_delay`.
     {
         let (sa, sb, stop) = (sa.clone(), sb.clone(), stop.clone());
+        let late = (!imp.reverse_delay.is_zero()).then(|| {
+            let (line, t) = delay_line(sa.clone(), stop.clone(), || {});
+            threads.push(t);
+            line
+        });
+        let delay = imp.reverse_delay;
         threads.push(std::thread::spawn(move || {
             let mut buf = vec![0u8; 65536];
             while !stop.load(Ordering::Relaxed) {
                 if let Some(n) = sb.recv(&mut buf) {
-                    sa.send(&buf[..n]);
+                    match &late {
+                        Some(line) => hold(line, Instant::now() + delay, buf[..n].to_vec()),
+                        None => sa.send(&buf[..n]),
+                    }
                 }
             }
         }));
     }
     // A -> B ingress: loss, marking, enqueue.
     {
-        let (sa, sb, stop, stats, queue) = (
+        let (sa, sb, stop, stats, queue, held) = (
             sa.clone(),
             sb.clone(),
             stop.clone(),
             stats.clone(),
             queue.clone(),
+            held.clone(),
         );
         let imp = imp.clone();
         threads.push(std::thread::spawn(move || {
@@ -274,6 +355,14 @@ pub fn start(ns: &str, if_a: &str, if_b: &str, imp: Impair) -> Result<Relay> {
                             *b ^= 0x01;
                             stats.corrupted.fetch_add(1, Ordering::Relaxed);
                         }
+                    }
+                    if let Some(line) = held
+                        .as_ref()
+                        .filter(|_| udp_seen % imp.reorder_every_udp == 0)
+                    {
+                        stats.delayed.fetch_add(1, Ordering::Relaxed);
+                        hold(line, Instant::now() + imp.reorder_delay, frame);
+                        continue;
                     }
                 }
                 if ipv4(&frame).is_none() || imp.rate_pps <= 0.0 {

@@ -1,5 +1,6 @@
 //! RoCEv2 traffic generator for the bmv2-lab: spec generation, packet
-//! format, DCQCN reaction point, and the per-host runtime.
+//! format, DCQCN reaction point, selective acknowledgement, and the
+//! per-host runtime.
 
 pub mod dcqcn;
 pub mod gen;
@@ -7,5 +8,6 @@ pub mod netns;
 pub mod packet;
 pub mod relay;
 pub mod run;
+pub mod sack;
 pub mod spec;
 pub mod sys;

@@ -5,9 +5,10 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 use rocegen::gen::{self, Background, GenOpts};
-use rocegen::run::{self, RunOpts};
+use rocegen::run::{self, Nic, RunOpts};
 
-/// RoCEv2 traffic generator with go-back-N and a DCQCN reaction point.
+/// RoCEv2 traffic generator with go-back-N or out-of-order NICs and a DCQCN
+/// reaction point.
 #[derive(Parser)]
 #[command(name = "rocegen", version)]
 struct Cli {
@@ -108,6 +109,19 @@ struct RunArgs {
     /// Keep answering after our own flows are done (peer's lost last ACK).
     #[arg(long, default_value_t = 1000.0)]
     linger_ms: f64,
+    /// NIC kind: gbn (go-back-N: NAK a PSN gap, the sender goes back) or
+    /// ooo (place by PSN, selective ACKs, resend only what is missing).
+    /// Every host of a run needs the same.
+    #[arg(long, default_value = "gbn")]
+    nic: Nic,
+    /// ooo: a packet counts as lost once this many packets beyond it are
+    /// acknowledged.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
+    ooo_threshold: u64,
+    /// gbn: also send a CNP with the NAK of a PSN gap (rate-limited like CE
+    /// CNPs), as some NICs can.
+    #[arg(long)]
+    cnp_on_ooo: bool,
     /// No per-second progress lines.
     #[arg(long)]
     quiet: bool,
@@ -187,6 +201,14 @@ fn real_main() -> Result<ExitCode> {
             o.ack_dscp = a.ack_dscp;
             o.rate_sample_ns = ms(a.rate_sample_ms).max(100_000);
             o.linger_ns = ms(a.linger_ms);
+            if a.cnp_on_ooo && a.nic != Nic::GoBackN {
+                anyhow::bail!(
+                    "--cnp-on-ooo is for --nic gbn (an ooo NIC places reordered packets)"
+                );
+            }
+            o.nic = a.nic;
+            o.ooo_threshold = a.ooo_threshold;
+            o.cnp_on_ooo = a.cnp_on_ooo;
             o.quiet = a.quiet;
             let host = o.host.clone();
             let out = run::run(o)?;

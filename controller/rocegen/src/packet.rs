@@ -173,12 +173,110 @@ impl Aeth {
     }
 }
 
+/// Kind byte opening rocegen's SACK extension (ASCII 'S').
+pub const SACK_KIND: u8 = 0x53;
+/// Most bitmap words a SACK extension carries: 256 PSNs beyond the
+/// expected one, the out-of-order receiver's placement window.
+pub const SACK_MAX_WORDS: usize = 8;
+/// PSNs a SACK bitmap can cover.
+pub const SACK_WINDOW: u64 = 32 * SACK_MAX_WORDS as u64;
+
+/// Selective acknowledgement carried after the AETH of an Acknowledge from
+/// rocegen's out-of-order receiver (not an InfiniBand header: only
+/// rocegen's own sender reads it). Wire format: kind byte [`SACK_KIND`],
+/// word count N (1..=8), two zero bytes, then N big-endian 32-bit words.
+/// Bit i (word i/32, most significant bit first) set means PSN
+/// `expected + 1 + i` has been placed, where `expected = BTH PSN + 1` is the
+/// first PSN not yet received (the BTH PSN being the last in order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SackBitmap {
+    words: [u32; SACK_MAX_WORDS],
+    len: usize,
+}
+
+impl SackBitmap {
+    /// Marks offset `i` (PSN expected + 1 + i); false if beyond the bitmap.
+    pub fn set(&mut self, i: u64) -> bool {
+        if i >= SACK_WINDOW {
+            return false;
+        }
+        let w = (i / 32) as usize;
+        self.words[w] |= 1 << (31 - i % 32);
+        self.len = self.len.max(w + 1);
+        true
+    }
+
+    pub fn contains(&self, i: u64) -> bool {
+        i < 32 * self.len as u64 && self.words[(i / 32) as usize] & (1 << (31 - i % 32)) != 0
+    }
+
+    /// Offsets covered by the words carried (a multiple of 32).
+    pub fn span(&self) -> u64 {
+        32 * self.len as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words[..self.len].iter().all(|&w| w == 0)
+    }
+
+    /// Bytes on the wire: header + words.
+    pub fn encoded_len(&self) -> usize {
+        4 + 4 * self.len
+    }
+
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&[SACK_KIND, self.len as u8, 0, 0]);
+        for w in &self.words[..self.len] {
+            out.extend_from_slice(&w.to_be_bytes());
+        }
+    }
+
+    pub fn decode(b: &[u8]) -> Result<SackBitmap, PacketError> {
+        if b.len() < 4 {
+            return Err(PacketError::Truncated {
+                what: "SACK extension header",
+                need: 4,
+                got: b.len(),
+            });
+        }
+        let n = usize::from(b[1]);
+        if b[0] != SACK_KIND || !(1..=SACK_MAX_WORDS).contains(&n) || b[2..4] != [0, 0] {
+            return Err(PacketError::BadSack(
+                "kind 0x53, 1..=8 words and two zero bytes expected",
+            ));
+        }
+        if b.len() != 4 + 4 * n {
+            return Err(PacketError::BadSack(
+                "length after the AETH disagrees with the word count",
+            ));
+        }
+        let mut s = SackBitmap {
+            len: n,
+            ..SackBitmap::default()
+        };
+        for (w, c) in s.words.iter_mut().zip(b[4..].chunks_exact(4)) {
+            *w = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        Ok(s)
+    }
+}
+
 /// One decoded RoCEv2 packet (the UDP payload).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Roce<'a> {
-    Data { bth: Bth, payload: &'a [u8] },
-    Ack { bth: Bth, aeth: Aeth },
-    Cnp { bth: Bth },
+    Data {
+        bth: Bth,
+        payload: &'a [u8],
+    },
+    /// `sack`: the SACK extension of an out-of-order receiver's ACK.
+    Ack {
+        bth: Bth,
+        aeth: Aeth,
+        sack: Option<SackBitmap>,
+    },
+    Cnp {
+        bth: Bth,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,6 +294,8 @@ pub enum PacketError {
     },
     /// IPv4 header with options, or not IPv4/UDP: not what RoCEv2 sends.
     NotRoceIpv4(&'static str),
+    /// Bytes after an AETH that are no valid SACK extension.
+    BadSack(&'static str),
     /// The ICRC the packet carries is not the one computed over it.
     BadIcrc {
         carried: u32,
@@ -213,6 +313,7 @@ impl fmt::Display for PacketError {
                 write!(f, "unsupported BTH opcode 0x{c:02x}")
             }
             PacketError::BadTransportVersion(v) => write!(f, "BTH transport version {v} != 0"),
+            PacketError::BadSack(why) => write!(f, "bad SACK extension: {why}"),
             PacketError::NotRoceIpv4(why) => write!(f, "not a RoCEv2 IPv4 packet: {why}"),
             PacketError::BadIcrc { carried, computed } => {
                 write!(f, "ICRC 0x{carried:08x}, computed 0x{computed:08x}")
@@ -293,7 +394,13 @@ pub fn decode(udp_payload: &[u8]) -> Result<Roce<'_>, PacketError> {
                 syndrome: rest[0],
                 msn: u32::from_be_bytes([0, rest[1], rest[2], rest[3]]),
             };
-            Ok(Roce::Ack { bth, aeth })
+            let ext = &rest[AETH_LEN..rest.len() - ICRC_LEN];
+            let sack = if ext.is_empty() {
+                None
+            } else {
+                Some(SackBitmap::decode(ext)?)
+            };
+            Ok(Roce::Ack { bth, aeth, sack })
         }
         Opcode::Cnp => {
             let need = CNP_PAD_LEN + ICRC_LEN;
@@ -492,10 +599,11 @@ mod tests {
         );
         assert_eq!(out.len(), 20 + 8 + 12 + 4 + 4);
         match decode(&out[28..]).unwrap() {
-            Roce::Ack { bth, aeth } => {
+            Roce::Ack { bth, aeth, sack } => {
                 assert_eq!((bth.dest_qp, bth.psn), (4097, 41));
                 assert!(aeth.is_nak());
                 assert_eq!(aeth.msn, 9);
+                assert_eq!(sack, None);
             }
             other => panic!("wrong kind {other:?}"),
         }
@@ -672,6 +780,51 @@ mod tests {
         );
         assert_eq!(out.len(), 48);
         assert_eq!(out[44..], [0xa7, 0x7d, 0x11, 0xe8]);
+    }
+
+    #[test]
+    fn sack_extension_round_trip_and_errors() {
+        let mut sack = SackBitmap::default();
+        assert!(sack.is_empty());
+        for i in [0, 5, 33] {
+            assert!(sack.set(i));
+        }
+        assert!(!sack.set(SACK_WINDOW), "beyond the bitmap");
+        assert_eq!((sack.span(), sack.encoded_len()), (64, 12));
+        let mut aeth = vec![SYNDROME_ACK, 0, 0, 1];
+        sack.encode(&mut aeth);
+        assert_eq!(aeth[4..], [0x53, 2, 0, 0, 0x84, 0, 0, 0, 0x40, 0, 0, 0]);
+        let mut out = Vec::new();
+        build(
+            &ip(),
+            &Bth::new(Opcode::Acknowledge, 4097, 9),
+            &aeth,
+            &[],
+            &mut out,
+        );
+        let Roce::Ack {
+            sack: Some(got), ..
+        } = decode(&out[28..]).unwrap()
+        else {
+            panic!("no SACK decoded");
+        };
+        assert_eq!(got, sack);
+        let set: Vec<u64> = (0..got.span()).filter(|&i| got.contains(i)).collect();
+        assert_eq!(set, [0, 5, 33]);
+        assert!(!got.contains(1000));
+        // A word count that disagrees with the length, a wrong kind, a
+        // stray byte after the AETH: errors, not guesses.
+        for (at, v) in [(1, 3u8), (0, 0x54), (2, 1)] {
+            let mut bad = out[28..].to_vec();
+            bad[BTH_LEN + AETH_LEN + at] = v;
+            assert!(
+                matches!(decode(&bad), Err(PacketError::BadSack(_))),
+                "byte {at} = {v}"
+            );
+        }
+        let mut stray = out[28..28 + BTH_LEN + AETH_LEN].to_vec();
+        stray.extend_from_slice(&[0x53, 0, 0, 0, 0]);
+        assert!(decode(&stray).is_err());
     }
 
     #[test]

@@ -17,10 +17,46 @@ use crate::dcqcn::Rp;
 use crate::gen::udp_port_for;
 use crate::packet::{
     self, Bth, Ipv4Udp, Opcode, PacketError, Roce, CNP_DSCP, CNP_PAD_LEN, ECN_CE, ECN_ECT0, MASK24,
-    ROCE_PORT, SYNDROME_ACK, SYNDROME_NAK_PSN_SEQ,
+    ROCE_PORT, SACK_WINDOW, SYNDROME_ACK, SYNDROME_NAK_PSN_SEQ,
 };
+use crate::sack::{Placement, PlacementWindow, Scoreboard};
 use crate::spec::Spec;
 use crate::sys::{self, RawSender, RoceReceiver};
+
+/// The kind of RoCE NIC a host plays: how its receiver treats a PSN gap and
+/// how its sender recovers. Every host of a run must play the same kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nic {
+    /// RC without out-of-order placement: the receiver drops everything
+    /// after a gap and NAKs it once; the sender goes back to the NAKed PSN.
+    GoBackN,
+    /// Out-of-order placement (as in IRN, Spectrum-X SuperNIC, UET): the
+    /// receiver places by PSN and acknowledges selectively; the sender
+    /// resends only what is missing.
+    OutOfOrder,
+}
+
+impl Nic {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Nic::GoBackN => "gbn",
+            Nic::OutOfOrder => "ooo",
+        }
+    }
+}
+
+impl std::str::FromStr for Nic {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Nic, String> {
+        match s {
+            "gbn" => Ok(Nic::GoBackN),
+            "ooo" => Ok(Nic::OutOfOrder),
+            _ => Err(format!(
+                "unknown NIC kind {s:?}: gbn (go-back-N) or ooo (out-of-order placement)"
+            )),
+        }
+    }
+}
 
 /// Runtime knobs that are not part of the shared spec (lab defaults).
 #[derive(Debug, Clone)]
@@ -51,6 +87,14 @@ pub struct RunOpts {
     /// Catch-up bound after a stall: at most this much schedule is sent
     /// back-to-back.
     pub max_burst_ns: u64,
+    pub nic: Nic,
+    /// Out-of-order NIC: a packet sent once counts as lost when this many
+    /// packets beyond it have been acknowledged (shallower reordering costs
+    /// nothing).
+    pub ooo_threshold: u64,
+    /// Go-back-N NIC: also send a CNP (rate-limited like the CE ones) with
+    /// the NAK of a PSN gap, as some NICs can be set to do.
+    pub cnp_on_ooo: bool,
     pub quiet: bool,
 }
 
@@ -69,6 +113,9 @@ impl RunOpts {
             rate_sample_ns: 5_000_000,
             linger_ns: 1_000_000_000,
             max_burst_ns: 2_000_000,
+            nic: Nic::GoBackN,
+            ooo_threshold: 8,
+            cnp_on_ooo: false,
             quiet: false,
         }
     }
@@ -93,6 +140,13 @@ struct SendMsg {
     end_ns: Option<u64>,
     sent: u64,
     retx: u64,
+    /// Payload bytes sent, resends included, and those of resends.
+    sent_bytes: u64,
+    resent_bytes: u64,
+    /// NAKs received for a PSN of this message, and go-back-N rewinds
+    /// (NAK or timeout) from one.
+    naks: u64,
+    rewinds: u64,
     cnps: u64,
     min_rate: f64,
 }
@@ -122,7 +176,9 @@ struct SendConn {
     /// A tail-loss probe went out since the last ACK progress.
     probed: bool,
     probes: u64,
-    naks: u64,
+    /// Out-of-order NIC: what the receiver holds and what is to be resent
+    /// (None: go-back-N).
+    board: Option<Scoreboard>,
     rp: Rp,
     /// Unix ns at which a time-bounded (background) flow stops.
     stop_at: Option<u64>,
@@ -136,7 +192,22 @@ impl SendConn {
     }
     fn can_send(&self) -> bool {
         self.stop_at.is_none_or(|_| self.msgs[0].end_ns.is_none())
-            && self.next_seq < self.released_end()
+            && (self.board.as_ref().is_some_and(Scoreboard::has_lost) || self.can_send_next())
+    }
+    /// Whether `next_seq` may go: released, and within the receiver's
+    /// placement window for an out-of-order NIC (go-back-N has no window:
+    /// the rate limiter bounds what is in flight).
+    fn can_send_next(&self) -> bool {
+        self.next_seq < self.released_end()
+            && (self.board.is_none() || self.next_seq < self.una + SACK_WINDOW)
+    }
+    /// The PSN to send now: a lost one first (out-of-order NIC), else the
+    /// next.
+    fn seq_to_send(&self) -> u64 {
+        self.board
+            .as_ref()
+            .and_then(Scoreboard::next_lost)
+            .unwrap_or(self.next_seq)
     }
     fn msg_of(&self, seq: u64) -> usize {
         self.msgs
@@ -149,9 +220,13 @@ impl SendConn {
     fn next_due(&self) -> u64 {
         self.last_sched.saturating_add(self.interval_ns())
     }
+    /// Go-back-N: resend from the first unacknowledged PSN (counted when
+    /// it moves the send point back).
     fn rewind(&mut self) {
         if self.next_seq > self.una {
             self.next_seq = self.una;
+            let mi = self.msg_of(self.una);
+            self.msgs[mi].rewinds += 1;
         }
     }
     fn done(&self) -> bool {
@@ -167,8 +242,18 @@ struct RecvMsg {
     start_ns: Option<u64>,
     end_ns: Option<u64>,
     packets: u64,
-    /// Duplicates and out-of-order arrivals (discarded, go-back-N).
+    /// Packets not placed: duplicates, out-of-order arrivals at a
+    /// go-back-N NIC, and beyond the window at an out-of-order one.
     discarded: u64,
+    /// Arrivals beyond a PSN gap (dropped by go-back-N, placed by an
+    /// out-of-order NIC), and arrivals of PSNs already placed.
+    out_of_order: u64,
+    duplicates: u64,
+    /// Payload bytes that arrived, and those placed (each PSN once).
+    wire_bytes: u64,
+    placed_bytes: u64,
+    /// NAKs sent for a PSN of this message.
+    naks: u64,
     ce: u64,
     cnps: u64,
 }
@@ -178,7 +263,8 @@ struct RecvConn {
     peer_qp: u32,
     dscp: u8,
     msgs: Vec<RecvMsg>,
-    expected: u64,
+    /// Which PSNs are placed (go-back-N places only the expected one).
+    win: PlacementWindow,
     /// NAK sent for this expected PSN, and the highest out-of-order PSN
     /// seen since: a lower one means the sender went back, so a gap seen
     /// again (retransmission lost too) is NAKed again instead of waiting
@@ -224,6 +310,10 @@ struct Counters {
     bad_icrc: u64,
     acks_sent: u64,
     naks_sent: u64,
+    /// ACKs that carried a SACK extension (out-of-order NIC).
+    sacks_sent: u64,
+    /// CNPs sent with a NAK (`--cnp-on-ooo`).
+    ooo_cnps: u64,
 }
 
 struct Host {
@@ -244,6 +334,16 @@ struct Host {
     buf: Vec<u8>,
     ctr: Counters,
     rate_csv: BufWriter<File>,
+}
+
+/// Notification point's limit: at most one CNP per `interval` per
+/// connection. True (and the time noted) when one may go now.
+fn cnp_allowed(last: &mut Option<u64>, now: u64, interval: u64) -> bool {
+    let ok = last.is_none_or(|t| now >= t + interval);
+    if ok {
+        *last = Some(now);
+    }
+    ok
 }
 
 /// How long a receiver still counts packets of a stopped flow.
@@ -331,6 +431,10 @@ impl Host {
                     end_ns: None,
                     sent: 0,
                     retx: 0,
+                    sent_bytes: 0,
+                    resent_bytes: 0,
+                    naks: 0,
+                    rewinds: 0,
                     cnps: 0,
                     min_rate: f0.line_rate_pps,
                 });
@@ -342,6 +446,11 @@ impl Host {
                     end_ns: None,
                     packets: 0,
                     discarded: 0,
+                    out_of_order: 0,
+                    duplicates: 0,
+                    wire_bytes: 0,
+                    placed_bytes: 0,
+                    naks: 0,
                     ce: 0,
                     cnps: 0,
                 });
@@ -365,7 +474,7 @@ impl Host {
                     timeouts: 0,
                     probed: false,
                     probes: 0,
-                    naks: 0,
+                    board: (opts.nic == Nic::OutOfOrder).then(Scoreboard::default),
                     rp: Rp::new(&spec.dcqcn, f0.line_rate_pps, u64::from(payload)),
                     stop_at: f0.stop_offset_ns.map(|s| spec.start_unix_ns + s),
                 });
@@ -376,7 +485,7 @@ impl Host {
                     peer_qp: f0.src_qp,
                     dscp: f0.dscp,
                     msgs: rm,
-                    expected: 0,
+                    win: PlacementWindow::default(),
                     nak_for: None,
                     unacked: 0,
                     ack_due: None,
@@ -443,7 +552,7 @@ impl Host {
             while let Some(r) = rx.recv(&mut rbuf)? {
                 let now = clock.now();
                 match packet::check_ipv4(&rbuf[..r.len]) {
-                    Ok(p) => self.on_packet(p.udp_payload, p.src, p.tos, now),
+                    Ok(p) => self.on_packet(p.udp_payload, p.src, p.tos, now)?,
                     // As a NIC does: dropped and counted; the sender resends.
                     Err(PacketError::BadIcrc { .. }) => self.ctr.bad_icrc += 1,
                     Err(_) => self.ctr.malformed += 1,
@@ -542,6 +651,9 @@ impl Host {
                     c.msgs[0].end_ns = Some(now);
                     c.una = c.high_seq;
                     c.next_seq = c.high_seq;
+                    if let Some(b) = &mut c.board {
+                        b.reset(c.high_seq);
+                    }
                 }
             }
         }
@@ -612,18 +724,20 @@ impl Host {
                 let c = &mut self.send[ci];
                 let due = c.next_due();
                 c.last_sched = due.max(now.saturating_sub(self.opts.max_burst_ns));
-                self.send_data(ci, now);
+                let seq = c.seq_to_send();
+                self.send_data(ci, seq, now);
             }
             let c = &mut self.send[ci];
             c.sendable = c.can_send();
         }
     }
 
-    fn send_data(&mut self, ci: usize, now: u64) {
+    /// Sends PSN `seq` of connection `ci`: the next one, a go-back-N
+    /// resend (after a rewind, `seq` is `next_seq`) or a selective one.
+    fn send_data(&mut self, ci: usize, seq: u64, now: u64) {
         let payload_bytes = u64::from(self.spec.payload_bytes);
         let ident = self.next_ident();
         let c = &mut self.send[ci];
-        let seq = c.next_seq;
         let mi = c.msg_of(seq);
         let m = &mut c.msgs[mi];
         let f = &self.spec.flows[m.flow];
@@ -650,15 +764,22 @@ impl Host {
         packet::build(&ip, &bth, &[], &ZEROS[..len as usize], &mut self.buf);
         m.start_ns.get_or_insert(now);
         m.sent += 1;
+        m.sent_bytes += len;
         if seq < c.high_seq {
             m.retx += 1;
+            m.resent_bytes += len;
         }
         m.min_rate = m.min_rate.min(c.rp.rate());
         if c.una == c.high_seq {
             c.last_progress = now; // RTO runs from the first outstanding packet
         }
         c.high_seq = c.high_seq.max(seq + 1);
-        c.next_seq = seq + 1;
+        if seq == c.next_seq {
+            c.next_seq = seq + 1;
+        }
+        if let Some(b) = &mut c.board {
+            b.on_sent(seq);
+        }
         c.rp.on_sent(len, now);
         let peer = c.peer;
         self.transmit(peer);
@@ -669,16 +790,26 @@ impl Host {
             let c = &mut self.send[ci];
             if c.una < c.high_seq && now >= c.last_progress + self.opts.rto_ns {
                 c.timeouts += 1;
-                c.rewind();
+                match &mut c.board {
+                    Some(b) => b.all_unacknowledged_lost(),
+                    None => c.rewind(),
+                }
                 c.last_progress = now;
             } else if self.tail_probe_due(ci, now) {
-                // Resend the last packet: the receiver answers with an ACK
-                // (it had everything) or a NAK (the tail was lost).
                 let c = &mut self.send[ci];
                 c.probed = true;
                 c.probes += 1;
-                c.next_seq = c.high_seq - 1;
-                self.send_data(ci, now);
+                if let Some(b) = &mut c.board {
+                    // The gaps the receiver reports below its highest PSN
+                    // go again (paced), or else the last packet.
+                    b.tail_lost();
+                } else {
+                    // Resend the last packet: the receiver answers with an
+                    // ACK (it had everything) or a NAK (the tail was lost).
+                    c.next_seq = c.high_seq - 1;
+                    let seq = c.next_seq;
+                    self.send_data(ci, seq, now);
+                }
             }
         }
     }
@@ -710,33 +841,52 @@ impl Host {
         }
     }
 
-    fn on_packet(&mut self, data: &[u8], src: Ipv4Addr, tos: u8, now: u64) {
+    /// Errors only when the peer is a different kind of NIC (a run's
+    /// hosts disagree on `--nic`); anything malformed is counted and dropped.
+    fn on_packet(&mut self, data: &[u8], src: Ipv4Addr, tos: u8, now: u64) -> Result<()> {
         let pkt = match packet::decode(data) {
             Ok(p) => p,
             Err(_) => {
                 self.ctr.malformed += 1;
-                return;
+                return Ok(());
             }
         };
         match pkt {
-            Roce::Data { bth, .. } => self.on_data(bth, src, tos & 3 == ECN_CE, now),
-            Roce::Ack { bth, aeth } => {
+            Roce::Data { bth, payload } => {
+                self.on_data(bth, payload.len(), src, tos & 3 == ECN_CE, now)
+            }
+            Roce::Ack { bth, aeth, sack } => {
                 let Some(&ci) = self.send_by_qp.get(&bth.dest_qp) else {
                     self.ctr.foreign += 1;
-                    return;
+                    return Ok(());
                 };
                 let c = &mut self.send[ci];
                 if c.peer != src {
                     self.ctr.foreign += 1;
-                    return;
+                    return Ok(());
                 }
-                let psn_seq = packet::unwrap_psn(bth.psn, c.una);
-                let new_una = if aeth.is_nak() { psn_seq } else { psn_seq + 1 };
-                let new_una = new_una.min(c.high_seq);
-                if new_una > c.una {
-                    c.una = new_una;
-                    c.last_progress = now;
-                    c.probed = false;
+                let nak = aeth.is_nak();
+                let host = &self.opts.host;
+                if c.board.is_some() && nak {
+                    bail!(
+                        "{host} runs --nic ooo but {src} answered with a NAK (a go-back-N \
+                         receiver): every host of a run needs the same --nic"
+                    );
+                }
+                if c.board.is_none() && sack.is_some() {
+                    bail!(
+                        "{host} runs --nic gbn but {src} answered with a selective ACK (an \
+                         out-of-order receiver): every host of a run needs the same --nic"
+                    );
+                }
+                // The first PSN the receiver lacks: a NAK names it, an ACK
+                // names the one before.
+                let expected_psn = if nak { bth.psn } else { (bth.psn + 1) & MASK24 };
+                let expected = packet::unwrap_psn(expected_psn, c.una).min(c.high_seq);
+                let mut progress = false;
+                if expected > c.una {
+                    c.una = expected;
+                    progress = true;
                     if c.next_seq < c.una {
                         c.next_seq = c.una;
                     }
@@ -746,20 +896,29 @@ impl Host {
                         }
                     }
                 }
-                if aeth.is_nak() && new_una == c.una {
-                    c.naks += 1;
+                if let Some(b) = &mut c.board {
+                    progress |= b.on_ack(expected, sack.as_ref());
+                    b.detect_losses(self.opts.ooo_threshold);
+                }
+                if progress {
+                    c.last_progress = now;
+                    c.probed = false;
+                }
+                if nak && expected == c.una {
+                    let mi = c.msg_of(c.una);
+                    c.msgs[mi].naks += 1;
                     c.rewind();
                 }
             }
             Roce::Cnp { bth } => {
                 let Some(&ci) = self.send_by_qp.get(&bth.dest_qp) else {
                     self.ctr.foreign += 1;
-                    return;
+                    return Ok(());
                 };
                 let c = &mut self.send[ci];
                 if c.peer != src {
                     self.ctr.foreign += 1;
-                    return;
+                    return Ok(());
                 }
                 c.rp.on_cnp(now);
                 let mi = c.msg_of(c.una.min(c.high_seq.saturating_sub(1)));
@@ -769,34 +928,49 @@ impl Host {
                 m.min_rate = m.min_rate.min(rate);
             }
         }
+        Ok(())
     }
 
-    fn on_data(&mut self, bth: Bth, src: Ipv4Addr, ce: bool, now: u64) {
+    fn on_data(&mut self, bth: Bth, len: usize, src: Ipv4Addr, ce: bool, now: u64) {
         let Some(&ci) = self.recv_by_qp.get(&bth.dest_qp) else {
             self.ctr.foreign += 1;
             return;
         };
+        let payload_bytes = u64::from(self.spec.payload_bytes);
         let c = &mut self.recv[ci];
         if c.peer != src {
             self.ctr.foreign += 1;
             return;
         }
-        let seq = packet::unwrap_psn(bth.psn, c.expected);
+        let expected = c.win.expected();
+        let seq = packet::unwrap_psn(bth.psn, expected);
         if seq >= c.total() {
             self.ctr.foreign += 1;
             return;
         }
         let mi = c.msg_of(seq);
         let m = &mut c.msgs[mi];
+        let idx = seq - m.first_seq;
+        let bytes = self.spec.flows[m.flow].bytes;
+        let want = if idx + 1 == m.npkts {
+            bytes - idx * payload_bytes
+        } else {
+            payload_bytes
+        };
+        let len = len as u64;
+        if len != want {
+            // Not a packet of this message: nothing to place.
+            self.ctr.malformed += 1;
+            return;
+        }
         m.packets += 1;
+        m.wire_bytes += len;
         m.start_ns.get_or_insert(now);
         let mut send_cnp = false;
+        let cnp_interval = self.spec.dcqcn.cnp_interval_ns;
         if ce {
             m.ce += 1;
-            if c.last_cnp
-                .is_none_or(|t| now >= t + self.spec.dcqcn.cnp_interval_ns)
-            {
-                c.last_cnp = Some(now);
+            if cnp_allowed(&mut c.last_cnp, now, cnp_interval) {
                 m.cnps += 1;
                 send_cnp = true;
             }
@@ -807,37 +981,76 @@ impl Host {
             Nak,
         }
         let mut reply = Reply::None;
-        if seq == c.expected {
-            c.expected += 1;
-            c.nak_for = None;
-            c.unacked += 1;
-            let last = seq + 1 == m.first_seq + m.npkts;
-            if last {
-                m.end_ns = Some(now);
-                self.recv_done[m.flow] = Some(now);
-                c.msn = (c.msn + 1) & MASK24;
+        let placement = match self.opts.nic {
+            Nic::OutOfOrder => Some(c.win.place(seq)),
+            Nic::GoBackN if seq == expected => {
+                c.win.place_expected();
+                Some(Placement::InOrder { advanced: 1 })
             }
-            if last || bth.ack_req || c.unacked >= self.opts.ack_every {
-                reply = Reply::Ack;
-            } else if c.ack_due.is_none() {
-                c.ack_due = Some(now + self.opts.ack_delay_ns);
-            }
-        } else if seq > c.expected {
-            m.discarded += 1;
-            match c.nak_for {
-                Some((e, high)) if e == c.expected && seq > high => {
-                    c.nak_for = Some((e, seq));
+            Nic::GoBackN if seq < expected => Some(Placement::Duplicate),
+            Nic::GoBackN => None,
+        };
+        match placement {
+            None => {
+                // Go-back-N: dropped; the first of a gap draws a NAK.
+                m.discarded += 1;
+                m.out_of_order += 1;
+                match c.nak_for {
+                    Some((e, high)) if e == expected && seq > high => {
+                        c.nak_for = Some((e, seq));
+                    }
+                    _ => {
+                        c.nak_for = Some((expected, seq));
+                        reply = Reply::Nak;
+                        if self.opts.cnp_on_ooo && cnp_allowed(&mut c.last_cnp, now, cnp_interval) {
+                            m.cnps += 1;
+                            self.ctr.ooo_cnps += 1;
+                            send_cnp = true;
+                        }
+                    }
                 }
-                _ => {
-                    c.nak_for = Some((c.expected, seq));
-                    reply = Reply::Nak;
+            }
+            Some(Placement::InOrder { .. }) => {
+                m.placed_bytes += len;
+                c.nak_for = None;
+                c.unacked += 1;
+                // Messages whose last PSN is now placed are complete.
+                let placed = c.win.expected();
+                let mut completed = false;
+                for m in c.msgs.iter_mut() {
+                    if m.end_ns.is_none() && m.first_seq + m.npkts <= placed {
+                        m.end_ns = Some(now);
+                        self.recv_done[m.flow] = Some(now);
+                        c.msn = (c.msn + 1) & MASK24;
+                        completed = true;
+                    }
+                }
+                if completed || bth.ack_req || c.unacked >= self.opts.ack_every {
+                    reply = Reply::Ack;
+                } else if c.ack_due.is_none() {
+                    c.ack_due = Some(now + self.opts.ack_delay_ns);
                 }
             }
-        } else {
-            // Duplicate: the sender went back; re-ACK soon (coalesced).
-            m.discarded += 1;
-            let t = now + self.opts.ack_delay_ns;
-            c.ack_due = Some(c.ack_due.map_or(t, |d| d.min(t)));
+            Some(Placement::OutOfOrder { opened_gap }) => {
+                m.placed_bytes += len;
+                m.out_of_order += 1;
+                c.unacked += 1;
+                // A new gap is reported at once (as a NAK would be); then
+                // the SACK rides the usual ACK schedule.
+                if opened_gap || bth.ack_req || c.unacked >= self.opts.ack_every {
+                    reply = Reply::Ack;
+                } else if c.ack_due.is_none() {
+                    c.ack_due = Some(now + self.opts.ack_delay_ns);
+                }
+            }
+            Some(Placement::Duplicate) => {
+                // The sender went back or resent: re-ACK soon (coalesced).
+                m.discarded += 1;
+                m.duplicates += 1;
+                let t = now + self.opts.ack_delay_ns;
+                c.ack_due = Some(c.ack_due.map_or(t, |d| d.min(t)));
+            }
+            Some(Placement::BeyondWindow) => m.discarded += 1,
         }
         if send_cnp {
             self.send_cnp(ci);
@@ -854,17 +1067,26 @@ impl Host {
         let c = &mut self.recv[ci];
         c.ack_due = None;
         c.unacked = 0;
-        if !nak && c.expected == 0 {
-            return; // nothing received in order yet
+        let expected = c.win.expected();
+        let sack = if nak { None } else { c.win.bitmap() };
+        if !nak && expected == 0 && sack.is_none() {
+            return; // nothing received yet
         }
         let (psn, syndrome) = if nak {
-            (c.expected, SYNDROME_NAK_PSN_SEQ)
+            let mi = c.msg_of(expected);
+            c.msgs[mi].naks += 1;
+            (expected, SYNDROME_NAK_PSN_SEQ)
         } else {
-            (c.expected - 1, SYNDROME_ACK)
+            // The last PSN in order (0xFFFFFF when none is yet, with a SACK).
+            (expected.wrapping_sub(1), SYNDROME_ACK)
         };
-        let bth = Bth::new(Opcode::Acknowledge, c.peer_qp, psn as u32);
+        let bth = Bth::new(Opcode::Acknowledge, c.peer_qp, (psn as u32) & MASK24);
         let msn = c.msn.to_be_bytes();
-        let aeth = [syndrome, msn[1], msn[2], msn[3]];
+        let mut ext = Vec::with_capacity(4 + sack.map_or(0, |s| s.encoded_len()));
+        ext.extend_from_slice(&[syndrome, msn[1], msn[2], msn[3]]);
+        if let Some(s) = &sack {
+            s.encode(&mut ext);
+        }
         let ip = Ipv4Udp {
             src: self.ip,
             dst: c.peer,
@@ -873,11 +1095,14 @@ impl Host {
             udp_src: udp_port_for(c.peer_qp),
         };
         let peer = c.peer;
-        packet::build(&ip, &bth, &aeth, &[], &mut self.buf);
+        packet::build(&ip, &bth, &ext, &[], &mut self.buf);
         if nak {
             self.ctr.naks_sent += 1;
         } else {
             self.ctr.acks_sent += 1;
+            if sack.is_some() {
+                self.ctr.sacks_sent += 1;
+            }
         }
         self.transmit(peer);
     }
@@ -933,7 +1158,7 @@ impl Host {
             for m in &c.msgs {
                 let b = self.spec.flows[m.flow].bytes;
                 rt += b;
-                let got = c.expected.clamp(m.first_seq, m.first_seq + m.npkts) - m.first_seq;
+                let got = c.win.expected().clamp(m.first_seq, m.first_seq + m.npkts) - m.first_seq;
                 rd += (got * payload).min(b);
             }
         }
@@ -952,8 +1177,10 @@ impl Host {
         writeln!(
             w,
             "flow,kind,src,dst,src_qp,dest_qp,bytes,role,ready_ns,start_ns,end_ns,fct_ns,\
-             packets,retransmits,ce_marked,cnps,min_rate_pps,complete"
+             packets,retransmits,ce_marked,cnps,min_rate_pps,complete,\
+             nic,wire_bytes,resent_bytes,naks,rewinds,out_of_order,duplicates,placed_bytes"
         )?;
+        let nic = self.opts.nic.as_str();
         let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
         let fct = |s: Option<u64>, e: Option<u64>| match (s, e) {
             (Some(s), Some(e)) => e.saturating_sub(s).to_string(),
@@ -964,7 +1191,7 @@ impl Host {
                 let f = &self.spec.flows[m.flow];
                 writeln!(
                     w,
-                    "{},{},{},{},{},{},{},send,{},{},{},{},{},{},,{},{:.3},{}",
+                    "{},{},{},{},{},{},{},send,{},{},{},{},{},{},,{},{:.3},{},{nic},{},{},{},{},,,",
                     f.id,
                     f.kind.as_str(),
                     f.src,
@@ -980,7 +1207,11 @@ impl Host {
                     m.retx,
                     m.cnps,
                     m.min_rate,
-                    m.end_ns.is_some()
+                    m.end_ns.is_some(),
+                    m.sent_bytes,
+                    m.resent_bytes,
+                    m.naks,
+                    m.rewinds,
                 )?;
             }
         }
@@ -989,7 +1220,7 @@ impl Host {
                 let f = &self.spec.flows[m.flow];
                 writeln!(
                     w,
-                    "{},{},{},{},{},{},{},recv,,{},{},{},{},{},{},{},,{}",
+                    "{},{},{},{},{},{},{},recv,,{},{},{},{},{},{},{},,{},{nic},{},,{},,{},{},{}",
                     f.id,
                     f.kind.as_str(),
                     f.src,
@@ -1004,7 +1235,12 @@ impl Host {
                     m.discarded,
                     m.ce,
                     m.cnps,
-                    m.end_ns.is_some()
+                    m.end_ns.is_some(),
+                    m.wire_bytes,
+                    m.naks,
+                    m.out_of_order,
+                    m.duplicates,
+                    m.placed_bytes,
                 )?;
             }
         }
@@ -1018,6 +1254,13 @@ impl Host {
         let cnps_in: u64 = self.send.iter().map(|c| c.rp.cnps()).sum();
         let timeouts: u64 = self.send.iter().map(|c| c.timeouts).sum();
         let probes: u64 = self.send.iter().map(|c| c.probes).sum();
+        let send_msgs = || self.send.iter().flat_map(|c| &c.msgs);
+        let naks_in: u64 = send_msgs().map(|m| m.naks).sum();
+        let rewinds: u64 = send_msgs().map(|m| m.rewinds).sum();
+        let resent: u64 = send_msgs().map(|m| m.resent_bytes).sum();
+        let recv_msgs = || self.recv.iter().flat_map(|c| &c.msgs);
+        let ooo: u64 = recv_msgs().map(|m| m.out_of_order).sum();
+        let dups: u64 = recv_msgs().map(|m| m.duplicates).sum();
         let recvd: u64 = self
             .recv
             .iter()
@@ -1028,13 +1271,18 @@ impl Host {
         let cnps_out: u64 = self.recv.iter().flat_map(|c| &c.msgs).map(|m| m.cnps).sum();
         let wall = o.wall_ns.max(1) as f64;
         eprintln!(
-            "rocegen {}: {} in {:.3}s; sent {sent} pkts ({retx} retransmitted, {probes} tail probes, {timeouts} timeouts), \
-             recv {recvd} pkts ({ce} CE), CNPs in {cnps_in} out {cnps_out}, ACKs {} NAKs {}, \
+            "rocegen {} (nic {}): {} in {:.3}s; sent {sent} pkts ({retx} retransmitted, {probes} tail probes, {timeouts} timeouts), \
+             NAKs in {naks_in}, rewinds {rewinds}, resent {resent} B; \
+             recv {recvd} pkts ({ce} CE, {ooo} out of order, {dups} duplicates), CNPs in {cnps_in} out {cnps_out} ({} on out-of-order), \
+             ACKs {} ({} with SACK) NAKs {}, \
              send errors {}, foreign {}, malformed {}, bad ICRC {}; cpu {:.1} ms ({:.1}% of a core)",
             self.opts.host,
+            self.opts.nic.as_str(),
             if o.complete { "complete" } else { "INCOMPLETE" },
             wall / 1e9,
+            self.ctr.ooo_cnps,
             self.ctr.acks_sent,
+            self.ctr.sacks_sent,
             self.ctr.naks_sent,
             self.ctr.send_errors,
             self.ctr.foreign,

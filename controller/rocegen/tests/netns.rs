@@ -456,3 +456,236 @@ fn missing_peer_times_out_naming_the_flow() {
     assert_eq!(s["complete"], "false");
     assert!(num(s, "packets") > 4.0, "go-back-N retried after RTO");
 }
+
+/// One flow of 400 packets at 1,000 pps through the relay, which holds
+/// every 40th UDP packet back 4 ms (about 4 packets overtake it) and
+/// delays the way back by 3 ms (so a NAK takes effect some packets after
+/// its gap), run on NICs of kind `nic`. Returns the sender's and
+/// receiver's rows, both hosts' summaries and how many packets the relay
+/// held back.
+fn reordered(nic: &str, case: &str, extra: &[&str]) -> (Row, Row, String, String, u64) {
+    let imp = Impair {
+        reorder_every_udp: 40,
+        reorder_delay: std::time::Duration::from_millis(4),
+        reverse_delay: std::time::Duration::from_millis(3),
+        ..Impair::default()
+    };
+    let t = topo(case, Some(imp));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        dir.path(),
+        vec![flow("ro", "h1", "h2", (0x1001, 0x100), 400 * 1024, 1000.0)],
+    );
+    let mut args = vec!["--timeout-s", "30", "--nic", nic];
+    args.extend_from_slice(extra);
+    let (a, b) = run_both_with(&t, &spec, dir.path(), &args);
+    assert!(a.status.success() && b.status.success());
+    let delayed = t
+        .relay
+        .as_ref()
+        .unwrap()
+        .stats
+        .delayed
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let s = row(&csv(&dir.path().join("flows-h1.csv")), "ro", "send").clone();
+    let r = row(&csv(&dir.path().join("flows-h2.csv")), "ro", "recv").clone();
+    let text = |o: &Output| String::from_utf8_lossy(&o.stderr).to_string();
+    (s, r, text(&a), text(&b), delayed)
+}
+
+/// Every byte placed exactly once, and the sender's bytes on the wire are
+/// the message plus what it resent.
+fn check_goodput(s: &Row, r: &Row) {
+    for x in [s, r] {
+        assert_eq!(x["complete"], "true");
+    }
+    let bytes = num(s, "bytes");
+    assert_eq!(num(r, "placed_bytes"), bytes, "placed exactly once");
+    assert_eq!(num(s, "wire_bytes"), bytes + num(s, "resent_bytes"));
+    assert!(num(r, "wire_bytes") <= num(s, "wire_bytes"));
+    assert!(num(r, "wire_bytes") >= bytes);
+    assert_eq!(num(s, "packets"), 400.0 + num(s, "retransmits"));
+}
+
+/// A go-back-N receiver drops what follows a PSN gap and NAKs the gap once
+/// (the expected PSN); the sender goes back to it and resends from there.
+#[test]
+fn reordering_costs_a_go_back_n_nic_naks_and_rewinds() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let (s, r, sender, receiver, delayed) = reordered("gbn", "g", &[]);
+    assert!(delayed >= 10, "relay held back {delayed}");
+    check_goodput(&s, &r);
+    assert_eq!(s["nic"], "gbn");
+    let naks = num(&r, "naks");
+    assert!(naks > 0.0, "{receiver}");
+    // Once per gap: more packets dropped out of order than NAKs sent (the
+    // NAK takes a round trip to act). A held-back packet opens a gap, and
+    // when it arrives late a second one: what followed it was dropped.
+    assert!(num(&r, "out_of_order") > naks, "{receiver}");
+    assert!(naks <= 2.0 * delayed as f64, "{receiver}");
+    assert!(num(&s, "naks") > 0.0 && num(&s, "naks") <= naks, "{sender}");
+    assert!(num(&s, "rewinds") > 0.0, "{sender}");
+    assert!(
+        sender.contains(" 0 timeouts)"),
+        "rewinds came from NAKs: {sender}"
+    );
+    assert!(num(&s, "resent_bytes") > 0.0, "{sender}");
+    assert!(sender.contains("(nic gbn)"), "{sender}");
+    eprintln!(
+        "go-back-N under reordering: {delayed} held back, {naks} NAKs, {} rewinds, {} B resent",
+        s["rewinds"], s["resent_bytes"]
+    );
+}
+
+/// An out-of-order receiver places the overtaken packets by PSN and
+/// acknowledges selectively: the same reordering costs no NAK, no rewind,
+/// no duplicate placement, and fewer resent bytes than go-back-N.
+#[test]
+fn an_out_of_order_nic_places_reordered_packets_without_rewinds() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let (s, r, sender, receiver, delayed) = reordered("ooo", "o", &[]);
+    assert!(delayed >= 10, "relay held back {delayed}");
+    check_goodput(&s, &r);
+    assert_eq!((s["nic"].as_str(), r["nic"].as_str()), ("ooo", "ooo"));
+    assert!(
+        num(&r, "out_of_order") > 0.0,
+        "reordered packets placed: {receiver}"
+    );
+    for (x, what) in [(&s, "naks"), (&s, "rewinds"), (&r, "naks")] {
+        assert_eq!(num(x, what), 0.0, "{what}: {sender}\n{receiver}");
+    }
+    assert!(receiver.contains("with SACK"), "{receiver}");
+    assert!(
+        !receiver.contains("(0 with SACK)"),
+        "a gap was reported: {receiver}"
+    );
+    let (gs, _, _, _, _) = reordered("gbn", "q", &[]);
+    let (ooo, gbn) = (num(&s, "resent_bytes"), num(&gs, "resent_bytes"));
+    eprintln!("resent under the same reordering: out-of-order NIC {ooo} B, go-back-N {gbn} B");
+    assert!(ooo < gbn, "ooo resent {ooo} B, gbn {gbn} B");
+}
+
+/// `--cnp-on-ooo`: a go-back-N receiver also sends a CNP with the NAK of a
+/// gap (no CE marks here, so every CNP is one of those), and the sender's
+/// DCQCN reacts to it.
+#[test]
+fn a_go_back_n_nic_can_send_cnps_on_out_of_order_packets() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let (s, r, _, receiver, _) = reordered("gbn", "k", &["--cnp-on-ooo"]);
+    check_goodput(&s, &r);
+    assert_eq!(num(&r, "ce_marked"), 0.0);
+    let cnps = num(&r, "cnps");
+    assert!(cnps > 0.0 && cnps <= num(&r, "naks"), "{receiver}");
+    assert!(
+        receiver.contains(&format!("({cnps} on out-of-order)")),
+        "{receiver}"
+    );
+    assert!(num(&s, "cnps") > 0.0 && num(&s, "min_rate_pps") < 1000.0);
+}
+
+/// Hosts that disagree on the NIC kind: the sender learns it from the
+/// first reply of the other kind and stops with an error naming the flag.
+#[test]
+fn hosts_of_different_nic_kinds_are_an_error() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let imp = Impair {
+        reorder_every_udp: 20,
+        reorder_delay: std::time::Duration::from_millis(4),
+        ..Impair::default()
+    };
+    let t = topo("m", Some(imp));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        dir.path(),
+        vec![flow("mix", "h1", "h2", (0x1001, 0x100), 100 * 1024, 1000.0)],
+    );
+    let a = spawn(
+        &t,
+        &t.ns_a,
+        &spec,
+        "h1",
+        dir.path(),
+        &["--nic", "ooo", "--timeout-s", "5"],
+    );
+    let b = spawn(
+        &t,
+        &t.ns_b,
+        &spec,
+        "h2",
+        dir.path(),
+        &["--nic", "gbn", "--timeout-s", "3"],
+    );
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let err = String::from_utf8_lossy(&a.stderr);
+    assert_eq!(a.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("h1 runs --nic ooo but 10.200.0.2 answered with a NAK"),
+        "{err}"
+    );
+    assert!(
+        err.contains("every host of a run needs the same --nic"),
+        "{err}"
+    );
+    assert_eq!(b.status.code(), Some(2), "the receiver waits in vain");
+}
+
+/// At an out-of-order NIC a lost packet is resent alone: the relay drops
+/// three of 50 packets, the last among them; the two in the middle are
+/// resent once `--ooo-threshold` packets beyond them are acknowledged,
+/// the last by the tail-loss probe, all long before the 1 s RTO. Nothing
+/// else is resent and nothing is placed twice.
+#[test]
+fn an_out_of_order_nic_resends_only_the_lost_packets() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if skip() {
+        return;
+    }
+    let imp = Impair {
+        drop_udp: vec![10, 30, 50],
+        ..Impair::default()
+    };
+    let t = topo("z", Some(imp));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = write_spec(
+        dir.path(),
+        vec![flow(
+            "holes",
+            "h1",
+            "h2",
+            (0x1001, 0x100),
+            50 * 1024,
+            2000.0,
+        )],
+    );
+    let extra = ["--timeout-s", "20", "--rto-ms", "1000", "--nic", "ooo"];
+    let (a, b) = run_both_with(&t, &spec, dir.path(), &extra);
+    assert!(a.status.success() && b.status.success());
+    let s = row(&csv(&dir.path().join("flows-h1.csv")), "holes", "send").clone();
+    let r = row(&csv(&dir.path().join("flows-h2.csv")), "holes", "recv").clone();
+    let sender = String::from_utf8_lossy(&a.stderr);
+    assert_eq!(num(&s, "retransmits"), 3.0, "{sender}");
+    assert_eq!(num(&s, "resent_bytes"), 3.0 * 1024.0);
+    assert_eq!(num(&s, "rewinds"), 0.0);
+    assert!(sender.contains("1 tail probes, 0 timeouts"), "{sender}");
+    assert_eq!(num(&r, "placed_bytes"), 50.0 * 1024.0);
+    assert_eq!(num(&r, "duplicates"), 0.0);
+    assert_eq!(
+        num(&r, "packets"),
+        50.0,
+        "47 first sends and 3 resends arrived"
+    );
+    let fct_ms = num(&s, "fct_ns") / 1e6;
+    assert!(fct_ms < 300.0, "{fct_ms} ms");
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bmv2-lab experiments: ring all-reduce under ECMP, QP-aware ECMP and Foresight.
 
-    sudo bmv2-lab/experiment.py allreduce [--seeds 10] [--out bmv2-lab/results/allreduce]
+    sudo bmv2-lab/experiment.py allreduce [--seeds 10] [--out bmv2-lab/results/allreduce] [--nic gbn|ooo]
     sudo bmv2-lab/experiment.py predrain  [--seeds 3]  [--out bmv2-lab/results/predrain]
     sudo bmv2-lab/experiment.py jax       [--seeds 5]  [--out bmv2-lab/results/jax]   (jax_experiment.py)
     sudo bmv2-lab/experiment.py t5        [--seeds 2]  [--out bmv2-lab/results/t5]    (t5_experiment.py)
@@ -25,6 +25,13 @@ mode:
 In every mode each switch hashes with its own ECMP seed (the controller's
 default, CRC-32 of the switch name); --hash-seed same:N gives every switch
 seed N instead, the polarised fabric.
+
+--nic chooses the hosts' kind of RoCE NIC for the whole experiment (rocegen
+--nic): gbn, go-back-N RC, where a reordered packet draws a NAK and the
+sender goes back; or ooo, out-of-order placement with selective ACKs, where
+only missing packets are resent (what spraying needs). runs.csv records it
+with the NAKs, rewinds and resent bytes of every run; ooo results go to
+results/<experiment>-ooo unless --out says otherwise.
 
 The ideal completion time is the bytes each rank sends (2(N-1)/N of its
 buffer) divided by the bottleneck bandwidth, its NIC's rate: the lab's
@@ -252,6 +259,11 @@ class Experiment:
         flow's own class."""
         return ["--ack-dscp", "48"] if self.args.reserved_queue == "own" else []
 
+    def nic_args(self):
+        """The hosts' NIC kind (rocegen --nic), the same on every host."""
+        extra = ["--ooo-threshold", str(self.args.ooo_threshold)] if self.args.nic == "ooo" else []
+        return ["--nic", self.args.nic, *extra]
+
     def shape_ports(self, reservations_path):
         """Split the rate of every port that carries a reservation between
         its reserved and other queues for this run (shaper.py); returns
@@ -311,7 +323,7 @@ class Experiment:
                  "--timeout-s", f"{timeout:.0f}", "--rto-ms", str(self.args.rto_ms),
                  "--linger-ms", str(3 * self.args.rto_ms),
                  "--ack-every", "16", "--ack-delay-ms", str(self.args.ack_delay_ms), "--quiet",
-                 *self.ack_class()], stdout=logf, stderr=subprocess.STDOUT)
+                 *self.ack_class(), *self.nic_args()], stdout=logf, stderr=subprocess.STDOUT)
         codes = {h: p.wait() for h, p in procs.items()}
         if shaped:
             shapermod.unshape(self.lab, shaped)
@@ -321,11 +333,13 @@ class Experiment:
             collector.wait(timeout=10)
         bad = {h: c for h, c in codes.items() if c != 0}
         fct = self.collect(raw, ring_start)
-        row = {"seed": seed, "mode": mode, "predrain": int(predrain), "ideal_s": round(ideal, 4),
+        row = {"seed": seed, "mode": mode, "nic": self.args.nic, "predrain": int(predrain),
+               "ideal_s": round(ideal, 4),
                "completion_s": round(fct["completion_s"], 4) if fct else "",
                "slowdown": round(fct["completion_s"] / ideal, 4) if fct else "",
                "retransmits": fct["retransmits"] if fct else "", "cnps": fct["cnps"] if fct else "",
                "ce_marked": fct["ce_marked"] if fct else "",
+               **{k: fct[k] if fct else "" for k in ("naks", "rewinds", "resent_bytes")},
                "background_packets": fct["background_bytes"] if fct else "",
                "reserved_flows": reserved, "forecast_flows": total,
                "failed_hosts": " ".join(f"{h}:{c}" for h, c in bad.items())}
@@ -345,7 +359,7 @@ class Experiment:
         """Completion of the all-reduce: the last collective byte received,
         from the receivers' records, relative to the ring's start."""
         last = None
-        retx = cnps = ce = bg = 0
+        retx = cnps = ce = bg = naks = rewinds = resent = 0
         for name in os.listdir(raw):
             if not name.startswith("flows-"):
                 continue
@@ -356,6 +370,9 @@ class Experiment:
                     if r["role"] == "send":
                         retx += int(r["retransmits"] or 0)
                         cnps += int(r["cnps"] or 0)
+                        naks += int(r.get("naks") or 0)
+                        rewinds += int(r.get("rewinds") or 0)
+                        resent += int(r.get("resent_bytes") or 0)
                     if r["role"] == "recv":
                         ce += int(r["ce_marked"] or 0)
                         if r["kind"] != "collective":
@@ -363,7 +380,8 @@ class Experiment:
         if last is None:
             return None
         return {"completion_s": (last - ring_start) / 1e9, "retransmits": retx, "cnps": cnps,
-                "ce_marked": ce, "background_bytes": bg}
+                "ce_marked": ce, "background_bytes": bg, "naks": naks, "rewinds": rewinds,
+                "resent_bytes": resent}
 
 
 def reserve_batch(lab, demands, forecast_path):
@@ -488,7 +506,8 @@ def main():
         p = sub.add_parser(name)
         p.add_argument("--topology", default=os.path.join(HERE, "topologies", "leaf-spine-lab.yaml"))
         p.add_argument("--name", default="fx", help="lab name (namespace <name>-fabric)")
-        p.add_argument("--out", default=os.path.join(HERE, "results", name))
+        p.add_argument("--out", default=None,
+                       help=f"default bmv2-lab/results/{name} (with --nic ooo: {name}-ooo)")
         p.add_argument("--seeds", type=int, default=default_seeds)
         p.add_argument("--window-margin", type=float, default=0.25,
                        help="the ring's reservation lasts its ideal time times 1 + this; with "
@@ -509,8 +528,15 @@ def main():
                        help="reserved traffic shares the RoCE queue (3); or has its own queue (5) with its "
                             "own ECN profile and the port shaped across queues (shaper.py; see the README "
                             "for why it is not the default yet)")
+        p.add_argument("--nic", choices=("gbn", "ooo"), default="gbn",
+                       help="the hosts' RoCE NIC: gbn (go-back-N: a reordered packet draws a NAK and a "
+                            "rewind) or ooo (out-of-order placement, selective ACKs); recorded in runs.csv")
+        p.add_argument("--ooo-threshold", type=int, default=8,
+                       help="--nic ooo: a packet counts as lost once this many beyond it are acknowledged "
+                            "(rocegen --ooo-threshold)")
         p.add_argument("--rto-ms", type=float, default=1000.0,
-                       help="go-back-N timeout: above the deepest queueing delay of a path")
+                       help="retransmit timeout (gbn goes back, ooo resends what is unacknowledged): "
+                            "above the deepest queueing delay of a path")
         p.add_argument("--background-lead-ms", type=int, default=1500,
                        help="background starts this long before the all-reduce")
         p.add_argument("--pps-per-gbps", type=float, default=2.5)
@@ -545,6 +571,9 @@ def main():
                 t5 = "comm_vs_isolated" in fh.readline()
             plots.t5_steps(args.out) if t5 else plots.jax_steps(args.out)
         return 0
+    if args.cmd in ("allreduce", "predrain") and args.out is None:
+        # Runs on the other kind of NIC never overwrite the go-back-N ones.
+        args.out = os.path.join(HERE, "results", args.cmd + ("-ooo" if args.nic == "ooo" else ""))
     if os.geteuid() != 0:
         sys.exit("experiments need root (network namespaces)")
     args.func(args)

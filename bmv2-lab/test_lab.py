@@ -2,7 +2,8 @@
 """bmv2-lab tests (root, BMv2, Mininet): every lab topology comes up with the
 controller and every host reaches every other through the P4 fabric; `down`
 leaves nothing behind, also after the lab process was SIGKILLed; a short
-all-reduce experiment runs in all three modes and writes its CSV and plot.
+all-reduce experiment runs in all three modes and writes its CSV and plot,
+and runs once more with the hosts as out-of-order NICs (--nic ooo).
 
     sudo bmv2-lab/test_lab.py [--quick]     # --quick: leaf-spine only, no experiment
 
@@ -178,17 +179,37 @@ def crash(name):
           (r.stderr.strip() + " " + ", ".join(left))[:300])
 
 
-def experiment(name):
+def run_experiment(name, *extra):
+    """One seed of `experiment.py allreduce` at a small size; its rows, or None."""
     out = tempfile.mkdtemp(prefix="foresight-labexp-")
     scratch.append(out)
     r = subprocess.run([sys.executable, os.path.join(HERE, "experiment.py"), "allreduce", "--seeds", "1",
                         "--name", name, "--bytes", str(8 * 2 * 16 * 1024), "--background-lead-ms", "800",
-                        "--out", out], capture_output=True, text=True)
+                        "--out", out, *extra], capture_output=True, text=True)
     print(r.stderr[-1500:], flush=True)
-    if not check("experiment.py allreduce runs", r.returncode == 0):
+    if not check(f"experiment.py allreduce {' '.join(extra)} runs", r.returncode == 0):
+        return None, out
+    return list(csv.DictReader(open(os.path.join(out, "runs.csv")))), out
+
+
+def ooo_nic_experiment(name):
+    """The hosts as out-of-order NICs: the run completes, and runs.csv says so."""
+    rows, _ = run_experiment(name, "--nic", "ooo", "--modes", "qp")
+    if rows is None:
         return
-    rows = list(csv.DictReader(open(os.path.join(out, "runs.csv"))))
+    check("--nic ooo: the run completes on out-of-order NICs, recorded as such, without NAKs or rewinds",
+          len(rows) == 1 and rows[0]["completion_s"] and not rows[0]["failed_hosts"] and rows[0]["nic"] == "ooo"
+          and rows[0]["naks"] == "0" and rows[0]["rewinds"] == "0", str(rows))
+
+
+def experiment(name):
+    rows, out = run_experiment(name)
+    if rows is None:
+        return
     modes = {row["mode"]: row for row in rows}
+    check("runs.csv records the NIC kind (gbn by default) and the go-back-N counters",
+          all(row["nic"] == "gbn" and row["naks"].isdigit() and row["rewinds"].isdigit()
+              and row["resent_bytes"].isdigit() for row in rows), str(rows))
     check("one completed run per mode, no host failed",
           set(modes) == {"ecmp5", "qp", "foresight"} and all(row["completion_s"] and not row["failed_hosts"]
                                                                for row in rows), str(rows))
@@ -212,11 +233,12 @@ def main():
     crash("ftc")
     if not args.quick:
         experiment("fte")
+        ooo_nic_experiment("ftn")
     failed = [n for n, ok in results if not ok]
     if not failed:
         # The labs' logs are kept on failure only.
         import shutil
-        for name in [f"ft{i}" for i in range(len(topologies))] + ["ftc", "fte"]:
+        for name in [f"ft{i}" for i in range(len(topologies))] + ["ftc", "fte", "ftn"]:
             shutil.rmtree(os.path.join(labmod.STATE_DIR, name), ignore_errors=True)
         for path in scratch:
             shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)

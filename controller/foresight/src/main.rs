@@ -7,6 +7,9 @@ mod cmd;
 mod daemon;
 mod fabric;
 
+use std::ffi::OsStr;
+use std::io::IsTerminal;
+
 use clap::Parser;
 
 #[derive(Parser)]
@@ -27,7 +30,11 @@ fn main() -> std::process::ExitCode {
         .unwrap_or_else(|_| level.into());
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(colour_logs(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ));
     if json {
         logs.json().init();
     } else {
@@ -39,5 +46,26 @@ fn main() -> std::process::ExitCode {
             eprintln!("error: {err:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Colour codes only for a person at a terminal: a log file, a pipe or a
+/// journal gets plain text, and a non-empty `NO_COLOR` turns colour off
+/// anywhere (no-color.org).
+fn colour_logs(stderr_is_terminal: bool, no_color: Option<&OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(OsStr::is_empty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(colour_logs(true, None));
+        assert!(colour_logs(true, Some(OsStr::new(""))));
+        assert!(!colour_logs(true, Some(OsStr::new("1"))));
+        assert!(!colour_logs(false, None));
+        assert!(!colour_logs(false, Some(OsStr::new(""))));
     }
 }

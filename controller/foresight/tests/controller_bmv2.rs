@@ -410,6 +410,11 @@ async fn demand_installs_expected_entries_at_lead_time_and_removes_them_at_expir
         (link["utilization"].as_f64().unwrap() - 0.01).abs() < 1e-9,
         "{link}"
     );
+    let log = controller.log_text();
+    assert!(
+        !log.contains('\x1b'),
+        "a log written to a file carries colour codes:\n{log}"
+    );
     let metrics = controller.get_text("/metrics");
     assert!(
         metrics.contains("foresight_int_reports_total 2"),

@@ -526,7 +526,7 @@ def main():
                             "(off: pre-drain only)")
         p.add_argument("--reserved-queue", choices=("own", "shared"), default="shared",
                        help="reserved traffic shares the RoCE queue (3); or has its own queue (5) with its "
-                            "own ECN profile and the port shaped across queues (shaper.py; see the README "
+                            "own ECN profile and the port shaped across queues (shaper.py; see bmv2-lab/README.md "
                             "for why it is not the default yet)")
         p.add_argument("--nic", choices=("gbn", "ooo"), default="gbn",
                        help="the hosts' RoCE NIC: gbn (go-back-N: a reordered packet draws a NAK and a "

@@ -140,7 +140,7 @@ class Lab:
         self.cli = find_tool("simple_switch_CLI")
         if not self.simple_switch or not self.cli:
             raise RuntimeError("simple_switch_grpc / simple_switch_CLI not found on PATH or in "
-                               "$FORESIGHT_P4_PREFIX/bin (see README: Install)")
+                               "$FORESIGHT_P4_PREFIX/bin (see docs/data-plane.md, The P4 toolchain)")
         self.dir = os.path.join(STATE_DIR, name)
         self.state_path = os.path.join(STATE_DIR, f"{name}.json")
         self.net = None

@@ -4,8 +4,8 @@
 # (P4Runtime definitions, PTF, scapy, p4runtime-shell) and, for benchmarks,
 # .venv-finsy. Idempotent; run as root (apt) or with the packages present.
 #
-# The P4 toolchain (p4c, BMv2, PI) is not in any registry: install it as the
-# README says. Suites that need it are skipped, with the reason, without it.
+# The P4 toolchain (p4c, BMv2, PI) is not in any registry: install it as
+# docs/data-plane.md says. Suites that need it are skipped, with the reason, without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

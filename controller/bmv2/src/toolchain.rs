@@ -21,7 +21,7 @@ pub struct ToolchainMissing {
     pub searched: String,
 }
 
-/// The default install prefix the README's toolchain instructions use.
+/// The default install prefix of the toolchain instructions in docs/data-plane.md.
 pub const DEFAULT_PREFIX: &str = "/opt/p4tools";
 
 fn search_dirs() -> Vec<PathBuf> {

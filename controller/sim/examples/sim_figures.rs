@@ -1,4 +1,4 @@
-//! Figures for the README: one ring all-reduce iteration on a 32,768-GPU
+//! Simulator figures: one ring all-reduce iteration on a 32,768-GPU
 //! 3-tier Clos (time per policy, peak RSS), then the policy × fabric size
 //! table; switches hash with per-switch seeds. `cargo run --release -p sim --example sim_figures [-- 1024,8192,...]`
 

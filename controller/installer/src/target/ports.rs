@@ -4,7 +4,7 @@
 //! the data plane sees device ports. On BMv2 they are the same (the lab
 //! attaches interface N as port N); a Tofino device port (`D_P`) encodes
 //! the pipe and MAC channel and follows no cabling order, so an operator
-//! lists the map per switch (the switches file, see the README).
+//! lists the map per switch (the switches file, see docs/tofino.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -36,6 +36,8 @@ else skip "TNA artifact freshness check (p4src/compile.sh --check --tna)" "the T
 suite p4-tna-decisions python3 p4src/tna/check_decisions.py
 # The lab's port shaper on a recorded run's reservations (no root, no BMv2).
 suite bmv2-lab-shaper python3 bmv2-lab/test_shaper.py
+# Every relative link and heading anchor in the Markdown docs resolves.
+suite docs-links python3 ci/check_links.py
 
 # 3. PTF packet tests of the data plane on BMv2.
 if [ -x ptf-tests/run.sh ]; then

@@ -222,9 +222,19 @@ struct Track {
     t_ref: f64,
     /// Wire bits sent on the current route up to `t_ref`.
     sent: f64,
-    /// Goodput and wire bits per bit of share since `t_ref`.
-    goodput: f64,
-    wire: f64,
+}
+
+/// The factors of active flow `id` (kept apart from [`Track`], which
+/// fills a cache line with its slot; only reordering flows have any).
+fn factors_of(factors: &[Factors], id: FlowId) -> Factors {
+    factors.get(id as usize).copied().unwrap_or(Factors::WHOLE)
+}
+
+/// Forgets the factors of a flow that leaves (its slot is reused).
+fn forget(factors: &mut [Factors], id: FlowId) {
+    if let Some(f) = factors.get_mut(id as usize) {
+        *f = Factors::WHOLE;
+    }
 }
 
 const NO_GATE: u32 = u32::MAX;
@@ -419,6 +429,8 @@ pub fn simulate(
     // Re-rated flows whose factors are due, and the solution count.
     let mut refactor: Vec<FlowId> = Vec::new();
     let mut epoch = 0u64;
+    // Per solver slot: the factors of a reordering flow (empty otherwise).
+    let mut factors: Vec<Factors> = Vec::new();
     // Sub-flows still running per flow, when finish times are recorded.
     let mut subs_left: Vec<u32> = if opts.finish_times {
         (0..flows.len()).map(|i| router.subflows(i)).collect()
@@ -449,8 +461,6 @@ pub fn simulate(
             rem,
             t_ref: t,
             sent: 0.0,
-            goodput: 1.0,
-            wire: 1.0,
         };
         mm.add(route, flows[i as usize].max_gbps as f64, track);
         true
@@ -492,16 +502,18 @@ pub fn simulate(
                     continue;
                 }
                 let tr = *mm.data(id);
+                let f = factors_of(&factors, id);
                 let d = mm.rate(id) * (t - tr.t_ref);
                 credit(
                     id,
-                    tr.sent + d * tr.wire,
+                    tr.sent + d * f.wire,
                     &mm,
                     &mut out.edge_bits,
                     &mut part_bits,
                 );
                 mm.remove(id);
-                let rem = tr.rem - d * tr.goodput;
+                forget(&mut factors, id);
+                let rem = tr.rem - d * f.goodput;
                 if !start_flow(i, sub, t, router, &mut mm, &mut route, rem)
                     && flows[i as usize].gate.is_none()
                 {
@@ -535,9 +547,10 @@ pub fn simulate(
         let reorders = |i: u32| router.reorders(i as usize);
         mm.solve(|id, tr, old, new| {
             resolved += 1;
+            let f = factors_of(&factors, id);
             let d = old * (t - tr.t_ref);
-            tr.rem -= d * tr.goodput;
-            tr.sent += d * tr.wire;
+            tr.rem -= d * f.goodput;
+            tr.sent += d * f.wire;
             tr.t_ref = t;
             stamp = stamp.wrapping_add(1);
             tr.version = stamp;
@@ -545,7 +558,7 @@ pub fn simulate(
                 refactor.push(id);
                 return;
             }
-            let end = t + tr.rem / (new * tr.goodput);
+            let end = t + tr.rem / (new * f.goodput);
             if end.is_finite() {
                 due.push(end, (id, tr.version));
             }
@@ -559,11 +572,12 @@ pub fn simulate(
                 epoch,
             };
             let f = router.factors(mm.data(id).flow as usize, mm.rate(id), &links);
-            let rate = mm.rate(id);
-            let tr = mm.data_mut(id);
-            tr.goodput = f.goodput;
-            tr.wire = f.wire;
-            let end = t + tr.rem / (rate * tr.goodput);
+            if factors.len() <= id as usize {
+                factors.resize(id as usize + 1, Factors::WHOLE);
+            }
+            factors[id as usize] = f;
+            let tr = mm.data(id);
+            let end = t + tr.rem / (mm.rate(id) * f.goodput);
             if end.is_finite() {
                 due.push(end, (id, tr.version));
             }
@@ -603,14 +617,16 @@ pub fn simulate(
             }
             happens(t, &mut t_end, &mut out);
             // What is left is sent by now.
+            let f = factors_of(&factors, id);
             credit(
                 id,
-                tr.sent + tr.rem / tr.goodput * tr.wire,
+                tr.sent + tr.rem / f.goodput * f.wire,
                 &mm,
                 &mut out.edge_bits,
                 &mut part_bits,
             );
             mm.remove(id);
+            forget(&mut factors, id);
             if opts.finish_times {
                 let n = &mut subs_left[tr.flow as usize];
                 *n -= 1;
@@ -653,7 +669,7 @@ pub fn simulate(
         let d = mm.rate(id) * (t_end - tr.t_ref).max(0.0);
         credit(
             id,
-            tr.sent + d * tr.wire,
+            tr.sent + d * factors_of(&factors, id).wire,
             &mm,
             &mut out.edge_bits,
             &mut part_bits,

@@ -307,7 +307,10 @@ fn spraying_splits_evenly_and_go_back_n_pays() {
     assert!(cnp.completion_s > gbn.completion_s, "{cnp:?} vs {gbn:?}");
     let qp = run(LabMode::Qp, with(Nic::Gbn, true));
     assert_eq!(qp.mode, "qp");
-    assert_eq!(qp.completion_s, run(LabMode::Qp, with(Nic::Ooo, false)).completion_s);
+    assert_eq!(
+        qp.completion_s,
+        run(LabMode::Qp, with(Nic::Ooo, false)).completion_s
+    );
 }
 
 /// Flowlets in the lab: every message on one path drawn with the seed
@@ -326,15 +329,24 @@ fn flowlets_draw_one_path_per_message() {
         ..Settings::default()
     };
     let sc = |seed, nic, timeout| {
-        Scenario::new(&t, spec("qp"), LabMode::Flowlet, &[], settings(seed, nic, timeout))
-            .unwrap()
+        Scenario::new(
+            &t,
+            spec("qp"),
+            LabMode::Flowlet,
+            &[],
+            settings(seed, nic, timeout),
+        )
+        .unwrap()
     };
     let a = sc(1, Nic::Ooo, 1e3);
     assert!(a.data_uses.iter().flatten().all(|u| u.1 == 1.0));
     assert!(a.ack_uses.iter().flatten().any(|u| u.1 < 1.0));
     let b = sc(2, Nic::Ooo, 1e3);
     assert_ne!(a.data_uses, b.data_uses, "another seed, other draws");
-    let (oa, oa2) = (a.simulate().unwrap(), sc(1, Nic::Ooo, 1e3).simulate().unwrap());
+    let (oa, oa2) = (
+        a.simulate().unwrap(),
+        sc(1, Nic::Ooo, 1e3).simulate().unwrap(),
+    );
     assert_eq!(oa.completion_s, oa2.completion_s);
     assert_eq!(oa.mode, "flowlet-ooo");
     let long = sc(1, Nic::Gbn, 1e3).simulate().unwrap();

@@ -300,7 +300,7 @@ pub fn simulate(
             if router.reorders(a.flow) && rate_moved(a.rate, r) {
                 let links = Links {
                     load: &rate_load,
-                    cap: &cap0,
+                    cap: cap0,
                     epoch,
                 };
                 a.factors = router.factors(a.flow, r, &links);

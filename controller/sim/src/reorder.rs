@@ -227,7 +227,8 @@ impl RandomPaths {
 /// independently drawn paths of delay variance `var_ns2` each, the later
 /// one arrives first.
 pub fn overtake(spacing_ns: f64, var_ns2: f64) -> f64 {
-    if !(var_ns2 > 0.0) {
+    // NaN or no spread: nothing overtakes.
+    if var_ns2.is_nan() || var_ns2 <= 0.0 {
         return 0.0;
     }
     normal_tail(spacing_ns / (2.0 * var_ns2).sqrt())
@@ -311,7 +312,7 @@ impl ReorderModel {
     /// variance `var_ns2`. Within a NIC burst packets leave one NIC packet
     /// time apart; between bursts the rest of the burst's share of time.
     pub fn spray_ooo(&self, rate: f64, nic_rate: f64, var_ns2: f64) -> f64 {
-        if !(rate > 0.0) {
+        if rate.is_nan() || rate <= 0.0 {
             return 0.0;
         }
         let b = f64::from(self.nic_burst.max(1));
@@ -323,7 +324,7 @@ impl ReorderModel {
     /// Goodput and wire use of a go-back-N flow at share `rate` whose
     /// packets arrive out of order with probability `p` each.
     pub fn gbn(&self, rate: f64, p: f64) -> Factors {
-        if !(p > 0.0) {
+        if p.is_nan() || p <= 0.0 {
             return Factors::WHOLE;
         }
         let wire = if self.cnp_on_ooo {

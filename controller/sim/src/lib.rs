@@ -1,5 +1,5 @@
 //! Foresight's flow-level simulator: max-min fair (fluid) rates for the
-//! flows of AI collectives on a fabric, under five load-balancing policies.
+//! flows of AI collectives on a fabric, under eight load-balancing policies.
 //!
 //! * [`maxmin`] — progressive filling over the links each flow uses.
 //! * [`engine`] — event-driven simulation (rates recomputed at every
@@ -186,8 +186,8 @@ struct PolicyRouter<'t> {
     gbn: Option<ReorderModel>,
     /// Per flow, its bits (flowlets on go-back-N NICs only).
     bits: Vec<f64>,
-    /// Per leaf pair, the random paths' hops (`None`: unreachable) and
-    /// their delay variance at an epoch. Cleared when links fail.
+    /// Per leaf pair, the random paths' hops (none: unreachable or one
+    /// leaf) and their delay variance at an epoch. Cleared when links fail.
     spreads: HashMap<(SwitchIdx, SwitchIdx), Spread>,
 }
 
@@ -249,9 +249,7 @@ impl PolicyRouter<'_> {
         out.edges.push(down);
         true
     }
-}
 
-impl PolicyRouter<'_> {
     /// Delay variance of a random path from `src`'s leaf to `dst`'s, ns²,
     /// at the links' current loads (once per leaf pair and epoch).
     fn path_variance(

@@ -8,7 +8,13 @@ simulated on the same topology, flows, QPs, source ports, rates, seeds and
 DIR is an `experiment.py allreduce --out DIR` result: DIR/runs.csv and, per
 run, DIR/raw/<run>/{spec.json,topology.txt} (and reservations.json in
 Foresight mode; either JSON file may be gzipped, as in the committed
-results). For each run it calls `foresight sim lab` twice: the lab
+results). Spraying and flowlet runs name their NICs: a `nic` column (gbn or
+ooo) in runs.csv, a mode such as `spray-gbn`, or --nic for the whole
+directory; their raw directory is raw/s<seed>-<mode>-<nic> or
+raw/s<seed>-<mode>. They are simulated with the reordering model
+(controller/sim/README.md): pass the lab's flowlet timeout with
+--flowlet-timeout-ms and --cnp-on-ooo if its go-back-N NICs send CNPs on
+out-of-order packets. For each run it calls `foresight sim lab` twice: the lab
 model (per-step latency and ACK traffic included) and the bare fluid model
 (neither), to show what they account for. It writes
 
@@ -38,7 +44,31 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import lab as labmod  # noqa: E402
 
-MODES = ("ecmp5", "qp", "foresight")
+MODES = ("ecmp5", "qp", "foresight", "spray-gbn", "spray-ooo", "flowlet-gbn", "flowlet-ooo")
+MULTIPATH = ("spray", "flowlet")
+
+
+def mode_of(r, args):
+    """A run's mode as the simulator names it: spray and flowlet runs carry
+    their NICs (`spray-gbn`), from the mode itself, the row's `nic` column
+    or --nic."""
+    mode = r["mode"]
+    if mode not in MULTIPATH:
+        return mode
+    nic = r.get("nic") or args.nic
+    if nic not in ("gbn", "ooo"):
+        raise SystemExit(f"runs.csv seed {r['seed']}: mode {mode} with no nic column (gbn or ooo); "
+                         f"pass --nic gbn|ooo")
+    return f"{mode}-{nic}"
+
+
+def raw_dir(out, r, mode):
+    """raw/s<seed>-<mode>, with the NICs in the name if the lab put them there."""
+    tried = [os.path.join(out, "raw", f"s{r['seed']}-{m}") for m in dict.fromkeys((mode, r["mode"]))]
+    for d in tried:
+        if os.path.isdir(d):
+            return d
+    raise SystemExit(f"no raw directory for seed {r['seed']} mode {mode}: tried {', '.join(tried)}")
 
 
 def read_csv(path):
@@ -101,13 +131,19 @@ def lab_step_excess_ms(raw, spec_path):
     return (statistics.median(out), statistics.mean(out)) if out else None
 
 
-def simulate(foresight, raw, mode, args, tmp, bare=False):
+def simulate(foresight, raw, mode, args, tmp, bare=False, seed=0):
     cmd = [foresight, "sim", "lab", "--topology", topology_of(raw), "--spec",
            raw_file(raw, "spec.json", tmp), "--mode", mode, "--hash-seed", args.hash_seed,
            "--pps-per-gbps", str(args.pps_per_gbps), "--nic-fraction", str(args.nic_fraction),
            "--json"]
     if mode == "foresight":
         cmd += ["--reservations", raw_file(raw, "reservations.json", tmp)]
+    if mode.split("-")[0] in MULTIPATH:
+        cmd += ["--seed", str(seed)]
+        if args.flowlet_timeout_ms is not None:
+            cmd += ["--flowlet-timeout-us", str(args.flowlet_timeout_ms * 1e3)]
+        if args.cnp_on_ooo:
+            cmd += ["--cnp-on-ooo"]
     if bare:
         cmd += ["--no-latency", "--ack-delay-ms", "0"]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -179,19 +215,21 @@ def compare(out, foresight, args):
     links_path = os.path.join(out, "links.csv")
     if os.path.exists(links_path):
         for r in read_csv(links_path):
-            lab_links[(r["seed"], r["mode"], f"{r['switch']}:{r['port']}")] = int(r["packets"])
+            mode = mode_of(r, args)
+            lab_links[(r["seed"], mode, f"{r['switch']}:{r['port']}")] = int(r["packets"])
     rows, link_rows = [], []
     topo_name = None
     for r in runs:
-        raw = os.path.join(out, "raw", f"s{r['seed']}-{r['mode']}")
+        mode = mode_of(r, args)
+        raw = raw_dir(out, r, mode)
         topo_name = topo_name or os.path.splitext(os.path.basename(topology_of(raw)))[0]
         with tempfile.TemporaryDirectory() as tmp:
-            sim = simulate(foresight, raw, r["mode"], args, tmp)
-            bare = simulate(foresight, raw, r["mode"], args, tmp, bare=True)
+            sim = simulate(foresight, raw, mode, args, tmp, seed=int(r["seed"]))
+            bare = simulate(foresight, raw, mode, args, tmp, bare=True, seed=int(r["seed"]))
             step = lab_step_excess_ms(raw, raw_file(raw, "spec.json", tmp))
         lab_slow = float(r["slowdown"])
         rows.append({
-            "topology": topo_name, "seed": int(r["seed"]), "mode": r["mode"],
+            "topology": topo_name, "seed": int(r["seed"]), "mode": mode,
             "lab_ideal_s": float(r["ideal_s"]), "sim_ideal_s": round(sim["ideal_s"], 4),
             "lab_completion_s": float(r["completion_s"]), "sim_completion_s": round(sim["completion_s"], 4),
             "lab_slowdown": lab_slow, "sim_slowdown": round(sim["slowdown"], 4),
@@ -202,12 +240,12 @@ def compare(out, foresight, args):
             "lab_step_excess_mean_ms": round(step[1], 2) if step else "",
             "sim_step_excess_ms": round(sim["step_excess_ms"], 2),
             "reserved": f"{sim['reserved']}/{sim['connections']}",
-            "retransmits": r["retransmits"], "cnps": r["cnps"],
+            "retransmits": r.get("retransmits", ""), "cnps": r.get("cnps", ""),
         })
         for port, pk in sorted(sim["port_packets"].items()):
-            lab_pk = lab_links.get((r["seed"], r["mode"], port))
+            lab_pk = lab_links.get((r["seed"], mode, port))
             if lab_pk is not None:
-                link_rows.append({"seed": int(r["seed"]), "mode": r["mode"], "port": port,
+                link_rows.append({"seed": int(r["seed"]), "mode": mode, "port": port,
                                   "lab_packets": lab_pk, "sim_packets": round(pk, 1)})
     if not rows:
         raise SystemExit(f"{out}/runs.csv: no finished runs")
@@ -277,6 +315,21 @@ def summary(topo, rows, link_rows):
                       f"(sim/lab total {sum(y) / max(1, sum(x)):.3f})")
 
 
+# Modes plots.py may not know yet (spraying and flowlets, per NIC kind).
+EXTRA_LABEL = {"spray-gbn": "spray (go-back-N)", "spray-ooo": "spray (OOO NIC)",
+               "flowlet-gbn": "flowlet (go-back-N)", "flowlet-ooo": "flowlet (OOO NIC)"}
+EXTRA_COLOR = {"spray-gbn": "#8e44ad", "spray-ooo": "#c39bd3",
+               "flowlet-gbn": "#1e8449", "flowlet-ooo": "#82e0aa"}
+
+
+def label(plots, m):
+    return plots.MODE_LABEL.get(m) or EXTRA_LABEL.get(m, m)
+
+
+def color(plots, m):
+    return plots.COLORS.get(m) or EXTRA_COLOR.get(m, "#555555")
+
+
 def plot(out, topo, rows):
     import matplotlib
     matplotlib.use("Agg")
@@ -289,18 +342,18 @@ def plot(out, topo, rows):
         rs = [r for r in rows if r["mode"] == m]
         if rs:
             ax[0].scatter([r["lab_slowdown"] for r in rs], [r["sim_slowdown"] for r in rs], s=18,
-                          color=plots.COLORS[m], label=plots.MODE_LABEL[m], zorder=3)
+                          color=color(plots, m), label=label(plots, m), zorder=3)
             ax[0].scatter([r["lab_slowdown"] for r in rs], [r["fluid_slowdown"] for r in rs], s=14,
-                          facecolors="none", edgecolors=plots.COLORS[m], zorder=2)
+                          facecolors="none", edgecolors=color(plots, m), zorder=2)
     ax[0].set_xlabel("lab: completion / ideal")
     ax[0].set_ylabel("simulator: completion / ideal")
     ax[0].set_title(f"{topo}: each run (filled: lab model; open: bare fluid)")
     ax[0].legend(loc="upper left", fontsize=8)
     modes = [m for m in MODES if any(r["mode"] == m for r in rows)]
     data = [[r["ratio"] for r in rows if r["mode"] == m] for m in modes]
-    ax[1].boxplot(data, labels=[plots.MODE_LABEL[m] for m in modes], widths=0.5, showfliers=False)
+    ax[1].boxplot(data, labels=[label(plots, m) for m in modes], widths=0.5, showfliers=False)
     for i, (m, d) in enumerate(zip(modes, data)):
-        ax[1].scatter([i + 1] * len(d), d, s=14, color=plots.COLORS[m], zorder=3)
+        ax[1].scatter([i + 1] * len(d), d, s=14, color=color(plots, m), zorder=3)
     ax[1].axhline(1.0, color="grey", lw=0.8, ls=":")
     ax[1].set_ylabel("predicted / measured completion")
     ax[1].set_title("Simulator ÷ lab, per run")
@@ -316,6 +369,12 @@ def main():
     ap.add_argument("--hash-seed", default="per-switch", help="as the lab ran (experiment.py --hash-seed)")
     ap.add_argument("--pps-per-gbps", type=float, default=2.5, help="as the lab ran")
     ap.add_argument("--nic-fraction", type=float, default=0.9, help="as the lab ran")
+    ap.add_argument("--nic", choices=("gbn", "ooo"),
+                    help="the NICs of spray and flowlet runs when runs.csv has no nic column")
+    ap.add_argument("--flowlet-timeout-ms", type=float,
+                    help="the lab switches' flowlet timeout (default: the simulator's)")
+    ap.add_argument("--cnp-on-ooo", action="store_true",
+                    help="the lab's go-back-N NICs send a CNP on an out-of-order packet")
     args = ap.parse_args()
     foresight = labmod.foresight_bin("foresight")
     for d in args.dirs:

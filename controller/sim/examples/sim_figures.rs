@@ -34,10 +34,11 @@ fn main() -> anyhow::Result<()> {
         t0.elapsed().as_secs_f64()
     );
     let seeds = SeedPolicy::PerSwitch;
-    let ideal = run_policy(&topo, &w, Policy::Ideal, seeds, &[], None, None);
+    let model = sim::reorder::ReorderModel::default();
+    let ideal = run_policy(&topo, &w, Policy::Ideal, seeds, &model, &[], None, None);
     println!("  {:<10} sim {:>6.3} s", "ideal", ideal.wall_s);
     for p in Policy::all(4) {
-        let r = run_policy(&topo, &w, p, seeds, &[], Some(&ideal.jobs), None);
+        let r = run_policy(&topo, &w, p, seeds, &model, &[], Some(&ideal.jobs), None);
         println!(
             "  {:<10} sim {:>6.3} s (of which planning {:.3} s), iteration/ideal {:.3}, {} events",
             r.policy,
@@ -53,7 +54,12 @@ fn main() -> anyhow::Result<()> {
     );
     drop(topo);
     // 2. Table.
-    println!("\n| GPUs | ecmp | qp-hash-4 | adaptive | spray | foresight |\n|---:|---:|---:|---:|---:|---:|");
+    let names: Vec<String> = Policy::all(4).iter().map(Policy::name).collect();
+    println!(
+        "\n| GPUs | {} |\n|---:|{}",
+        names.join(" | "),
+        "---:|".repeat(names.len())
+    );
     for g in sizes {
         let topo =
             Topology::from_spec(preset(Preset::Clos3, g).map_err(|e| anyhow::anyhow!("{e}"))?)?;
@@ -63,6 +69,7 @@ fn main() -> anyhow::Result<()> {
             &w,
             &Policy::all(4),
             seeds,
+            &model,
             &FailSpec::default(),
             progress,
             0,

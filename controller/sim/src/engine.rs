@@ -8,6 +8,13 @@
 //! A flow's remaining bits are only touched when its rate changes: finish
 //! times wait in a heap, so an event costs in proportion to what it
 //! changes, not to the number of active flows.
+//!
+//! **Goodput.** A flow's max-min rate is what it puts on the wire. A flow
+//! that loses packets to reordering ([`Router::reorders`]) delivers less:
+//! its [`Factors`] are set whenever its rate changes (by more than a
+//! billionth), from its new rate and the links' loads of that solution,
+//! and kept until the next change. Its remaining bits are goodput bits;
+//! the links are credited with the wire bits.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -72,6 +79,40 @@ impl SimFlow {
     }
 }
 
+/// What a flow makes of its max-min share: goodput bits and wire bits per
+/// bit of share.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Factors {
+    /// Delivered (new) bits per bit of share.
+    pub goodput: f64,
+    /// Bits put on the links per bit of share (below 1: the sender uses
+    /// less than its share).
+    pub wire: f64,
+}
+
+impl Factors {
+    /// Everything sent is delivered.
+    pub const WHOLE: Factors = Factors {
+        goodput: 1.0,
+        wire: 1.0,
+    };
+}
+
+/// The links as a solution left them, for [`Router::factors`].
+pub struct Links<'a> {
+    /// Per edge: summed rate of the flows on it (bits/ns).
+    pub load: &'a [f64],
+    /// Per edge: capacity (bits/ns).
+    pub cap: &'a [f64],
+    /// Changes whenever the loads may have changed (a cache key).
+    pub epoch: u64,
+}
+
+/// Whether a rate moved enough to re-evaluate a flow's [`Factors`].
+pub fn rate_moved(old: f64, new: f64) -> bool {
+    old == 0.0 || (new - old).abs() > 1e-9 * old
+}
+
 /// Chooses links for flows (a load-balancing policy on a fabric).
 pub trait Router {
     /// Over how many equal sub-flows flow `i` is spread, each routed on its
@@ -98,6 +139,17 @@ pub trait Router {
     /// Whether flow `i` is re-routed after a failure even if its links
     /// survived (hash-based routing: the group sizes changed).
     fn rehash_on_failure(&self, i: usize) -> bool;
+    /// Whether flow `i` can lose goodput to reordering; only then is
+    /// [`Router::factors`] asked.
+    fn reorders(&self, i: usize) -> bool {
+        let _ = i;
+        false
+    }
+    /// Goodput and wire use of flow `i` at max-min `rate`, given the links.
+    fn factors(&mut self, i: usize, rate: f64, links: &Links<'_>) -> Factors {
+        let _ = (i, rate, links);
+        Factors::WHOLE
+    }
 }
 
 /// Links going down at a time.
@@ -165,11 +217,24 @@ struct Track {
     /// Stamp of its current finish entry (run-wide, so a reused slot
     /// cannot match a former occupant's stale entries).
     version: u32,
-    /// Remaining bits at `t_ref`.
+    /// Remaining (goodput) bits at `t_ref`.
     rem: f64,
     t_ref: f64,
-    /// Bits sent on the current route up to `t_ref`.
+    /// Wire bits sent on the current route up to `t_ref`.
     sent: f64,
+}
+
+/// The factors of active flow `id` (kept apart from [`Track`], which
+/// fills a cache line with its slot; only reordering flows have any).
+fn factors_of(factors: &[Factors], id: FlowId) -> Factors {
+    factors.get(id as usize).copied().unwrap_or(Factors::WHOLE)
+}
+
+/// Forgets the factors of a flow that leaves (its slot is reused).
+fn forget(factors: &mut [Factors], id: FlowId) {
+    if let Some(f) = factors.get_mut(id as usize) {
+        *f = Factors::WHOLE;
+    }
 }
 
 const NO_GATE: u32 = u32::MAX;
@@ -361,6 +426,11 @@ pub fn simulate(
     let mut failed = vec![false; cap.len()];
     let mut t = 0.0f64;
     let mut stamp = 0u32;
+    // Re-rated flows whose factors are due, and the solution count.
+    let mut refactor: Vec<FlowId> = Vec::new();
+    let mut epoch = 0u64;
+    // Per solver slot: the factors of a reordering flow (empty otherwise).
+    let mut factors: Vec<Factors> = Vec::new();
     // Sub-flows still running per flow, when finish times are recorded.
     let mut subs_left: Vec<u32> = if opts.finish_times {
         (0..flows.len()).map(|i| router.subflows(i)).collect()
@@ -432,10 +502,19 @@ pub fn simulate(
                     continue;
                 }
                 let tr = *mm.data(id);
+                let f = factors_of(&factors, id);
                 let d = mm.rate(id) * (t - tr.t_ref);
-                credit(id, tr.sent + d, &mm, &mut out.edge_bits, &mut part_bits);
+                credit(
+                    id,
+                    tr.sent + d * f.wire,
+                    &mm,
+                    &mut out.edge_bits,
+                    &mut part_bits,
+                );
                 mm.remove(id);
-                if !start_flow(i, sub, t, router, &mut mm, &mut route, tr.rem - d)
+                forget(&mut factors, id);
+                let rem = tr.rem - d * f.goodput;
+                if !start_flow(i, sub, t, router, &mut mm, &mut route, rem)
                     && flows[i as usize].gate.is_none()
                 {
                     stuck += 1;
@@ -465,20 +544,44 @@ pub fn simulate(
         }
         // Rates.
         let mut resolved = 0;
+        let reorders = |i: u32| router.reorders(i as usize);
         mm.solve(|id, tr, old, new| {
             resolved += 1;
+            let f = factors_of(&factors, id);
             let d = old * (t - tr.t_ref);
-            tr.rem -= d;
-            tr.sent += d;
+            tr.rem -= d * f.goodput;
+            tr.sent += d * f.wire;
             tr.t_ref = t;
             stamp = stamp.wrapping_add(1);
             tr.version = stamp;
-            let end = t + tr.rem / new;
+            if reorders(tr.flow) && rate_moved(old, new) {
+                refactor.push(id);
+                return;
+            }
+            let end = t + tr.rem / (new * f.goodput);
             if end.is_finite() {
                 due.push(end, (id, tr.version));
             }
         });
         out.resolved += resolved;
+        epoch += 1;
+        for id in refactor.drain(..) {
+            let links = Links {
+                load: mm.edge_load(),
+                cap,
+                epoch,
+            };
+            let f = router.factors(mm.data(id).flow as usize, mm.rate(id), &links);
+            if factors.len() <= id as usize {
+                factors.resize(id as usize + 1, Factors::WHOLE);
+            }
+            factors[id as usize] = f;
+            let tr = mm.data(id);
+            let end = t + tr.rem / (mm.rate(id) * f.goodput);
+            if end.is_finite() {
+                due.push(end, (id, tr.version));
+            }
+        }
         // Every re-rating leaves a stale finish entry behind; keep them a minority.
         if due.len() > 2 * mm.len() + (1 << 20) {
             due.retain(|_, &(id, v)| mm.is_live(id) && mm.data(id).version == v);
@@ -514,14 +617,16 @@ pub fn simulate(
             }
             happens(t, &mut t_end, &mut out);
             // What is left is sent by now.
+            let f = factors_of(&factors, id);
             credit(
                 id,
-                tr.sent + tr.rem,
+                tr.sent + tr.rem / f.goodput * f.wire,
                 &mm,
                 &mut out.edge_bits,
                 &mut part_bits,
             );
             mm.remove(id);
+            forget(&mut factors, id);
             if opts.finish_times {
                 let n = &mut subs_left[tr.flow as usize];
                 *n -= 1;
@@ -562,7 +667,13 @@ pub fn simulate(
     for id in live {
         let tr = *mm.data(id);
         let d = mm.rate(id) * (t_end - tr.t_ref).max(0.0);
-        credit(id, tr.sent + d, &mm, &mut out.edge_bits, &mut part_bits);
+        credit(
+            id,
+            tr.sent + d * factors_of(&factors, id).wire,
+            &mm,
+            &mut out.edge_bits,
+            &mut part_bits,
+        );
     }
     for (p, &b) in part_bits.iter().enumerate() {
         for &(e, c) in mm.parts().get(p as u32) {

@@ -30,10 +30,21 @@
 //!   `ack_delay_ms` after the first unacknowledged one), as streams;
 //! * Foresight: reserved connections on their recorded paths; pre-drained
 //!   background flows get what the reserved flows leave on their path, but
-//!   not less than DCQCN's rate floor.
+//!   not less than DCQCN's rate floor;
+//! * `spray`: data and ACKs split equally over the next hops at every
+//!   switch (the fluid of per-packet spraying); `flowlet`: every message
+//!   (and every background flow) on a random path drawn hop by hop with
+//!   `--seed` (the lab's draws are its own: compare distributions over
+//!   seeds, not runs), ACKs sprayed (each sparse ACK a flowlet of its own);
+//! * for `spray` and `flowlet` onto go-back-N NICs (`--nic gbn`), the
+//!   reordering model of [`crate::reorder`] in the lab's units: a packet
+//!   time is a port's `1/pps`, and the round trip a rewind costs is, unless
+//!   given, one packet's store-and-forward time out and back (the mean over
+//!   connections of the data and ACK paths' packet times).
 //!
 //! Not modelled: DCQCN's rate oscillation (max-min is its ideal steady
-//! state), queueing delay, drops and go-back-N retransmissions, BMv2's CPU.
+//! state), queueing delay (except as the spread that reorders packets),
+//! drops and their retransmissions, BMv2's CPU.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -46,9 +57,11 @@ use planner::ecmp::{ecmp_path, HashKey, HashMode, SeedPolicy};
 use planner::topology::{EdgeId, HostIdx, NodeRef, Topology};
 use serde::Deserialize;
 
-use crate::engine::{simulate, Job, Options, Router, SimFlow};
-use crate::maxmin::Route;
+use crate::engine::{simulate, Factors, Job, Links, Options, Router, SimFlow};
+use crate::maxmin::{Route, Use};
 use crate::parts::Parts;
+use crate::reorder::{Nic, RandomPaths, ReorderModel};
+use crate::routing::Fabric;
 
 /// Packets are counted as this many "bits" (see the module docs).
 const PACKET: f64 = 1e9;
@@ -63,15 +76,28 @@ pub enum LabMode {
     Qp,
     /// QP-aware hashing plus the controller's reservations and pre-drain.
     Foresight,
+    /// Per-packet spraying (NIC kind in [`Settings::nic`]).
+    Spray,
+    /// Flowlet switching (NIC kind in [`Settings::nic`]).
+    Flowlet,
 }
 
 impl LabMode {
-    /// What the switches hash in this mode.
+    /// What the switches hash in this mode (spraying and flowlets hash
+    /// nothing; their [`Connection::path`] is the QP-aware one).
     pub fn hash_mode(self) -> HashMode {
         match self {
             LabMode::Ecmp5 => HashMode::FiveTuple,
-            LabMode::Qp | LabMode::Foresight => HashMode::QpAware,
+            LabMode::Qp | LabMode::Foresight | LabMode::Spray | LabMode::Flowlet => {
+                HashMode::QpAware
+            }
         }
+    }
+
+    /// Whether a packet's path is not fixed by its headers (so the NIC
+    /// kind matters).
+    pub fn multipath(self) -> bool {
+        matches!(self, LabMode::Spray | LabMode::Flowlet)
     }
 }
 
@@ -82,8 +108,10 @@ impl FromStr for LabMode {
             "ecmp5" => Ok(LabMode::Ecmp5),
             "qp" => Ok(LabMode::Qp),
             "foresight" => Ok(LabMode::Foresight),
+            "spray" => Ok(LabMode::Spray),
+            "flowlet" => Ok(LabMode::Flowlet),
             _ => Err(format!(
-                "lab mode '{s}': want ecmp5, qp or foresight (bmv2-lab/experiment.py's modes)"
+                "lab mode '{s}': want ecmp5, qp, foresight, spray or flowlet (bmv2-lab/experiment.py's modes)"
             )),
         }
     }
@@ -95,6 +123,8 @@ impl fmt::Display for LabMode {
             LabMode::Ecmp5 => "ecmp5",
             LabMode::Qp => "qp",
             LabMode::Foresight => "foresight",
+            LabMode::Spray => "spray",
+            LabMode::Flowlet => "flowlet",
         })
     }
 }
@@ -220,6 +250,13 @@ pub struct Settings {
     pub hop_latency: bool,
     /// The switches' ECMP seeds.
     pub seeds: SeedPolicy,
+    /// The receiving NICs (`spray` and `flowlet`; `--nic`).
+    pub nic: Nic,
+    /// The reordering model; its packet is set to the lab's (1e9 bits) and
+    /// its round trip to `rtt_ns` or the paths' (see the module docs).
+    pub reorder: ReorderModel,
+    /// Round trip of a rewind, ns; `None`: one packet's time out and back.
+    pub rtt_ns: Option<f64>,
 }
 
 impl Default for Settings {
@@ -232,6 +269,9 @@ impl Default for Settings {
             ack_delay_ms: 100.0,
             hop_latency: true,
             seeds: SeedPolicy::PerSwitch,
+            nic: Nic::Gbn,
+            reorder: ReorderModel::default(),
+            rtt_ns: None,
         }
     }
 }
@@ -260,7 +300,9 @@ pub struct Connection {
     pub collective: bool,
     /// The sender's rate, packets/s (after a partial grant).
     pub rate_pps: f64,
-    /// Data path: topology edges from the sender's NIC to the receiver's.
+    /// Data path: topology edges from the sender's NIC to the receiver's
+    /// (`spray`, `flowlet`: the QP-aware hashed path, which the data does
+    /// not take; see [`Scenario::data_uses`]).
     pub path: Vec<EdgeId>,
     /// How it was chosen.
     pub choice: Choice,
@@ -279,7 +321,19 @@ pub struct Scenario<'t> {
     pub connections: Vec<Connection>,
     /// Per spec flow: its connection.
     pub flow_conn: Vec<usize>,
+    /// Per spec flow: the links its data loads and the share on each (the
+    /// connection's path; sprayed; or the message's flowlet).
+    pub data_uses: Vec<Vec<Use>>,
+    /// Per connection: the links its ACKs load (hashed, or sprayed).
+    pub ack_uses: Vec<Vec<Use>>,
+    /// Per connection: its random paths (`spray` and `flowlet` only).
+    paths: Vec<RandomPaths>,
     spec: Spec,
+}
+
+/// Every link of a single path, whole.
+fn whole(path: &[EdgeId]) -> Vec<Use> {
+    path.iter().map(|&e| (e, 1.0)).collect()
 }
 
 /// The simulated run.
@@ -486,6 +540,50 @@ impl<'t> Scenario<'t> {
             }
             flow_conn.push(k);
         }
+        let mut fabric = Fabric::new(topo, settings.seeds);
+        let mut uses = Vec::new();
+        let hs = topo.hosts();
+        let unreachable = |a: HostIdx, b: HostIdx| {
+            anyhow::anyhow!(
+                "{} cannot reach {} in topology {}",
+                hs[a as usize].name,
+                hs[b as usize].name,
+                topo.name()
+            )
+        };
+        let (mut data_uses, mut ack_uses, mut paths) = (Vec::new(), Vec::new(), Vec::new());
+        for c in &connections {
+            if mode.multipath() {
+                if !fabric.sprayed(c.src, c.dst, &mut uses) {
+                    return Err(unreachable(c.src, c.dst));
+                }
+                paths.push(RandomPaths::of_sprayed(topo, &uses));
+                if !fabric.sprayed(c.dst, c.src, &mut uses) {
+                    return Err(unreachable(c.dst, c.src));
+                }
+                ack_uses.push(uses.clone());
+            } else {
+                ack_uses.push(whole(&c.ack_path));
+            }
+        }
+        for (i, &k) in flow_conn.iter().enumerate() {
+            let c = &connections[k];
+            let ok = match mode {
+                LabMode::Spray => fabric.sprayed(c.src, c.dst, &mut uses),
+                LabMode::Flowlet => {
+                    let d = crate::draw(settings.reorder.seed, i as u64);
+                    fabric.random(c.src, c.dst, d, &mut uses)
+                }
+                _ => {
+                    uses = whole(&c.path);
+                    true
+                }
+            };
+            if !ok {
+                return Err(unreachable(c.src, c.dst));
+            }
+            data_uses.push(uses.clone());
+        }
         let mut edge_pps = vec![f64::INFINITY; topo.edge_count()];
         for (e, pps) in edge_pps.iter_mut().enumerate() {
             let l = topo.edge(e as EdgeId);
@@ -502,20 +600,61 @@ impl<'t> Scenario<'t> {
             edge_pps,
             connections,
             flow_conn,
+            data_uses,
+            ack_uses,
+            paths,
             spec,
         })
     }
 
-    /// A packet's time through the switch egress ports of `path`, ns.
-    fn latency_ns(&self, path: &[EdgeId]) -> f64 {
+    /// A packet's time through the switch egress ports of `path`, ns
+    /// (fractional shares: the mean over the paths).
+    fn latency_ns(&self, path: &[Use]) -> f64 {
         if !self.settings.hop_latency {
             return 0.0;
         }
+        self.store_and_forward_ns(path)
+    }
+
+    /// One packet time per switch egress port on `path` (shares weighted), ns.
+    fn store_and_forward_ns(&self, path: &[Use]) -> f64 {
         path.iter()
-            .map(|&e| self.edge_pps[e as usize])
-            .filter(|p| p.is_finite())
-            .map(|p| 1e9 / p)
+            .map(|&(e, c)| (self.edge_pps[e as usize], c))
+            .filter(|p| p.0.is_finite())
+            .map(|(p, c)| c * 1e9 / p)
             .sum()
+    }
+
+    /// The reordering model in the lab's units (see the module docs).
+    pub fn reorder_model(&self) -> ReorderModel {
+        let rtt = self.settings.rtt_ns.unwrap_or_else(|| {
+            let n = self.connections.len().max(1) as f64;
+            (0..self.connections.len())
+                .map(|k| {
+                    let data = self
+                        .flow_conn
+                        .iter()
+                        .position(|&c| c == k)
+                        .map_or(0.0, |i| self.store_and_forward_ns(&self.data_uses[i]));
+                    data + self.store_and_forward_ns(&self.ack_uses[k])
+                })
+                .sum::<f64>()
+                / n
+        });
+        ReorderModel {
+            packet_bits: PACKET,
+            rtt_ns: rtt,
+            ..self.settings.reorder
+        }
+    }
+
+    /// The mode and, for spraying and flowlets, the NICs: `spray-gbn`.
+    pub fn mode_name(&self) -> String {
+        if self.mode.multipath() {
+            format!("{}-{}", self.mode, self.settings.nic.name())
+        } else {
+            self.mode.to_string()
+        }
     }
 
     /// The lab's ideal: the busiest rank's collective packets over its NIC
@@ -572,8 +711,10 @@ impl<'t> Scenario<'t> {
         // connection (its messages share the sender's rate, one at a time).
         let mut cap = self.edge_pps.clone();
         cap.extend(self.connections.iter().map(|c| c.rate_pps));
-        let mut routes: Vec<Vec<u32>> = Vec::new();
+        let mut routes: Vec<Vec<Use>> = Vec::new();
         let mut flows: Vec<SimFlow> = Vec::new();
+        // Per simulated flow: its connection, for data that can reorder.
+        let mut data_of: Vec<Option<usize>> = Vec::new();
         // Chains of `after` dependencies become jobs, one step per iteration.
         let ids: HashMap<&str, usize> = self
             .spec
@@ -634,12 +775,13 @@ impl<'t> Scenario<'t> {
                 let mut sf = SimFlow::gated(self.paced(g) * PACKET, job, it, offset);
                 sf.max_gbps = pps(kj) as f32;
                 flows.push(sf);
-                let mut r = self.connections[kj].path.clone();
-                r.push((n_topo + kj) as u32);
+                let mut r = self.data_uses[j].clone();
+                r.push(((n_topo + kj) as u32, 1.0));
                 routes.push(r);
+                data_of.push(Some(kj));
                 origin.push(Some(j));
                 pred.push((it > 0).then(|| flows.len() - 2));
-                offset = self.latency_ns(&self.connections[kj].path);
+                offset = self.latency_ns(&self.data_uses[j]);
                 it += 1;
                 at = next[j];
             }
@@ -698,9 +840,10 @@ impl<'t> Scenario<'t> {
             let mut sf = SimFlow::at(bits, f.start_offset_ns as f64);
             sf.max_gbps = rate as f32;
             flows.push(sf);
-            let mut r = c.path.clone();
-            r.push((n_topo + k) as u32);
+            let mut r = self.data_uses[i].clone();
+            r.push(((n_topo + k) as u32, 1.0));
             routes.push(r);
+            data_of.push(Some(k));
             origin.push(Some(i));
         }
         // ACKs: a stream per connection from its first message on.
@@ -714,11 +857,23 @@ impl<'t> Scenario<'t> {
                 let mut sf = SimFlow::at(f64::INFINITY, first_start[k]);
                 sf.max_gbps = a as f32;
                 flows.push(sf);
-                routes.push(c.ack_path.clone());
+                routes.push(self.ack_uses[k].clone());
+                data_of.push(None);
                 origin.push(None);
             }
         }
-        let mut router = Fixed { routes: &routes };
+        let gbn = self.mode.multipath() && self.settings.nic == Nic::Gbn;
+        let mut router = Fixed {
+            routes: &routes,
+            reorder: gbn.then(|| Reordering {
+                model: self.reorder_model(),
+                data_of: &data_of,
+                bits: flows.iter().map(|f| f.bits).collect(),
+                nic_pps: self.connections.iter().map(|c| c.rate_pps).collect(),
+                paths: &self.paths,
+                flowlets: self.mode == LabMode::Flowlet,
+            }),
+        };
         let out = simulate(
             &flows,
             &jobs,
@@ -737,8 +892,7 @@ impl<'t> Scenario<'t> {
         // Arrival of each step's last packet; a step starts when the
         // previous one has arrived (the head: at its offset).
         let arrive = |s: usize| {
-            let k = self.flow_conn[origin[s].expect("a spec flow")];
-            out.finish_ns[s] + self.latency_ns(&self.connections[k].path)
+            out.finish_ns[s] + self.latency_ns(&self.data_uses[origin[s].expect("a spec flow")])
         };
         let mut last = f64::NEG_INFINITY;
         let mut excess = Vec::with_capacity(pred.len());
@@ -755,24 +909,24 @@ impl<'t> Scenario<'t> {
         // outlives the ring keeps sending (alone, at its rate) until its stop.
         let mut edge_packets: Vec<f64> =
             out.edge_bits[..n_topo].iter().map(|b| b / PACKET).collect();
-        for (f, &k) in self.spec.flows.iter().zip(&self.flow_conn) {
+        for (i, (f, &k)) in self.spec.flows.iter().zip(&self.flow_conn).enumerate() {
             let c = &self.connections[k];
             if c.collective {
                 // The last packet, which crossed on its own.
                 let last = self.packets(f) - self.paced(f);
-                for &e in &c.path {
-                    edge_packets[e as usize] += last;
+                for &(e, x) in &self.data_uses[i] {
+                    edge_packets[e as usize] += x * last;
                 }
             }
             let Some(stop) = f.stop_offset_ns.filter(|_| !c.collective) else {
                 continue;
             };
             let secs = (stop as f64 - out.end_ns).max(0.0) / 1e9;
-            for &e in &c.path {
-                edge_packets[e as usize] += c.rate_pps * secs;
+            for &(e, x) in &self.data_uses[i] {
+                edge_packets[e as usize] += x * c.rate_pps * secs;
             }
-            for &e in &c.ack_path {
-                edge_packets[e as usize] += self.ack_pps(c.rate_pps) * secs;
+            for &(e, x) in &self.ack_uses[k] {
+                edge_packets[e as usize] += x * self.ack_pps(c.rate_pps) * secs;
             }
         }
         let mut port_packets = BTreeMap::new();
@@ -786,7 +940,7 @@ impl<'t> Scenario<'t> {
         let ideal_s = self.ideal_s();
         let completion_s = (last - ring_start) / 1e9;
         Ok(LabOutcome {
-            mode: self.mode.to_string(),
+            mode: self.mode_name(),
             ideal_s,
             completion_s,
             slowdown: completion_s / ideal_s,
@@ -802,9 +956,25 @@ impl<'t> Scenario<'t> {
     }
 }
 
-/// Every flow on its precomputed route.
+/// Every flow on its precomputed route (whole links, and one part of the
+/// fractional ones), and what reordering costs go-back-N NICs.
 struct Fixed<'a> {
-    routes: &'a [Vec<u32>],
+    routes: &'a [Vec<Use>],
+    reorder: Option<Reordering<'a>>,
+}
+
+/// Go-back-N reordering under `spray` or `flowlet`.
+struct Reordering<'a> {
+    model: ReorderModel,
+    /// Per simulated flow: the connection of data that can reorder.
+    data_of: &'a [Option<usize>],
+    /// Per simulated flow: its bits.
+    bits: Vec<f64>,
+    /// Per connection: the sender's rate, packets/s (its NIC's pace).
+    nic_pps: Vec<f64>,
+    /// Per connection: its random paths.
+    paths: &'a [RandomPaths],
+    flowlets: bool,
 }
 
 impl Router for Fixed<'_> {
@@ -813,14 +983,41 @@ impl Router for Fixed<'_> {
         i: usize,
         _sub: u32,
         _load: &[f64],
-        _parts: &mut Parts,
+        parts: &mut Parts,
         out: &mut Route,
     ) -> bool {
-        out.edges.extend_from_slice(&self.routes[i]);
+        let r = &self.routes[i];
+        out.edges
+            .extend(r.iter().filter(|u| u.1 == 1.0).map(|u| u.0));
+        let shares: Vec<Use> = r.iter().copied().filter(|u| u.1 != 1.0).collect();
+        if !shares.is_empty() {
+            out.parts.push(parts.intern(&shares));
+        }
         true
     }
     fn fail(&mut self, _edges: &[u32]) {}
     fn rehash_on_failure(&self, _i: usize) -> bool {
         false
+    }
+    fn reorders(&self, i: usize) -> bool {
+        self.reorder
+            .as_ref()
+            .is_some_and(|r| r.data_of[i].is_some())
+    }
+    fn factors(&mut self, i: usize, rate: f64, links: &Links<'_>) -> Factors {
+        let Some(r) = &self.reorder else {
+            return Factors::WHOLE;
+        };
+        let Some(k) = r.data_of[i] else {
+            return Factors::WHOLE;
+        };
+        let var = r.paths[k].variance(&r.model, links);
+        if r.flowlets {
+            r.model
+                .flowlet_gbn(rate, r.bits[i], r.model.flowlet_overtake(var))
+        } else {
+            r.model
+                .gbn(rate, r.model.spray_ooo(rate, r.nic_pps[k], var))
+        }
     }
 }

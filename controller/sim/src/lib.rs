@@ -1,5 +1,5 @@
 //! Foresight's flow-level simulator: max-min fair (fluid) rates for the
-//! flows of AI collectives on a fabric, under five load-balancing policies.
+//! flows of AI collectives on a fabric, under eight load-balancing policies.
 //!
 //! * [`maxmin`] — progressive filling over the links each flow uses.
 //! * [`engine`] — event-driven simulation (rates recomputed at every
@@ -17,13 +17,17 @@
 //!   by the controller (T+5).
 //! * [`lab`] — one BMv2 lab run (its topology, rocegen spec and
 //!   reservations) as a scenario, to check the simulator against the lab.
+//! * [`reorder`] — what reordering costs sprayed and flowlet traffic on
+//!   go-back-N and out-of-order-tolerant NICs.
 //!
 //! Policies ([`Policy`]): ECMP on the 5-tuple; QP-aware hashing with `k`
 //! QPs per connection (each connection split into `k` equal sub-flows on
 //! consecutive QPs, see [`qps`], each hashed on its own QP and source
 //! port); adaptive (per hop, the next hop with the fewest active flows at
 //! flow start, ties broken by the switch hash); spraying (fluid, split
-//! equally over next hops); Foresight (the planner's paths; a flow whose
+//! equally over next hops) and flowlets (a random member per hop, drawn
+//! afresh for every flow), each on go-back-N or out-of-order-tolerant NICs
+//! ([`reorder`]); Foresight (the planner's paths; a flow whose
 //! path fails is re-placed least-loaded, as a re-plan would). Unannounced
 //! background traffic uses ECMP under Foresight. Every hashing switch uses
 //! its seed under a [`SeedPolicy`] (per-switch by default, or one seed
@@ -41,6 +45,7 @@ pub mod qps;
 pub mod radix;
 #[cfg(test)]
 mod reference;
+pub mod reorder;
 pub mod routing;
 pub mod suite;
 pub mod t5;
@@ -60,10 +65,11 @@ use planner::paths::Path;
 use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 use planner::{Planner, PlannerConfig};
 
-use engine::{simulate, Failure, Job, Options, Router, SimFlow};
+use engine::{simulate, Factors, Failure, Job, Links, Options, Router, SimFlow};
 use maxmin::{Route as SimRoute, Use};
 use parts::{PartId, Parts};
 use qps::{key_on_qp, qp_blocks};
+use reorder::{Nic, RandomPaths, ReorderModel};
 use routing::{Fabric, FlowHash};
 use workload::Workload;
 
@@ -81,8 +87,10 @@ pub enum Policy {
     },
     /// Least-loaded next hop at flow start.
     Adaptive,
-    /// Per-packet spraying (fluid).
-    Spray,
+    /// Per-packet spraying (fluid), onto NICs of this kind.
+    Spray(Nic),
+    /// Flowlet switching: a random path per flow (message), NICs of this kind.
+    Flowlet(Nic),
     /// The planner's paths.
     Foresight,
 }
@@ -95,37 +103,49 @@ impl Policy {
             Policy::Ecmp => "ecmp".into(),
             Policy::QpHash { qps } => format!("qp-hash-{qps}"),
             Policy::Adaptive => "adaptive".into(),
-            Policy::Spray => "spray".into(),
+            Policy::Spray(nic) => format!("spray-{}", nic.name()),
+            Policy::Flowlet(nic) => format!("flowlet-{}", nic.name()),
             Policy::Foresight => "foresight".into(),
         }
     }
 
     /// Parses `ecmp`, `qp` / `qp-hash` (with `default_qps`), `qp-hash-K`,
-    /// `adaptive`, `spray`, `foresight`, `ideal`.
+    /// `adaptive`, `spray-gbn`, `spray-ooo`, `flowlet-gbn`, `flowlet-ooo`,
+    /// `foresight`, `ideal`. `spray` alone is `spray-ooo`: the reorder-free
+    /// spraying this simulator modelled before NICs were told apart.
     pub fn parse(s: &str, default_qps: u32) -> anyhow::Result<Policy> {
         Ok(match s {
             "ideal" => Policy::Ideal,
             "ecmp" => Policy::Ecmp,
             "qp" | "qp-hash" => Policy::QpHash { qps: default_qps },
             "adaptive" => Policy::Adaptive,
-            "spray" => Policy::Spray,
+            "spray" | "spray-ooo" => Policy::Spray(Nic::Ooo),
+            "spray-gbn" => Policy::Spray(Nic::Gbn),
+            "flowlet-ooo" => Policy::Flowlet(Nic::Ooo),
+            "flowlet-gbn" => Policy::Flowlet(Nic::Gbn),
+            "flowlet" => bail!(
+                "policy 'flowlet': say which NICs, flowlet-gbn (go-back-N) or flowlet-ooo (out-of-order tolerant)"
+            ),
             "foresight" => Policy::Foresight,
             _ => match s.strip_prefix("qp-hash-").map(str::parse::<u32>) {
                 Some(Ok(k)) if k > 0 => Policy::QpHash { qps: k },
                 _ => bail!(
-                    "policy '{s}': expected one of ecmp, qp-hash, qp-hash-K, adaptive, spray, foresight, ideal"
+                    "policy '{s}': expected one of ecmp, qp-hash, qp-hash-K, adaptive, spray-gbn, spray-ooo (or spray), flowlet-gbn, flowlet-ooo, foresight, ideal"
                 ),
             },
         })
     }
 
-    /// The five policies compared by default.
+    /// The policies compared by default.
     pub fn all(qps: u32) -> Vec<Policy> {
         vec![
             Policy::Ecmp,
             Policy::QpHash { qps },
             Policy::Adaptive,
-            Policy::Spray,
+            Policy::Spray(Nic::Gbn),
+            Policy::Spray(Nic::Ooo),
+            Policy::Flowlet(Nic::Gbn),
+            Policy::Flowlet(Nic::Ooo),
             Policy::Foresight,
         ]
     }
@@ -138,6 +158,8 @@ enum How {
     QpHashed(u32),
     Adaptive(FlowHash),
     Spray,
+    /// A random member per hop from this draw (a flowlet).
+    Flowlet(u32),
     /// Index into the planned paths, and the hash for a fallback.
     Fixed(u32, FlowHash),
     Ideal,
@@ -160,6 +182,26 @@ struct PolicyRouter<'t> {
     /// unreachable. Cleared when links fail.
     spray: HashMap<(SwitchIdx, SwitchIdx), Option<Vec<PartId>>>,
     uses: Vec<Use>,
+    /// Go-back-N NICs under spraying or flowlets: what reordering costs.
+    gbn: Option<ReorderModel>,
+    /// Per flow, its bits (flowlets on go-back-N NICs only).
+    bits: Vec<f64>,
+    /// Per leaf pair, the random paths' hops (none: unreachable or one
+    /// leaf) and their delay variance at an epoch. Cleared when links fail.
+    spreads: HashMap<(SwitchIdx, SwitchIdx), Spread>,
+}
+
+/// The random paths between two leaves and their delay variance at an epoch.
+struct Spread {
+    paths: RandomPaths,
+    epoch: u64,
+    var_ns2: f64,
+}
+
+/// A well-mixed 32-bit draw from a seed and an index (SplitMix64).
+pub(crate) fn draw(seed: u64, i: u64) -> u32 {
+    let mut r = planner::rng::Rng::new(seed ^ i.wrapping_mul(0xa076_1d64_78bd_642f));
+    (r.next_u64() >> 32) as u32
 }
 
 impl PolicyRouter<'_> {
@@ -207,6 +249,41 @@ impl PolicyRouter<'_> {
         out.edges.push(down);
         true
     }
+
+    /// Delay variance of a random path from `src`'s leaf to `dst`'s, ns²,
+    /// at the links' current loads (once per leaf pair and epoch).
+    fn path_variance(
+        &mut self,
+        src: HostIdx,
+        dst: HostIdx,
+        model: &ReorderModel,
+        links: &Links<'_>,
+    ) -> f64 {
+        let topo = self.fabric.topo;
+        let key = (
+            topo.hosts()[src as usize].leaf,
+            topo.hosts()[dst as usize].leaf,
+        );
+        if !self.spreads.contains_key(&key) {
+            let paths = if self.fabric.sprayed(src, dst, &mut self.uses) {
+                RandomPaths::of_sprayed(topo, &self.uses)
+            } else {
+                RandomPaths::default()
+            };
+            let fresh = Spread {
+                paths,
+                epoch: u64::MAX,
+                var_ns2: 0.0,
+            };
+            self.spreads.insert(key, fresh);
+        }
+        let s = self.spreads.get_mut(&key).expect("inserted above");
+        if s.epoch != links.epoch {
+            s.var_ns2 = s.paths.variance(model, links);
+            s.epoch = links.epoch;
+        }
+        s.var_ns2
+    }
 }
 
 impl Router for PolicyRouter<'_> {
@@ -236,6 +313,7 @@ impl Router for PolicyRouter<'_> {
             }
             How::Adaptive(h) => f.least_loaded(src, dst, h, load, u),
             How::Spray => return self.sprayed(src, dst, parts, out),
+            How::Flowlet(d) => f.random(src, dst, d, u),
             How::Fixed(p, h) => {
                 f.fixed(src, &self.paths[p as usize], u) || f.least_loaded(src, dst, h, load, u)
             }
@@ -253,12 +331,33 @@ impl Router for PolicyRouter<'_> {
             self.fabric.fail(e);
         }
         self.spray.clear();
+        self.spreads.clear();
     }
     fn rehash_on_failure(&self, i: usize) -> bool {
         matches!(
             self.routes[i].how,
             How::Hashed(_) | How::QpHashed(_) | How::Spray
         )
+    }
+    fn reorders(&self, i: usize) -> bool {
+        self.gbn.is_some() && matches!(self.routes[i].how, How::Spray | How::Flowlet(_))
+    }
+    fn factors(&mut self, i: usize, rate: f64, links: &Links<'_>) -> Factors {
+        let Some(model) = self.gbn else {
+            return Factors::WHOLE;
+        };
+        let r = &self.routes[i];
+        let (src, dst, how) = (r.src, r.dst, r.how);
+        let var = self.path_variance(src, dst, &model, links);
+        match how {
+            How::Spray => {
+                let nic = self.fabric.topo.edge(self.fabric.topo.host_up_edge(src));
+                let nic_rate = nic.capacity_bps as f64 / 1e9;
+                model.gbn(rate, model.spray_ooo(rate, nic_rate, var))
+            }
+            How::Flowlet(_) => model.flowlet_gbn(rate, self.bits[i], model.flowlet_overtake(var)),
+            _ => Factors::WHOLE,
+        }
     }
 }
 
@@ -400,8 +499,9 @@ pub struct PolicyResult {
 }
 
 /// How unannounced traffic is routed under a policy; `qp` is the flow's
-/// QP under qp-hash (numbered by [`qps::qp_blocks`]).
-fn unannounced(policy: Policy, f: &Flow, qp: Option<u32>) -> How {
+/// QP under qp-hash (numbered by [`qps::qp_blocks`]); `draw` picks a
+/// flowlet's path.
+fn unannounced(policy: Policy, f: &Flow, qp: Option<u32>, draw: u32) -> How {
     let five = FlowHash::of(&HashKey::of_flow(f, HashMode::FiveTuple));
     match policy {
         Policy::Ideal => How::Ideal,
@@ -411,7 +511,8 @@ fn unannounced(policy: Policy, f: &Flow, qp: Option<u32>) -> How {
             How::Hashed(FlowHash::of(&key_on_qp(f, qp)))
         }
         Policy::Adaptive => How::Adaptive(five),
-        Policy::Spray => How::Spray,
+        Policy::Spray(_) => How::Spray,
+        Policy::Flowlet(_) => How::Flowlet(draw),
     }
 }
 
@@ -419,10 +520,13 @@ fn unannounced(policy: Policy, f: &Flow, qp: Option<u32>) -> How {
 /// QP hashes (qp-hash: `qps` per connection, on the consecutive QPs
 /// [`qps::qp_blocks`] gives it, the same every iteration). Foresight's
 /// paths and the QP hashes are indexed like [`Workload::connections`].
+/// A flowlet's path is drawn from `seed` and the flow's index (each
+/// iteration's flows draw afresh).
 fn prepare(
     w: &Workload,
     policy: Policy,
     planned: bool,
+    seed: u64,
 ) -> (Vec<SimFlow>, Vec<Route>, Vec<FlowHash>) {
     let mut flows = Vec::new();
     let mut routes = Vec::new();
@@ -458,7 +562,8 @@ fn prepare(
                         // The connection's QPs share its bytes equally.
                         Policy::QpHash { .. } => How::QpHashed(conn),
                         Policy::Adaptive => How::Adaptive(five()),
-                        Policy::Spray => How::Spray,
+                        Policy::Spray(_) => How::Spray,
+                        Policy::Flowlet(_) => How::Flowlet(draw(seed, routes.len() as u64)),
                         Policy::Foresight => {
                             assert!(planned, "Foresight needs the planned paths");
                             How::Fixed(conn, five())
@@ -478,7 +583,12 @@ fn prepare(
         routes.push(Route {
             src: f.src,
             dst: f.dst,
-            how: unannounced(policy, f, blocks.as_ref().map(|b| b.background[i])),
+            how: unannounced(
+                policy,
+                f,
+                blocks.as_ref().map(|b| b.background[i]),
+                draw(seed, routes.len() as u64),
+            ),
         });
     }
     for (i, f) in w.streams.iter().enumerate() {
@@ -488,7 +598,12 @@ fn prepare(
         routes.push(Route {
             src: f.src,
             dst: f.dst,
-            how: unannounced(policy, f, blocks.as_ref().map(|b| b.streams[i])),
+            how: unannounced(
+                policy,
+                f,
+                blocks.as_ref().map(|b| b.streams[i]),
+                draw(seed, routes.len() as u64),
+            ),
         });
     }
     (flows, routes, qp_hashes)
@@ -511,6 +626,7 @@ fn setup<'t>(
     w: &Workload,
     policy: Policy,
     seeds: SeedPolicy,
+    model: &ReorderModel,
     failures: &[Failure],
 ) -> Setup<'t> {
     let t0 = Instant::now();
@@ -534,7 +650,18 @@ fn setup<'t>(
         Vec::new()
     };
     let plan_s = t0.elapsed().as_secs_f64();
-    let (flows, routes, qp_hashes) = prepare(w, policy, !paths.is_empty() || w.demands.is_empty());
+    let (flows, routes, qp_hashes) = prepare(
+        w,
+        policy,
+        !paths.is_empty() || w.demands.is_empty(),
+        model.seed,
+    );
+    let gbn =
+        matches!(policy, Policy::Spray(Nic::Gbn) | Policy::Flowlet(Nic::Gbn)).then_some(*model);
+    let bits = match policy {
+        Policy::Flowlet(Nic::Gbn) => flows.iter().map(|f| f.bits).collect(),
+        _ => Vec::new(),
+    };
     let cap: Vec<f64> = (0..topo.edge_count() as u32)
         .map(|e| topo.edge(e).capacity_bps as f64 / 1e9)
         .collect();
@@ -560,6 +687,9 @@ fn setup<'t>(
             paths,
             spray: HashMap::new(),
             uses: Vec::new(),
+            gbn,
+            bits,
+            spreads: HashMap::new(),
         },
         plan_s,
     }
@@ -578,19 +708,21 @@ pub fn progress_bar(len: u64, msg: String) -> ProgressBar {
 }
 
 /// Simulates one policy, every switch hashing with its seed under
-/// `seeds`; `ideal` gives per job the ideal's iteration times (ratios are
-/// 1 without it).
+/// `seeds`, reordering costed by `model`; `ideal` gives per job the
+/// ideal's iteration times (ratios are 1 without it).
+#[allow(clippy::too_many_arguments)]
 pub fn run_policy(
     topo: &Topology,
     w: &Workload,
     policy: Policy,
     seeds: SeedPolicy,
+    model: &ReorderModel,
     failures: &[Failure],
     ideal: Option<&[JobResult]>,
     progress: Option<&MultiProgress>,
 ) -> PolicyResult {
     let t0 = Instant::now();
-    let mut su = setup(topo, w, policy, seeds, failures);
+    let mut su = setup(topo, w, policy, seeds, model, failures);
     let gating: u64 = (0..su.flows.len())
         .filter(|&i| su.flows[i].gate.is_some())
         .map(|i| su.router.subflows(i) as u64)
@@ -672,8 +804,9 @@ fn cost_rank(p: Policy) -> u32 {
         Policy::QpHash { qps } => 10 + qps,
         Policy::Foresight => 9,
         Policy::Adaptive => 8,
+        Policy::Flowlet(_) => 6,
         Policy::Ecmp => 5,
-        Policy::Spray => 4,
+        Policy::Spray(_) => 4,
         Policy::Ideal => 0,
     }
 }
@@ -681,18 +814,20 @@ fn cost_rank(p: Policy) -> u32 {
 /// The ideal first, then every policy, `threads` at a time (0: one per
 /// core; each holds its own simulation in memory), longest first; results
 /// in `policies` order. Failures are timed against the ideal. Switches
-/// hash with their seeds under `seeds`.
+/// hash with their seeds under `seeds`; `model` costs reordering.
+#[allow(clippy::too_many_arguments)]
 pub fn run_all(
     topo: &Topology,
     w: &Workload,
     policies: &[Policy],
     seeds: SeedPolicy,
+    model: &ReorderModel,
     fail: &FailSpec,
     progress: bool,
     threads: usize,
 ) -> Vec<PolicyResult> {
     let mp = progress.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
-    let ideal = run_policy(topo, w, Policy::Ideal, seeds, &[], None, mp.as_ref());
+    let ideal = run_policy(topo, w, Policy::Ideal, seeds, model, &[], None, mp.as_ref());
     let failures: Vec<Failure> = if fail.edges.is_empty() {
         Vec::new()
     } else {
@@ -720,7 +855,16 @@ pub fn run_all(
         for _ in 0..threads {
             s.spawn(|| {
                 while let Some(&k) = order.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let r = run_policy(topo, w, todo[k], seeds, &failures, Some(id), mp.as_ref());
+                    let r = run_policy(
+                        topo,
+                        w,
+                        todo[k],
+                        seeds,
+                        model,
+                        &failures,
+                        Some(id),
+                        mp.as_ref(),
+                    );
                     done.lock().expect("no thread panicked holding it")[k] = Some(r);
                 }
             });
@@ -776,14 +920,19 @@ mod tests {
             let r = run_all(
                 &t,
                 &w,
-                &[Policy::Ecmp, Policy::Spray, Policy::Foresight],
+                &[Policy::Ecmp, Policy::Spray(Nic::Ooo), Policy::Foresight],
                 SeedPolicy::PerSwitch,
+                &ReorderModel::default(),
                 &FailSpec::default(),
                 false,
                 1,
             );
             let get = |n: &str| r.iter().find(|x| x.policy == n).unwrap().mean_ratio;
-            assert!((get("spray") - 1.0).abs() < 1e-6, "spray {}", get("spray"));
+            assert!(
+                (get("spray-ooo") - 1.0).abs() < 1e-6,
+                "spray {}",
+                get("spray-ooo")
+            );
             assert!(
                 (get("foresight") - 1.0).abs() < 1e-6,
                 "foresight {}",
@@ -797,6 +946,81 @@ mod tests {
             "ecmp mean {}",
             ecmp_sum / 4.0
         );
+    }
+
+    /// Spraying onto out-of-order-tolerant NICs is the fluid spraying of
+    /// before, whatever the reordering model says; onto go-back-N NICs the
+    /// same traffic on a loaded fabric loses goodput to rewinds, and more
+    /// where NICs also send CNPs. Flowlets on go-back-N NICs pay only where
+    /// the delay spread reaches the flowlet timeout.
+    #[test]
+    fn go_back_n_pays_for_reordering_and_ooo_nics_do_not() {
+        let t = Topology::from_spec(preset(Preset::Clos3, 256).unwrap()).unwrap();
+        // A ring with background streams: ring flows run at line rate, so
+        // their packets are one packet time apart, within the spread.
+        let w = build(
+            &t,
+            &WorkloadSpec {
+                bytes: 64 << 20,
+                background_load: 0.3,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let run = |p: Policy, m: &ReorderModel| {
+            run_policy(&t, &w, p, SeedPolicy::PerSwitch, m, &[], None, None).jobs[0].iteration_ns[0]
+        };
+        let base = ReorderModel::default();
+        let odd = ReorderModel {
+            packet_bits: 8192.0,
+            rtt_ns: 50_000.0,
+            max_queue_pkts: 500.0,
+            nic_burst: 64,
+            flowlet_timeout_ns: 1.0,
+            cnp_on_ooo: true,
+            ..base
+        };
+        let ooo = run(Policy::Spray(Nic::Ooo), &base);
+        assert_eq!(ooo, run(Policy::Spray(Nic::Ooo), &odd));
+        assert_eq!(ooo, run(Policy::parse("spray", 4).unwrap(), &base));
+        let gbn = run(Policy::Spray(Nic::Gbn), &base);
+        assert!(gbn > 1.05 * ooo, "spray-gbn {gbn} vs spray-ooo {ooo}");
+        let cnp = ReorderModel {
+            cnp_on_ooo: true,
+            ..base
+        };
+        let with_cnp = run(Policy::Spray(Nic::Gbn), &cnp);
+        assert!(with_cnp > gbn, "with CNPs {with_cnp} vs {gbn}");
+        // An idle spread (queues capped at nothing) costs nothing.
+        let calm = ReorderModel {
+            max_queue_pkts: 0.0,
+            ..base
+        };
+        assert_eq!(run(Policy::Spray(Nic::Gbn), &calm), ooo);
+        // Flowlets: the default timeout is far above the spread.
+        let fl = run(Policy::Flowlet(Nic::Ooo), &base);
+        assert_eq!(run(Policy::Flowlet(Nic::Gbn), &base), fl);
+        let short = ReorderModel {
+            flowlet_timeout_ns: 1.0,
+            ..base
+        };
+        assert!(run(Policy::Flowlet(Nic::Gbn), &short) > fl);
+        assert_eq!(run(Policy::Flowlet(Nic::Ooo), &short), fl);
+    }
+
+    #[test]
+    fn policy_names_parse_and_bare_flowlet_is_refused() {
+        for p in Policy::all(4) {
+            assert_eq!(Policy::parse(&p.name(), 4).unwrap(), p);
+        }
+        assert_eq!(Policy::parse("spray", 4).unwrap(), Policy::Spray(Nic::Ooo));
+        let e = Policy::parse("flowlet", 4).unwrap_err().to_string();
+        assert!(
+            e.contains("flowlet-gbn") && e.contains("flowlet-ooo"),
+            "{e}"
+        );
+        let e = Policy::parse("sprey", 4).unwrap_err().to_string();
+        assert!(e.contains("spray-gbn"), "{e}");
     }
 
     /// Every policy on a small 3-tier fabric, the engine equals the
@@ -840,6 +1064,7 @@ mod tests {
             ),
         ];
         for (spec, at_ns) in cases {
+            let mut last: HashMap<String, Vec<f64>> = HashMap::new();
             let mut w = build(&t, &spec).unwrap();
             // Exactly; coalescing is checked against exact runs below.
             w.coalesce_ns = 0.0;
@@ -852,11 +1077,21 @@ mod tests {
                 Policy::Ecmp,
                 Policy::QpHash { qps: 2 },
                 Policy::Adaptive,
-                Policy::Spray,
+                Policy::Spray(Nic::Ooo),
+                Policy::Spray(Nic::Gbn),
+                Policy::Flowlet(Nic::Ooo),
+                Policy::Flowlet(Nic::Gbn),
                 Policy::Foresight,
             ] {
-                let mut a = setup(&t, &w, p, SeedPolicy::PerSwitch, &failures);
-                let mut b = setup(&t, &w, p, SeedPolicy::PerSwitch, &failures);
+                // Go-back-N with CNPs, and a flowlet timeout short enough
+                // for new flowlets to overtake: every factor is exercised.
+                let model = ReorderModel {
+                    cnp_on_ooo: true,
+                    flowlet_timeout_ns: 150.0,
+                    ..ReorderModel::default()
+                };
+                let mut a = setup(&t, &w, p, SeedPolicy::PerSwitch, &model, &failures);
+                let mut b = setup(&t, &w, p, SeedPolicy::PerSwitch, &model, &failures);
                 let opts = Options {
                     progress: None,
                     finish_times: true,
@@ -883,6 +1118,16 @@ mod tests {
                     assert!(close(*x, *y), "{name}: flow {i} finished at {x} vs {y}");
                 }
                 assert!(fast.events > 10, "{name}: {} events", fast.events);
+                last.insert(p.name(), fi);
+            }
+            // The go-back-N factors were in play: those runs took longer.
+            for kind in ["spray", "flowlet"] {
+                let (g, o) = (&last[&format!("{kind}-gbn")], &last[&format!("{kind}-ooo")]);
+                assert!(
+                    g.iter().sum::<f64>() > o.iter().sum::<f64>(),
+                    "{}: {kind} gbn {g:?} vs ooo {o:?}",
+                    w.name
+                );
             }
         }
     }
@@ -905,8 +1150,9 @@ mod tests {
         let mut exact = w.clone();
         exact.coalesce_ns = 0.0;
         for p in Policy::all(2) {
-            let a = run_policy(&t, &w, p, SeedPolicy::PerSwitch, &[], None, None);
-            let b = run_policy(&t, &exact, p, SeedPolicy::PerSwitch, &[], None, None);
+            let m = ReorderModel::default();
+            let a = run_policy(&t, &w, p, SeedPolicy::PerSwitch, &m, &[], None, None);
+            let b = run_policy(&t, &exact, p, SeedPolicy::PerSwitch, &m, &[], None, None);
             let (x, y) = (a.jobs[0].iteration_ns[0], b.jobs[0].iteration_ns[0]);
             assert!((x - y).abs() <= 2e-3 * y, "{}: {x} vs exact {y}", a.policy);
             assert!(
@@ -941,6 +1187,7 @@ mod tests {
             &w,
             &Policy::all(4),
             SeedPolicy::PerSwitch,
+            &ReorderModel::default(),
             &fail,
             false,
             2,
@@ -972,11 +1219,12 @@ mod tests {
             &w,
             &Policy::all(4),
             SeedPolicy::PerSwitch,
+            &ReorderModel::default(),
             &FailSpec::default(),
             false,
             0,
         );
-        assert_eq!(r.len(), 6);
+        assert_eq!(r.len(), 9);
         for p in &r {
             assert_eq!(p.unfinished, 0);
             assert_eq!(p.jobs[0].iteration_ns.len(), 2);
@@ -1019,7 +1267,8 @@ mod tests {
         .unwrap();
         let run = |seeds| {
             let policies = [Policy::Ecmp, Policy::QpHash { qps: 2 }];
-            run_all(&t, &w, &policies, seeds, &FailSpec::default(), false, 1)
+            let m = ReorderModel::default();
+            run_all(&t, &w, &policies, seeds, &m, &FailSpec::default(), false, 1)
         };
         let (same, per_switch) = (run(SeedPolicy::Same(0)), run(SeedPolicy::PerSwitch));
         for p in 1..3 {

@@ -207,6 +207,12 @@ impl<T: Copy> MaxMin<T> {
         (&self.weight[..self.n_real], &mut self.parts)
     }
 
+    /// Per real edge, the summed rate of the active flows (coefficient ×
+    /// rate), as the last solve left it.
+    pub fn edge_load(&self) -> &[f64] {
+        &self.load[..self.n_real]
+    }
+
     /// The parts table.
     pub fn parts(&self) -> &Parts {
         &self.parts
@@ -822,6 +828,45 @@ mod tests {
         let b = m.add(&route(&[1]), f64::INFINITY, ());
         m.solve(|_, _, _, _| {});
         assert!((m.rate(a) - 20.0 / 3.0).abs() < 1e-9 && (m.rate(b) - 20.0 / 3.0).abs() < 1e-9);
+    }
+
+    /// After every solve, [`MaxMin::edge_load`] is the summed coefficient ×
+    /// rate of the active flows, parts included (what reordering reads).
+    #[test]
+    fn edge_load_follows_the_rates() {
+        let mut rng = planner::rng::Rng::new(7);
+        let cap = [10.0, 4.0, 25.0, 7.0, 12.0];
+        let mut m: MaxMin<()> = MaxMin::new(&cap);
+        let p = m.load_and_parts().1.intern(&[(1, 0.5), (3, 0.5)]);
+        let mut live: Vec<(FlowId, Route)> = Vec::new();
+        for step in 0..200 {
+            if !live.is_empty() && rng.below(3) == 0 {
+                let k = rng.below(live.len() as u64) as usize;
+                m.remove(live.swap_remove(k).0);
+            } else {
+                let mut edges = vec![rng.below(5) as u32];
+                if rng.below(2) == 0 {
+                    edges.push(rng.below(5) as u32);
+                    edges.dedup();
+                }
+                let parts = if rng.below(3) == 0 { vec![p] } else { vec![] };
+                let r = Route { edges, parts };
+                let max = [f64::INFINITY, 3.0][rng.below(2) as usize];
+                live.push((m.add(&r, max, ()), r));
+            }
+            m.solve(|_, _, _, _| {});
+            let mut want = [0.0; 5];
+            let mut uses = Vec::new();
+            for (id, r) in &live {
+                r.uses(m.parts(), &mut uses);
+                for &(e, c) in &uses {
+                    want[e as usize] += c * m.rate(*id);
+                }
+            }
+            for (e, (&got, &w)) in m.edge_load().iter().zip(&want).enumerate() {
+                assert!((got - w).abs() < 1e-9, "step {step} edge {e}: {got} vs {w}");
+            }
+        }
     }
 
     #[test]

@@ -1,11 +1,15 @@
 //! The straightforward simulation the fast engine must agree with (tests
 //! only): at every event, water-filling from scratch over every active flow
-//! with its parts expanded, and every flow's remaining bits stepped.
+//! with its parts expanded, every flow's remaining bits stepped, and the
+//! goodput factors of every reordering flow whose rate moved re-evaluated
+//! from the links' loads summed from scratch.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::engine::{tolerance, Failure, Job, Outcome, Router, SimFlow};
+use crate::engine::{
+    rate_moved, tolerance, Factors, Failure, Job, Links, Outcome, Router, SimFlow,
+};
 use crate::maxmin::{Route, Use};
 use crate::parts::Parts;
 
@@ -78,8 +82,10 @@ struct Active {
     remaining: f64,
     rate: f64,
     uses: Vec<Use>,
-    /// Bits sent since the current route was taken.
+    /// Wire bits sent since the current route was taken.
     sent: f64,
+    /// Goodput and wire bits per bit of share.
+    factors: Factors,
 }
 
 /// [`crate::engine::simulate`], done the slow and obvious way.
@@ -91,8 +97,10 @@ pub fn simulate(
     failures: &[Failure],
     coalesce_ns: f64,
 ) -> Outcome {
+    let cap0 = cap;
     let mut cap = cap.to_vec();
     let ne = cap.len();
+    let mut epoch = 0u64;
     let mut out = Outcome {
         iteration_ns: jobs
             .iter()
@@ -240,6 +248,7 @@ pub fn simulate(
                                 rate: 0.0,
                                 uses,
                                 sent: 0.0,
+                                factors: Factors::WHOLE,
                             },
                         );
                         k += 1;
@@ -269,6 +278,7 @@ pub fn simulate(
                             rate: 0.0,
                             uses,
                             sent: 0.0,
+                            factors: Factors::WHOLE,
                         });
                     }
                     None => stuck += usize::from(flows[i].gate.is_none()),
@@ -277,13 +287,30 @@ pub fn simulate(
         }
         let routes: Vec<Vec<Use>> = active.iter().map(|a| a.uses.clone()).collect();
         let rates = water_fill(&routes, &cap);
+        let mut rate_load = vec![0.0f64; ne];
+        for (a, &r) in active.iter().zip(&rates) {
+            for &(e, c) in &a.uses {
+                if (e as usize) < ne {
+                    rate_load[e as usize] += c * r;
+                }
+            }
+        }
+        epoch += 1;
         for (a, r) in active.iter_mut().zip(rates) {
+            if router.reorders(a.flow) && rate_moved(a.rate, r) {
+                let links = Links {
+                    load: &rate_load,
+                    cap: cap0,
+                    epoch,
+                };
+                a.factors = router.factors(a.flow, r, &links);
+            }
             a.rate = r;
         }
         let mut t_next = f64::INFINITY;
         for a in &active {
             if a.rate > 0.0 {
-                t_next = t_next.min(t + a.remaining / a.rate);
+                t_next = t_next.min(t + a.remaining / (a.rate * a.factors.goodput));
             }
         }
         if let Some(&(ts, _)) = pending.last() {
@@ -297,8 +324,8 @@ pub fn simulate(
         }
         let dt = t_next - t;
         for a in &mut active {
-            a.remaining -= a.rate * dt;
-            a.sent += a.rate * dt;
+            a.remaining -= a.rate * dt * a.factors.goodput;
+            a.sent += a.rate * dt * a.factors.wire;
         }
         t = t_next;
         let mut k = 0;
@@ -307,12 +334,13 @@ pub fn simulate(
             let f = &flows[a.flow];
             if f.bits.is_finite()
                 && a.rate > 0.0
-                && a.remaining / a.rate <= tolerance(t).max(coalesce_ns)
+                && a.remaining / (a.rate * a.factors.goodput) <= tolerance(t).max(coalesce_ns)
             {
                 let a = active.swap_remove(k);
+                let wire = a.sent + a.remaining / a.factors.goodput * a.factors.wire;
                 for &(e, c) in &a.uses {
                     if (e as usize) < ne {
-                        out.edge_bits[e as usize] += c * (a.sent + a.remaining);
+                        out.edge_bits[e as usize] += c * wire;
                     }
                     load[e as usize] -= c;
                 }

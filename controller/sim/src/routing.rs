@@ -1,7 +1,7 @@
 //! Routing on a fabric with failed links: the switch ECMP walk (exactly
 //! the planner's hash, each switch with its own seed, and member order,
-//! with dead members removed from the groups), per-hop fluid spraying, and
-//! per-hop least-loaded (adaptive).
+//! with dead members removed from the groups), per-hop fluid spraying,
+//! per-hop least-loaded (adaptive) and per-hop random (flowlets).
 //!
 //! A next hop is usable when its link is up and the switch behind it can
 //! still reach the destination leaf (routes toward a leaf that a failure cut
@@ -274,6 +274,13 @@ impl<'t> Fabric<'t> {
         )
     }
 
+    /// A random member per hop, drawn independently at every switch from
+    /// `draw` (a flowlet switch's choice; no switch hash involved).
+    pub fn random(&mut self, src: HostIdx, dst: HostIdx, draw: u32, out: &mut Vec<Use>) -> bool {
+        let mut rng = planner::rng::Rng::new(u64::from(draw) ^ 0xf10e_1e70_0000_0000);
+        self.walk(src, dst, |_, g| rng.below(g.len() as u64) as usize, out)
+    }
+
     /// A fixed path (the planner's), if all its links are up.
     pub fn fixed(&mut self, src: HostIdx, path: &Path, out: &mut Vec<Use>) -> bool {
         out.clear();
@@ -458,6 +465,35 @@ mod tests {
             (total - 6.0).abs() < 1e-9,
             "each of 6 hops carries the whole flow"
         );
+    }
+
+    /// Flowlet draws pick every hop on its own: all leaf-uplink ×
+    /// spine-uplink pairs come up, about equally often (no tier repeats
+    /// another's choice, unlike one shared hash).
+    #[test]
+    fn random_walk_draws_every_hop_independently() {
+        let t = three_tier();
+        let mut f = Fabric::new(&t, SeedPolicy::PerSwitch);
+        let mut out = Vec::new();
+        let a = t.host_by_name("h1").unwrap();
+        let b = t.hosts().len() as u32 - 1;
+        let mut count: HashMap<(EdgeId, EdgeId), u32> = HashMap::new();
+        let n = 800;
+        for d in 0..n {
+            assert!(f.random(a, b, d, &mut out));
+            assert_eq!(out.len(), 6, "up, 4 fabric hops, down");
+            *count.entry((out[1].0, out[2].0)).or_default() += 1;
+        }
+        // 4 spines per leaf, 2 super-spines per spine.
+        assert_eq!(count.len(), 8, "{count:?}");
+        let (mean, sd) = (n as f64 / 8.0, (n as f64 / 8.0 * 7.0 / 8.0).sqrt());
+        for (pair, &c) in &count {
+            assert!((c as f64 - mean).abs() < 4.0 * sd, "{pair:?}: {c}");
+        }
+        // The same draw, the same path.
+        let mut again = Vec::new();
+        assert!(f.random(a, b, 7, &mut out) && f.random(a, b, 7, &mut again));
+        assert_eq!(out, again);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use planner::ecmp::SeedPolicy;
 use planner::topology::{NodeRef, Topology};
 
+use crate::reorder::ReorderModel;
 use crate::workload::{build, WorkloadKind, WorkloadSpec};
 use crate::{fabrics, run_all, FailSpec, Policy, PolicyResult};
 
@@ -91,7 +92,8 @@ pub fn scenarios() -> Vec<Scenario> {
 
 /// Runs one scenario at `gpus` GPUs: the ideal, then `policies`
 /// (`threads` at a time, see [`run_all`]); `seed` as in [`WorkloadSpec`],
-/// switches hashing with their seeds under `seeds`.
+/// switches hashing with their seeds under `seeds`, reordering costed by
+/// `model`.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     sc: &Scenario,
@@ -99,6 +101,7 @@ pub fn run(
     policies: &[Policy],
     seed: u64,
     seeds: SeedPolicy,
+    model: &ReorderModel,
     progress: bool,
     threads: usize,
 ) -> anyhow::Result<Vec<PolicyResult>> {
@@ -116,7 +119,7 @@ pub fn run(
         FailSpec::default()
     };
     Ok(run_all(
-        &topo, &w, policies, seeds, &fail, progress, threads,
+        &topo, &w, policies, seeds, model, &fail, progress, threads,
     ))
 }
 

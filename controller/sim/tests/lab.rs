@@ -4,6 +4,7 @@
 
 use planner::topology::{yaml, NodeRef, Topology};
 use sim::lab::{parse_reservations, Choice, LabMode, Scenario, Settings, Spec};
+use sim::reorder::Nic;
 
 fn topo() -> Topology {
     let path = concat!(
@@ -266,4 +267,91 @@ fn errors_name_the_bad_input() {
         .err()
         .unwrap();
     assert!(format!("{e:#}").contains("leaf1 has no port 9"), "{e:#}");
+}
+
+/// Spraying in the lab: every message splits evenly over a leaf's two
+/// uplinks, so both carry the same packets; onto out-of-order NICs that is
+/// the whole story, onto go-back-N NICs reordering costs rewinds (more
+/// with CNPs), and the NIC kind changes nothing for single-path modes.
+#[test]
+fn spraying_splits_evenly_and_go_back_n_pays() {
+    let t = topo();
+    let with = |nic, cnp| Settings {
+        nic,
+        reorder: sim::reorder::ReorderModel {
+            cnp_on_ooo: cnp,
+            ..Default::default()
+        },
+        ..Settings::default()
+    };
+    let run = |mode, settings| {
+        Scenario::new(&t, spec("qp"), mode, &[], settings)
+            .unwrap()
+            .simulate()
+            .unwrap()
+    };
+    let ooo = run(LabMode::Spray, with(Nic::Ooo, false));
+    assert_eq!(ooo.mode, "spray-ooo");
+    for leaf in ["leaf1", "leaf2"] {
+        let (a, b) = (
+            ooo.port_packets[&format!("{leaf}:5")],
+            ooo.port_packets[&format!("{leaf}:6")],
+        );
+        assert!(a > 0.0 && (a - b).abs() < 1e-6 * a, "{leaf}: {a} vs {b}");
+    }
+    assert!(ooo.slowdown >= 1.0, "{ooo:?}");
+    let gbn = run(LabMode::Spray, with(Nic::Gbn, false));
+    assert_eq!(gbn.mode, "spray-gbn");
+    assert!(gbn.completion_s > ooo.completion_s, "{gbn:?} vs {ooo:?}");
+    let cnp = run(LabMode::Spray, with(Nic::Gbn, true));
+    assert!(cnp.completion_s > gbn.completion_s, "{cnp:?} vs {gbn:?}");
+    let qp = run(LabMode::Qp, with(Nic::Gbn, true));
+    assert_eq!(qp.mode, "qp");
+    assert_eq!(
+        qp.completion_s,
+        run(LabMode::Qp, with(Nic::Ooo, false)).completion_s
+    );
+}
+
+/// Flowlets in the lab: every message on one path drawn with the seed
+/// (the same seed, the same run), ACKs sprayed; a timeout far beyond the
+/// lab's delay spread makes go-back-N NICs cost nothing.
+#[test]
+fn flowlets_draw_one_path_per_message() {
+    let t = topo();
+    let settings = |seed, nic, timeout_ms: f64| Settings {
+        nic,
+        reorder: sim::reorder::ReorderModel {
+            seed,
+            flowlet_timeout_ns: timeout_ms * 1e6,
+            ..Default::default()
+        },
+        ..Settings::default()
+    };
+    let sc = |seed, nic, timeout| {
+        Scenario::new(
+            &t,
+            spec("qp"),
+            LabMode::Flowlet,
+            &[],
+            settings(seed, nic, timeout),
+        )
+        .unwrap()
+    };
+    let a = sc(1, Nic::Ooo, 1e3);
+    assert!(a.data_uses.iter().flatten().all(|u| u.1 == 1.0));
+    assert!(a.ack_uses.iter().flatten().any(|u| u.1 < 1.0));
+    let b = sc(2, Nic::Ooo, 1e3);
+    assert_ne!(a.data_uses, b.data_uses, "another seed, other draws");
+    let (oa, oa2) = (
+        a.simulate().unwrap(),
+        sc(1, Nic::Ooo, 1e3).simulate().unwrap(),
+    );
+    assert_eq!(oa.completion_s, oa2.completion_s);
+    assert_eq!(oa.mode, "flowlet-ooo");
+    let long = sc(1, Nic::Gbn, 1e3).simulate().unwrap();
+    assert_eq!(long.completion_s, oa.completion_s);
+    // A timeout of a microsecond against millisecond packet times.
+    let short = sc(1, Nic::Gbn, 1e-3).simulate().unwrap();
+    assert!(short.completion_s > oa.completion_s, "{short:?} vs {oa:?}");
 }

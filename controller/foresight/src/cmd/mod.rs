@@ -47,7 +47,7 @@ pub enum Command {
     IntCollect(int_collect::IntCollectCmd),
     /// Tell a running controller a fabric link went down or came back up.
     Link(link::LinkCmd),
-    /// Flow-level simulator: ECMP, QP hashing, adaptive, spraying, Foresight.
+    /// Flow-level simulator: ECMP, QP hashing, adaptive, spraying, flowlets, Foresight.
     Sim(sim::SimCmd),
 }
 

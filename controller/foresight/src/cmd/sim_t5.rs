@@ -83,6 +83,7 @@ fn phase(topo: &Topology, bytes: u64, seeds: SeedPolicy) -> anyhow::Result<Phase
         &w,
         &[Policy::Ecmp, Policy::Foresight],
         seeds,
+        &sim::reorder::ReorderModel::default(),
         &FailSpec::default(),
         false,
         0,

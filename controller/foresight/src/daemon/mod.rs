@@ -4,6 +4,8 @@
 //! * [`store`], [`ha`] — where it survives: a file, or etcd for replicas
 //!   that elect a leader;
 //! * [`engine`] — NDSP requests → planner → reservation records (no I/O);
+//! * [`requests`] — what the engine is handed beside a validated request
+//!   (idempotency keys, recorded registrations, predicted batches);
 //! * [`desired`] — what every switch should hold at a given moment;
 //! * [`switches`] — one task per switch: session, pipeline, reconcile, writes;
 //! * [`switch_status`] — what each switch task publishes about its switch;
@@ -30,6 +32,7 @@ pub mod leader_gate;
 pub mod learning;
 pub mod limits;
 pub mod metrics;
+pub mod requests;
 pub mod service;
 pub mod state;
 pub mod store;
@@ -396,11 +399,11 @@ impl Controller {
                             iteration,
                             demands,
                         } => {
-                            match inner
-                                .engine
-                                .submit_predicted(&tenant, &job_id, &demands, now)
-                            {
-                                Ok(records) => {
+                            let (batch, keys) =
+                                requests::predicted_batch(&tenant, &job_id, &demands);
+                            match inner.engine.submit_predicted(&batch, &keys, now) {
+                                Ok(planned) => {
+                                    let records = planned.records;
                                     for r in &records {
                                         self.metrics.outcome(r.status.name());
                                     }
@@ -408,9 +411,11 @@ impl Controller {
                                         flows = demands.len(), granted = %granted(&records),
                                         "predicted iteration reserved");
                                     changed.extend(records);
+                                    // Reservations moved to make room.
+                                    changed.extend(planned.moved);
                                 }
                                 Err(e) => tracing::warn!(%tenant, job = %job_id, iteration,
-                                    message = e.message(), "predicted iteration not reserved"),
+                                    message = %e, "predicted iteration not reserved"),
                             }
                         }
                         Step::Withdraw {
@@ -958,11 +963,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     };
     let reloaded = state.is_some();
     let state = state.unwrap_or_else(|| State::new(topo.name(), now));
+    let jobs = requests::registered_jobs(&state)?;
     let (mut engine, restored) = Engine::new(
         topo,
         config.planner.clone(),
         config.tenant_shares.clone(),
         state,
+        jobs,
     )?;
     engine.reoptimization = Reoptimization {
         pending: config.reoptimize != ReoptimizeMode::Off,

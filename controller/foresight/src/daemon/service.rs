@@ -18,8 +18,9 @@ use ndsp::Validate;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use super::engine::{to_ndsp, PlanTiming, Superseded};
+use super::engine::{to_ndsp, PlanTiming, Planned, Refusal, Superseded};
 use super::learning::announced_iteration;
+use super::requests::{collective_key, demand_keys, recorded_registration};
 use super::state::Reservation;
 use super::{acknowledged, now_unix_ns, Changed, Controller, Event};
 
@@ -108,10 +109,9 @@ impl Ndsp {
             .any(|r| r.flows.iter().any(|f| f.active(now, self.c.lead_ns)))
     }
 
-    /// After an announcement was planned: the predictions it took over, and
-    /// the announced iterations handed to learning (T+5), per job.
-    fn announced(&self, inner: &mut super::Inner, records: &[Reservation]) -> Vec<Superseded> {
-        let superseded = inner.engine.take_superseded();
+    /// After an announcement was planned: the announced iterations handed
+    /// to learning (learned periodic schedules), per job.
+    fn announced(&self, records: &[Reservation]) {
         if let Some(learning) = &self.c.learning {
             let mut by_job: BTreeMap<(&str, &str), Vec<&Reservation>> = BTreeMap::new();
             for r in records.iter().filter(|r| !r.predicted) {
@@ -126,7 +126,15 @@ impl Ndsp {
                 }
             }
         }
-        superseded
+    }
+
+    /// What a submission planned: observed, its moves and the predictions
+    /// it took over published; returns its records.
+    fn planned(&self, planned: Planned) -> Vec<Reservation> {
+        self.observe(planned.timing, &planned.records);
+        self.broadcast(&planned.moved);
+        self.publish_superseded(planned.superseded);
+        planned.records
     }
 
     fn publish_superseded(&self, superseded: Vec<Superseded>) {
@@ -147,6 +155,18 @@ impl Ndsp {
                 tenant: r.tenant.clone(),
                 reservation: r.clone(),
             }));
+        }
+    }
+}
+
+/// The engine's refusals as NDSP status codes.
+impl From<Refusal> for Status {
+    fn from(r: Refusal) -> Status {
+        match r {
+            Refusal::Invalid(e) => Status::from(e),
+            Refusal::AlreadyExists(m) => Status::already_exists(m),
+            Refusal::NotFound(m) => Status::not_found(m),
+            Refusal::Internal(m) => Status::internal(m),
         }
     }
 }
@@ -188,12 +208,13 @@ impl DemandSignaling for Ndsp {
     ) -> Result<Response<proto::RegisterTopologyResponse>, Status> {
         let r = async {
             let topo = request.get_ref().validate()?;
+            let recorded = recorded_registration(request.get_ref());
             self.c.admission.request(&topo.ctx.tenant, Instant::now())?;
             let job_id = topo.job_id.clone();
             let ranks = topo.ranks.len() as u32;
             let ((generation, warnings), _, _) = self
                 .change(Instant::now(), |inner, _| {
-                    let registered = inner.engine.register(request.get_ref(), topo);
+                    let registered = inner.engine.register(topo, recorded);
                     self.c.sync_jobs(inner);
                     Ok(registered)
                 })
@@ -219,8 +240,9 @@ impl DemandSignaling for Ndsp {
         let received = Instant::now();
         let r = async {
             let batch = request.get_ref().validate()?;
+            let keys = demand_keys(request.get_ref());
             self.c.admission.request(&batch.ctx.tenant, received)?;
-            let ((records, timing, now, moved, superseded), took, changes) = self
+            let ((planned, now), took, changes) = self
                 .change(received, |inner, now| {
                     let tenant = &batch.ctx.tenant;
                     self.c.admission.reservations(
@@ -228,17 +250,12 @@ impl DemandSignaling for Ndsp {
                         inner.engine.live_count(tenant),
                         inner.engine.new_demands(&batch),
                     )?;
-                    let (records, timing) =
-                        inner
-                            .engine
-                            .submit_demands(request.get_ref(), &batch, now)?;
-                    let superseded = self.announced(inner, &records);
-                    Ok((records, timing, now, inner.engine.take_moved(), superseded))
+                    let planned = inner.engine.submit_demands(&batch, &keys, now)?;
+                    self.announced(&planned.records);
+                    Ok((planned, now))
                 })
                 .await?;
-            self.observe(timing, &records);
-            self.broadcast(&moved);
-            self.publish_superseded(superseded);
+            let records = self.planned(planned);
             let body = proto::SubmitDemandResponse {
                 reservations: records.iter().map(|r| (&to_ndsp(r)).into()).collect(),
             };
@@ -255,27 +272,22 @@ impl DemandSignaling for Ndsp {
         let received = Instant::now();
         let r = async {
             let collective = request.get_ref().validate()?;
+            let key = collective_key(request.get_ref());
             self.c.admission.request(&collective.ctx.tenant, received)?;
-            let ((record, timing, now, moved, superseded), took, changes) = self
+            let ((planned, now), took, changes) = self
                 .change(received, |inner, now| {
                     let tenant = &collective.ctx.tenant;
                     self.c
                         .admission
                         .reservations(tenant, inner.engine.live_count(tenant), 1)?;
-                    let (record, timing) =
-                        inner
-                            .engine
-                            .submit_collective(request.get_ref(), &collective, now)?;
-                    let superseded = self.announced(inner, std::slice::from_ref(&record));
-                    Ok((record, timing, now, inner.engine.take_moved(), superseded))
+                    let planned = inner.engine.submit_collective(&collective, key, now)?;
+                    self.announced(&planned.records);
+                    Ok((planned, now))
                 })
                 .await?;
-            let records = [record];
-            self.observe(timing, &records);
-            self.broadcast(&moved);
-            self.publish_superseded(superseded);
+            let records = self.planned(planned);
             let body = proto::SubmitCollectiveResponse {
-                reservation: Some((&to_ndsp(&records[0])).into()),
+                reservation: records.first().map(|r| (&to_ndsp(r)).into()),
             };
             Ok(self.respond(body, took, changes, self.installed_now(&records, now)))
         }
@@ -299,8 +311,8 @@ impl DemandSignaling for Ndsp {
                     }
                     // The freed capacity may lower the peak of what has not
                     // been installed yet.
-                    inner.engine.reoptimize_pending(now);
-                    Ok((records, inner.engine.take_moved()))
+                    let moved = inner.engine.reoptimize_pending(now);
+                    Ok((records, moved))
                 })
                 .await?;
             for r in &records {
@@ -325,13 +337,14 @@ impl DemandSignaling for Ndsp {
         let r = async {
             let deviation = request.get_ref().validate()?;
             self.c.admission.request(&deviation.ctx.tenant, received)?;
-            let ((records, timing), took, changes) = self
+            let (planned, took, changes) = self
                 .change(received, |inner, now| {
-                    inner.engine.deviation(&deviation, now)
+                    Ok(inner.engine.deviation(&deviation, now)?)
                 })
                 .await?;
-            self.observe(timing, &records);
-            self.broadcast(&records);
+            self.observe(planned.timing, &planned.records);
+            self.broadcast(&planned.records);
+            let records = planned.records;
             let body = proto::ReportDeviationResponse {
                 updated_reservations: records.iter().map(|r| (&to_ndsp(r)).into()).collect(),
             };
@@ -579,5 +592,42 @@ async fn snapshot(
         links,
         congestion_events,
         paths,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each refusal of the engine reaches the client with the status code
+    /// NDSP defines for it, and a wrong field is named in the metadata too.
+    #[test]
+    fn refusals_are_ndsp_status_codes() {
+        let invalid = Status::from(Refusal::Invalid(ndsp::ValidationError::new(
+            "collective.ranks",
+            "split",
+        )));
+        assert_eq!(invalid.code(), tonic::Code::InvalidArgument);
+        assert_eq!(invalid.message(), "collective.ranks: split");
+        assert_eq!(
+            invalid
+                .metadata()
+                .get(ndsp::validate::FIELD_METADATA_KEY)
+                .unwrap(),
+            "collective.ranks"
+        );
+        for (refusal, code) in [
+            (
+                Refusal::AlreadyExists("a".into()),
+                tonic::Code::AlreadyExists,
+            ),
+            (Refusal::NotFound("n".into()), tonic::Code::NotFound),
+            (Refusal::Internal("i".into()), tonic::Code::Internal),
+        ] {
+            let message = refusal.message();
+            let status = Status::from(refusal);
+            assert_eq!(status.code(), code);
+            assert_eq!(status.message(), message);
+        }
     }
 }

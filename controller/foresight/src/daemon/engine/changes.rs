@@ -4,10 +4,10 @@
 
 use ndsp::types::{self as nt, CancelTarget, DeviationTarget, WorkloadChange};
 use planner::conventions::transfer_ns;
-use tonic::Status as GrpcStatus;
 
-use super::outcome::{FlowMeta, Pending, PlanTiming};
+use super::outcome::Planned;
 use super::records::Engine;
+use super::refusal::Refusal;
 use crate::daemon::state::{Reason, Reservation, Status, Subject};
 
 impl Engine {
@@ -32,7 +32,7 @@ impl Engine {
     }
 
     /// Cancel a demand, collective, reservation or job of the tenant.
-    pub fn cancel(&mut self, c: &nt::ValidatedCancel) -> Result<Vec<Reservation>, GrpcStatus> {
+    pub fn cancel(&mut self, c: &nt::ValidatedCancel) -> Result<Vec<Reservation>, Refusal> {
         let tenant = &c.ctx.tenant;
         let matches: Vec<usize> = self
             .state
@@ -63,7 +63,7 @@ impl Engine {
                 CancelTarget::Reservation(id) => ("reservation_id", format!("reservation {id:?}")),
                 CancelTarget::Job(id) => ("job_id", format!("job {id:?}")),
             };
-            return Err(GrpcStatus::not_found(format!(
+            return Err(Refusal::NotFound(format!(
                 "{field}: no live {what} of tenant {tenant:?}"
             )));
         }
@@ -83,11 +83,7 @@ impl Engine {
     }
 
     /// Re-plan after a workload deviation.
-    pub fn deviation(
-        &mut self,
-        d: &nt::ValidatedDeviation,
-        now: u64,
-    ) -> Result<(Vec<Reservation>, PlanTiming), GrpcStatus> {
+    pub fn deviation(&mut self, d: &nt::ValidatedDeviation, now: u64) -> Result<Planned, Refusal> {
         let tenant = &d.ctx.tenant;
         let (subject, field) = match &d.target {
             DeviationTarget::Demand(id) => (Subject::Demand(id.clone()), "deviation.demand_id"),
@@ -96,7 +92,7 @@ impl Engine {
             }
         };
         let Some(idx) = self.live_index(tenant, &subject) else {
-            return Err(GrpcStatus::not_found(format!(
+            return Err(Refusal::NotFound(format!(
                 "{field}: no live {} {:?} of tenant {tenant:?}",
                 subject.kind(),
                 subject.id()
@@ -108,10 +104,11 @@ impl Engine {
         match &d.change {
             WorkloadChange::Completed { .. } | WorkloadChange::Aborted { .. } => {
                 let id = self.cancel_at(idx);
-                return Ok((
-                    vec![self.state.find(&id).expect("retired").clone()],
-                    PlanTiming::default(),
-                ));
+                return Ok(Planned::answered(vec![self
+                    .state
+                    .find(&id)
+                    .expect("retired")
+                    .clone()]));
             }
             WorkloadChange::EarlyStart(t) | WorkloadChange::LateStart(t) => {
                 let new_start = t.resolve(reference).max(now);
@@ -137,34 +134,22 @@ impl Engine {
         }
         let mut record = old.clone();
         record.flows = flows;
-        let demand = self
-            .demand_of(&record)
-            .map_err(|e| GrpcStatus::internal(e.to_string()))?;
+        let pending = self
+            .replanning(record)
+            .map_err(|e| Refusal::Internal(e.to_string()))?;
         self.planner.release(&old.id);
-        let meta: Vec<FlowMeta> = record
-            .flows
-            .iter()
-            .map(|f| FlowMeta {
-                flow_id: f.flow_id.clone(),
-                src_rank: f.src_rank,
-                dst_rank: f.dst_rank,
-                steer_qp: f.steer_qp,
-            })
-            .collect();
-        record.revision += 1;
-        let (mut p, timing) = self.plan_one(
-            Pending {
-                record,
-                demand,
-                meta,
-            },
-            None,
-        );
+        let mut moved = Vec::new();
+        let (mut p, timing) = self.plan_one(pending, None, &mut moved);
         if p.record.status != Status::Admitted && p.record.reason == Reason::None {
             p.record.reason = Reason::WorkloadDeviation;
         }
         self.state.reservations[idx] = p.record.clone();
-        Ok((vec![p.record], timing))
+        Ok(Planned {
+            records: vec![p.record],
+            moved: self.current(&moved),
+            superseded: Vec::new(),
+            timing,
+        })
     }
 
     /// Retire reservations whose every flow window is over; returns them.
@@ -240,7 +225,7 @@ mod tests {
                 observed_unix_ns: 0,
             }),
         };
-        let (updated, _) = e.deviation(&dev.validate().unwrap(), T0).unwrap();
+        let updated = e.deviation(&dev.validate().unwrap(), T0).unwrap().records;
         let u = &updated[0];
         assert_eq!(u.status, Status::Admitted);
         assert_eq!(u.revision, 2);

@@ -4,28 +4,26 @@
 
 use std::collections::HashMap;
 
-use ndsp::proto;
 use ndsp::types as nt;
 use planner::collectives::{self, Collective, CollectiveKind};
 use planner::conventions::transfer_ns;
-use planner::demand::{Demand, DemandKind, Flow};
+use planner::demand::{DemandKind, Flow};
 use planner::topology::HostIdx;
-use prost::Message;
-use tonic::Status as GrpcStatus;
 
-use super::demands::{invalid, refuse_stale};
-use super::outcome::{planner_priority, FlowMeta, Pending, PlanTiming};
+use super::outcome::{FlowMeta, Opening, Planned};
 use super::records::{Engine, MAX_FLOWS_PER_RESERVATION};
-use crate::daemon::state::{to_hex, Reason, Reservation, Status, Subject};
+use super::refusal::{invalid, refuse_stale, Refusal};
+use crate::daemon::state::{Reason, Status, Subject};
 
 impl Engine {
     /// Expand and plan a collective over whole servers of the fabric.
+    /// `key` is its idempotency key (an identical resubmission repeats it).
     pub fn submit_collective(
         &mut self,
-        request: &proto::SubmitCollectiveRequest,
         c: &nt::ValidatedCollective,
+        key: String,
         now: u64,
-    ) -> Result<(Reservation, PlanTiming), GrpcStatus> {
+    ) -> Result<Planned, Refusal> {
         let tenant = c.ctx.tenant.clone();
         let job = self
             .jobs
@@ -41,20 +39,13 @@ impl Engine {
                 )
             })?;
         c.check_ranks(&job)?;
-        let encoded = to_hex(
-            &request
-                .collective
-                .as_ref()
-                .map(|c| c.encode_to_vec())
-                .unwrap_or_default(),
-        );
         let subject = Subject::Collective(c.collective_id.clone());
         if let Some(idx) = self.live_index(&tenant, &subject) {
             let existing = &self.state.reservations[idx];
-            if existing.request == encoded {
-                return Ok((existing.clone(), PlanTiming::default()));
+            if existing.request == key {
+                return Ok(Planned::answered(vec![existing.clone()]));
             }
-            return Err(GrpcStatus::already_exists(format!(
+            return Err(Refusal::AlreadyExists(format!(
                 "collective.collective_id: collective {:?} is live (reservation {}) with different contents; cancel it first or use another id",
                 c.collective_id, existing.id
             )));
@@ -128,32 +119,28 @@ impl Engine {
         let deadline = c
             .deadline
             .map(|dl| dl.resolve(reference) + period * (occurrences - 1));
-        self.supersede_predictions(&tenant, &c.job_id, now);
-        let (id, seq) = self.next_id(&c.collective_id);
-        let mut record = Reservation {
-            id,
-            seq,
-            tenant: tenant.clone(),
+        let mut superseded = Vec::new();
+        self.supersede_predictions(&tenant, &c.job_id, now, &mut superseded);
+        let mut record = self.open_record(Opening {
+            tenant: &tenant,
             subject,
             job_id: Some(c.job_id.clone()),
-            request: encoded,
-            priority: planner_priority(c.priority),
-            elastic: c.elasticity == nt::Elasticity::Elastic,
+            key,
+            priority: c.priority,
+            elasticity: c.elasticity,
             deadline_unix_ns: deadline,
-            status: Status::Rejected,
-            reason: Reason::UnknownEndpoint,
-            advisory: None,
-            revision: 1,
-            flows: Vec::new(),
-            cancelled: false,
-            predicted: false,
-        };
+        });
         if let Some(addr) = unknown {
+            record.status = Status::Rejected;
+            record.reason = Reason::UnknownEndpoint;
             record.advisory = Some(format!(
                 "host {addr} of the job is not attached to the fabric; the collective's traffic is routed by ECMP"
             ));
             self.state.reservations.push(record.clone());
-            return Ok((record, PlanTiming::default()));
+            return Ok(Planned {
+                superseded,
+                ..Planned::answered(vec![record])
+            });
         }
 
         let kind = match c.kind {
@@ -266,25 +253,16 @@ impl Engine {
                 });
             }
         }
-        let demand = Demand {
-            id: record.id.clone(),
-            tenant: tenant.clone(),
-            priority: record.priority,
-            elastic: record.elastic,
-            deadline_ns: deadline.map(|d| self.to_planner_ns(d)),
-            kind: DemandKind::Collective(kind),
-            flows,
-        };
-        let (p, timing) = self.plan_one(
-            Pending {
-                record,
-                demand,
-                meta,
-            },
-            Some(now),
-        );
+        let mut moved = Vec::new();
+        let pending = self.pending(record, DemandKind::Collective(kind), flows, meta);
+        let (p, timing) = self.plan_one(pending, Some(now), &mut moved);
         self.state.reservations.push(p.record.clone());
-        Ok((p.record, timing))
+        Ok(Planned {
+            records: vec![p.record],
+            moved: self.current(&moved),
+            superseded,
+            timing,
+        })
     }
 }
 
@@ -298,7 +276,11 @@ mod tests {
         register(&mut e, &["10.0.1.1", "10.0.2.1"]);
         let req = ring("ar", 16, 100 * MS, 200 * MS);
         let c = req.validate().unwrap();
-        let (r, _) = e.submit_collective(&req, &c, T0).unwrap();
+        let r = e
+            .submit_collective(&c, collective_key(&req), T0)
+            .unwrap()
+            .records
+            .remove(0);
         assert_eq!(r.status, Status::Admitted);
         assert_eq!(r.flows.len(), 16, "2 servers x 8 channels x 2 directions");
         let v = wire(&r);
@@ -345,11 +327,13 @@ mod tests {
             let mut req = testkit::requests::register("job", &["10.0.1.1", "10.0.2.1"]);
             req.topology.as_mut().unwrap().library = library as i32;
             let t = req.validate().unwrap();
-            e.register(&req, t);
+            e.register(t, recorded_registration(&req));
             let req = ring("ar", 16, 100 * MS, 200 * MS);
-            let (r, _) = e
-                .submit_collective(&req, &req.validate().unwrap(), T0)
-                .unwrap();
+            let r = e
+                .submit_collective(&req.validate().unwrap(), collective_key(&req), T0)
+                .unwrap()
+                .records
+                .remove(0);
             assert_eq!(r.status, Status::Admitted, "{library:?}");
             for f in &r.flows {
                 assert_eq!(f.dst_qp().is_some(), steers, "{library:?}: {f:?}");
@@ -363,9 +347,9 @@ mod tests {
         register(&mut e, &["10.0.1.1", "10.0.2.1"]);
         let req = ring("ar", 12, 0, 20 * MS);
         let err = e
-            .submit_collective(&req, &req.validate().unwrap(), T0)
+            .submit_collective(&req.validate().unwrap(), collective_key(&req), T0)
             .unwrap_err();
-        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(matches!(err, Refusal::Invalid(_)), "{err:?}");
         assert!(
             err.message().starts_with("collective.ranks: "),
             "{}",

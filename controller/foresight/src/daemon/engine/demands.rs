@@ -6,46 +6,13 @@
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
-use ndsp::proto;
 use ndsp::types as nt;
-use ndsp::ValidationError;
-use planner::demand::{Demand, DemandKind, Flow};
-use prost::Message;
-use tonic::Status as GrpcStatus;
+use planner::demand::{DemandKind, Flow};
 
-use super::outcome::{planner_priority, FlowMeta, Pending, PlanTiming, Superseded};
+use super::outcome::{FlowMeta, Opening, Pending, Planned, Superseded};
 use super::records::{Engine, MAX_FLOWS_PER_RESERVATION};
-use crate::daemon::state::{to_hex, FlowRecord, Reason, Reservation, Status, Subject};
-
-pub(super) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> GrpcStatus {
-    ValidationError::new(field, reason).into()
-}
-
-/// Refuse an announcement whose every occurrence has already ended when
-/// the controller receives it (a stale forecast: a retry long after the
-/// fact, an iteration announced after it ran); reserving it would hold
-/// capacity for traffic that is over. `end_of_first` is the first
-/// occurrence's end (its latest possible end where only rates are known).
-pub(super) fn refuse_stale(
-    field: &str,
-    end_of_first: u64,
-    recurrence: Option<nt::Recurrence>,
-    now: u64,
-) -> Result<(), GrpcStatus> {
-    let last_end = recurrence.map_or(end_of_first, |r| {
-        end_of_first.saturating_add(r.period_ns.saturating_mul(u64::from(r.occurrences) - 1))
-    });
-    if last_end < now {
-        return Err(invalid(
-            field,
-            format!(
-                "the announced traffic ended {:.3} ms before the controller received it (a stale announcement); nothing was reserved",
-                (now - last_end) as f64 / 1e6
-            ),
-        ));
-    }
-    Ok(())
-}
+use super::refusal::{invalid, refuse_stale, Refusal};
+use crate::daemon::state::{FlowRecord, Reason, Reservation, Status, Subject};
 
 impl Engine {
     /// Demands of `batch` that are not live already (an identical
@@ -62,84 +29,28 @@ impl Engine {
             .count()
     }
 
-    /// Reserve one iteration the controller predicted for a job (T+5): the
-    /// demands go through the same planning as announced ones, and the
-    /// records are marked predicted. Ids already live are answered as
-    /// they are (a prediction is made once per iteration).
+    /// Reserve one iteration the controller predicted for a job (learned
+    /// periodic schedules): the demands, with their keys, go through the
+    /// same planning as announced ones, and the records are marked
+    /// predicted. Ids already live are answered as they are (a prediction
+    /// is made once per iteration).
     pub fn submit_predicted(
         &mut self,
-        tenant: &str,
-        job_id: &str,
-        demands: &[crate::daemon::learning::PredictedDemand],
+        batch: &nt::ValidatedDemandBatch,
+        keys: &[String],
         now: u64,
-    ) -> Result<Vec<Reservation>, GrpcStatus> {
-        let header = proto::RequestHeader {
-            protocol_version: Some(proto::ProtocolVersion {
-                major: ndsp::PROTOCOL_VERSION.major,
-                minor: ndsp::PROTOCOL_VERSION.minor,
-            }),
-            tenant: tenant.to_string(),
-        };
-        let request = proto::SubmitDemandRequest {
-            header: Some(header),
-            reference_unix_ns: 0,
-            demands: demands
-                .iter()
-                .map(|d| proto::DemandSignal {
-                    demand_id: d.demand_id.clone(),
-                    job_id: job_id.to_string(),
-                    source: Some(proto::Endpoint {
-                        address: Some(proto::endpoint::Address::Rank(d.src_rank)),
-                    }),
-                    destination: Some(proto::Endpoint {
-                        address: Some(proto::endpoint::Address::Rank(d.dst_rank)),
-                    }),
-                    start: Some(proto::demand_signal::Start::StartUnixNs(d.start_unix_ns)),
-                    size_bytes: d.size_bytes,
-                    pacing: Some(proto::demand_signal::Pacing::RateBps(d.rate_bps)),
-                    priority: proto::PriorityClass::IterationBlocking as i32,
-                    elasticity: proto::Elasticity::Inelastic as i32,
-                    ..Default::default()
-                })
-                .collect(),
-        };
-        // Built here, not decoded: the ids carry the controller's "/".
-        let batch = nt::ValidatedDemandBatch {
-            ctx: nt::RequestContext {
-                tenant: tenant.to_string(),
-                client_version: ndsp::PROTOCOL_VERSION,
-            },
-            reference_unix_ns: None,
-            demands: demands
-                .iter()
-                .map(|d| nt::ValidatedDemand {
-                    tenant: tenant.to_string(),
-                    demand_id: d.demand_id.clone(),
-                    job_id: Some(job_id.to_string()),
-                    source: nt::Endpoint::Rank(d.src_rank),
-                    destination: nt::Endpoint::Rank(d.dst_rank),
-                    start: nt::TimePoint::UnixNs(d.start_unix_ns),
-                    size_bytes: d.size_bytes,
-                    pacing: nt::Pacing::RateBps(d.rate_bps),
-                    priority: nt::Priority::IterationBlocking,
-                    elasticity: nt::Elasticity::Inelastic,
-                    deadline: None,
-                    dest_qp: None,
-                    recurrence: None,
-                })
-                .collect(),
-        };
-        let (mut records, _) = self.plan_demands(&request, &batch, now, false)?;
-        let ids: BTreeSet<&str> = records.iter().map(|r| r.id.as_str()).collect();
+    ) -> Result<Planned, Refusal> {
+        let mut planned = self.plan_demands(batch, keys, now, false)?;
+        let ids: BTreeSet<&str> = planned.records.iter().map(|r| r.id.as_str()).collect();
         for r in self.state.reservations.iter_mut() {
             if ids.contains(r.id.as_str()) {
                 r.predicted = true;
             }
         }
-        for r in &mut records {
+        for r in &mut planned.records {
             r.predicted = true;
         }
-        Ok(records)
+        Ok(planned)
     }
 
     /// Cancel a job's predicted reservations that have not ended by `now`.
@@ -168,24 +79,33 @@ impl Engine {
 
     /// Plan a batch of announced demands: all are accepted for planning or
     /// none.
+    /// `keys` are the demands' idempotency keys, one per demand in order
+    /// (an identical resubmission repeats its key).
     pub fn submit_demands(
         &mut self,
-        request: &proto::SubmitDemandRequest,
         batch: &nt::ValidatedDemandBatch,
+        keys: &[String],
         now: u64,
-    ) -> Result<(Vec<Reservation>, PlanTiming), GrpcStatus> {
-        self.plan_demands(request, batch, now, true)
+    ) -> Result<Planned, Refusal> {
+        self.plan_demands(batch, keys, now, true)
     }
 
     /// `announced`: by a client (its jobs' predictions give way), not
     /// predicted by learning.
     fn plan_demands(
         &mut self,
-        request: &proto::SubmitDemandRequest,
         batch: &nt::ValidatedDemandBatch,
+        keys: &[String],
         now: u64,
         announced: bool,
-    ) -> Result<(Vec<Reservation>, PlanTiming), GrpcStatus> {
+    ) -> Result<Planned, Refusal> {
+        if keys.len() != batch.demands.len() {
+            return Err(Refusal::Internal(format!(
+                "{} idempotency keys for {} demands",
+                keys.len(),
+                batch.demands.len()
+            )));
+        }
         let tenant = &batch.ctx.tenant;
         batch.check_ranks(|job| self.jobs.get(&(tenant.clone(), job.to_string())))?;
         let reference = batch.reference_unix_ns.unwrap_or(now);
@@ -197,10 +117,10 @@ impl Engine {
             let subject = Subject::Demand(d.demand_id.clone());
             if let Some(idx) = self.live_index(tenant, &subject) {
                 let existing = &self.state.reservations[idx];
-                if existing.request == to_hex(&request.demands[i].encode_to_vec()) {
+                if existing.request == keys[i] {
                     answers[i] = Some(existing.clone());
                 } else {
-                    return Err(GrpcStatus::already_exists(format!(
+                    return Err(Refusal::AlreadyExists(format!(
                         "demands[{i}].demand_id: demand {:?} is live (reservation {}) with different contents; cancel it first or use another id",
                         d.demand_id, existing.id
                     )));
@@ -236,8 +156,9 @@ impl Engine {
             .filter(|(_, a)| announced && a.is_none())
             .filter_map(|(d, _)| d.job_id.as_deref())
             .collect();
+        let mut superseded = Vec::new();
         for job in announcing {
-            self.supersede_predictions(tenant, job, now);
+            self.supersede_predictions(tenant, job, now, &mut superseded);
         }
         let mut pending = Vec::new();
         let mut fallback = Vec::new();
@@ -245,13 +166,13 @@ impl Engine {
             if answers[i].is_some() {
                 continue;
             }
-            let encoded = to_hex(&request.demands[i].encode_to_vec());
-            match self.demand_pending(tenant, d, encoded, reference, now) {
+            match self.demand_pending(tenant, d, keys[i].clone(), reference, now) {
                 Ok(p) => pending.push((i, p)),
                 Err(record) => fallback.push((i, record)),
             }
         }
-        let timing = self.plan_pending(&mut pending, Some(now));
+        let mut moved = Vec::new();
+        let timing = self.plan_pending(&mut pending, Some(now), &mut moved);
         for (i, p) in pending {
             self.state.reservations.push(p.record.clone());
             answers[i] = Some(p.record);
@@ -261,13 +182,15 @@ impl Engine {
             answers[i] = Some(*r);
         }
         self.state.reservations.sort_by_key(|r| r.seq);
-        Ok((
-            answers
+        Ok(Planned {
+            records: answers
                 .into_iter()
                 .map(|a| a.expect("every demand answered"))
                 .collect(),
+            moved: self.current(&moved),
+            superseded,
             timing,
-        ))
+        })
     }
 
     /// A demand as a pending reservation, or (unknown endpoint) a final
@@ -276,7 +199,7 @@ impl Engine {
         &mut self,
         tenant: &str,
         d: &nt::ValidatedDemand,
-        encoded: String,
+        key: String,
         reference: u64,
         now: u64,
     ) -> Result<Pending, Box<Reservation>> {
@@ -300,28 +223,18 @@ impl Engine {
         let rate = d.rate_bps();
         let occurrences = d.recurrence.map_or(1, |r| r.occurrences as u64);
         let period = d.recurrence.map_or(0, |r| r.period_ns);
-        let (id, seq) = self.next_id(&d.demand_id);
         let deadline = d
             .deadline
             .map(|dl| dl.resolve(reference) + period * (occurrences - 1));
-        let mut record = Reservation {
-            id,
-            seq,
-            tenant: tenant.to_string(),
+        let mut record = self.open_record(Opening {
+            tenant,
             subject: Subject::Demand(d.demand_id.clone()),
             job_id: d.job_id.clone(),
-            request: encoded,
-            priority: planner_priority(d.priority),
-            elastic: d.elasticity == nt::Elasticity::Elastic,
+            key,
+            priority: d.priority,
+            elasticity: d.elasticity,
             deadline_unix_ns: deadline,
-            status: Status::FallbackEcmp,
-            reason: Reason::None,
-            advisory: None,
-            revision: 1,
-            flows: Vec::new(),
-            cancelled: false,
-            predicted: false,
-        };
+        });
         let flow_id = |k: u64| {
             if occurrences == 1 {
                 d.demand_id.clone()
@@ -391,29 +304,22 @@ impl Engine {
                 steer_qp: d.dest_qp.is_some(),
             });
         }
-        let demand = Demand {
-            id: record.id.clone(),
-            tenant: tenant.to_string(),
-            priority: record.priority,
-            elastic: record.elastic,
-            deadline_ns: deadline.map(|dl| self.to_planner_ns(dl)),
-            kind: DemandKind::Transfer,
-            flows,
-        };
-        Ok(Pending {
-            record,
-            demand,
-            meta,
-        })
+        Ok(self.pending(record, DemandKind::Transfer, flows, meta))
     }
 
     /// An announcement takes over: the job's predicted reservations that
     /// have not ended are withdrawn before it is planned (they would hold
     /// the capacity it needs), and learning predicts again from it.
-    pub(super) fn supersede_predictions(&mut self, tenant: &str, job_id: &str, now: u64) {
+    pub(super) fn supersede_predictions(
+        &mut self,
+        tenant: &str,
+        job_id: &str,
+        now: u64,
+        superseded: &mut Vec<Superseded>,
+    ) {
         let withdrawn = self.withdraw_predicted(tenant, job_id, now);
         if !withdrawn.is_empty() {
-            self.superseded.push(Superseded {
+            superseded.push(Superseded {
                 tenant: tenant.to_string(),
                 job_id: job_id.to_string(),
                 withdrawn,
@@ -445,7 +351,7 @@ mod tests {
         let mut changed = d;
         changed.size_bytes += 1;
         let err = submit(&mut e, vec![changed], T0).unwrap_err();
-        assert_eq!(err.code(), tonic::Code::AlreadyExists);
+        assert!(matches!(err, Refusal::AlreadyExists(_)), "{err:?}");
         assert!(
             err.message().starts_with("demands[0].demand_id: "),
             "{}",
@@ -483,8 +389,10 @@ mod tests {
             ],
         };
         let batch = req.validate().unwrap();
-        let err = e.submit_demands(&req, &batch, T0 + 1_000 * MS).unwrap_err();
-        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        let err = e
+            .submit_demands(&batch, &demand_keys(&req), T0 + 1_000 * MS)
+            .unwrap_err();
+        assert!(matches!(err, Refusal::Invalid(_)), "{err:?}");
         assert!(
             err.message().starts_with(
                 "demands[0].start_offset_ns: the announced traffic ended 990.000 ms before"
@@ -504,12 +412,16 @@ mod tests {
             ..req
         };
         let batch = req.validate().unwrap();
-        assert!(e.submit_demands(&req, &batch, T0 + 1_000 * MS).is_ok());
+        assert!(e
+            .submit_demands(&batch, &demand_keys(&req), T0 + 1_000 * MS)
+            .is_ok());
         // A collective whose window ended is refused too.
         register(&mut e, &["10.0.1.1", "10.0.2.1"]);
         let req = ring("ar", 16, 100 * MS, 200 * MS);
         let c = req.validate().unwrap();
-        let err = e.submit_collective(&req, &c, T0 + 500 * MS).unwrap_err();
+        let err = e
+            .submit_collective(&c, collective_key(&req), T0 + 500 * MS)
+            .unwrap_err();
         assert!(
             err.message()
                 .starts_with("collective.start_offset_ns: the announced traffic ended 200.000 ms"),

@@ -4,19 +4,20 @@
 
 use std::collections::BTreeMap;
 
-use ndsp::proto;
 use ndsp::types as nt;
-use prost::Message;
 
 use super::records::Engine;
-use crate::daemon::state::{to_hex, Job};
+use crate::daemon::learning::JobHosts;
+use crate::daemon::state::Job;
 
 impl Engine {
-    /// Register (or replace) a job's rank map. Returns (generation, warnings).
+    /// Register (or replace) a job's rank map. `recorded` is the
+    /// registration as the state keeps it (to register the job again
+    /// after a restart). Returns (generation, warnings).
     pub fn register(
         &mut self,
-        request: &proto::RegisterTopologyRequest,
         topo: nt::ValidatedTopology,
+        recorded: String,
     ) -> (u64, Vec<String>) {
         let key = (topo.ctx.tenant.clone(), topo.job_id.clone());
         let mut warnings = Vec::new();
@@ -36,7 +37,7 @@ impl Engine {
         {
             Some(job) => {
                 job.generation += 1;
-                job.request = to_hex(&request.encode_to_vec());
+                job.request = recorded;
                 job.generation
             }
             None => {
@@ -44,7 +45,7 @@ impl Engine {
                     tenant: key.0.clone(),
                     job_id: key.1.clone(),
                     generation: 1,
-                    request: to_hex(&request.encode_to_vec()),
+                    request: recorded,
                 });
                 1
             }
@@ -55,7 +56,7 @@ impl Engine {
     }
 
     /// The registered jobs' hosts and ranks, for learning (T+5).
-    pub fn job_hosts(&self) -> Vec<crate::daemon::learning::JobHosts> {
+    pub fn job_hosts(&self) -> Vec<JobHosts> {
         let mut out: Vec<_> = self
             .jobs
             .iter()
@@ -65,7 +66,7 @@ impl Engine {
                     let rank = ranks.entry(r.host_address).or_insert(r.rank);
                     *rank = (*rank).min(r.rank);
                 }
-                crate::daemon::learning::JobHosts {
+                JobHosts {
                     tenant: tenant.clone(),
                     job_id: job_id.clone(),
                     ranks,

@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 
 use ndsp::types as nt;
 
-use super::outcome::{truncate, FlowMeta, Pending};
+use super::outcome::truncate;
 use super::records::Engine;
 use crate::daemon::state::{Hop, LinkRef, Reason, Reservation};
 
@@ -141,30 +141,11 @@ impl Engine {
         idx: usize,
         down: &BTreeSet<planner::topology::EdgeId>,
         now: Option<u64>,
+        moved: &mut Vec<String>,
     ) -> anyhow::Result<Reservation> {
-        let old = self.state.reservations[idx].clone();
-        let demand = self.demand_of(&old)?;
-        self.planner.release(&old.id);
-        let meta: Vec<FlowMeta> = old
-            .flows
-            .iter()
-            .map(|f| FlowMeta {
-                flow_id: f.flow_id.clone(),
-                src_rank: f.src_rank,
-                dst_rank: f.dst_rank,
-                steer_qp: f.steer_qp,
-            })
-            .collect();
-        let mut record = old.clone();
-        record.revision += 1;
-        let (mut p, _) = self.plan_one(
-            Pending {
-                record,
-                demand,
-                meta,
-            },
-            now,
-        );
+        let pending = self.replanning(self.state.reservations[idx].clone())?;
+        self.planner.release(&pending.record.id);
+        let (mut p, _) = self.plan_one(pending, now, moved);
         if !down.is_empty() {
             let mut lost = 0;
             for f in &mut p.record.flows {
@@ -241,14 +222,15 @@ impl Engine {
                 .collect()
         };
         let all_down = self.down_edges();
+        let mut moved = Vec::new();
         for idx in targets {
             let r = self
-                .replan_for_links(idx, &all_down, Some(now))
+                .replan_for_links(idx, &all_down, Some(now), &mut moved)
                 .map_err(|e| format!("re-planning: {e}"))?;
             change.affected.push(r);
         }
         // Reservations moved to make room are affected too, as they are now.
-        for r in self.take_moved() {
+        for r in self.current(&moved) {
             match change.affected.iter_mut().find(|a| a.id == r.id) {
                 Some(a) => *a = r,
                 None => change.affected.push(r),

@@ -7,13 +7,13 @@ use std::time::Instant;
 
 use ndsp::types as nt;
 use planner::admission::{DemandPlan, Outcome, Reason as PlanReason};
-use planner::demand::Demand;
+use planner::demand::{Demand, DemandKind, Flow};
 
 use super::records::Engine;
-use crate::daemon::state::{FlowRecord, Hop, Lifecycle, Reason, Reservation, Status};
+use crate::daemon::state::{FlowRecord, Hop, Lifecycle, Reason, Reservation, Status, Subject};
 
 /// Planner priority of each NDSP priority class (higher is planned first).
-pub(super) fn planner_priority(p: nt::Priority) -> u8 {
+fn planner_priority(p: nt::Priority) -> u8 {
     match p {
         nt::Priority::Background => crate::daemon::desired::BACKGROUND_PRIORITY,
         nt::Priority::Standard => 64,
@@ -28,19 +28,26 @@ pub struct PlanTiming {
     pub planner_secs: f64,
 }
 
-/// Flow metadata kept beside a planner flow until the record is built.
-pub(super) struct FlowMeta {
-    pub(super) flow_id: String,
-    pub(super) src_rank: Option<u32>,
-    pub(super) dst_rank: Option<u32>,
-    pub(super) steer_qp: bool,
+/// What one request did, in one value: the records it answers with, the
+/// earlier reservations moved to make room for it (as they are now), and
+/// the predictions its announcement took over.
+#[derive(Debug, Clone, Default)]
+pub struct Planned {
+    pub records: Vec<Reservation>,
+    pub moved: Vec<Reservation>,
+    pub superseded: Vec<Superseded>,
+    pub timing: PlanTiming,
 }
 
-/// A reservation about to be planned.
-pub(super) struct Pending {
-    pub(super) record: Reservation,
-    pub(super) demand: Demand,
-    pub(super) meta: Vec<FlowMeta>,
+impl Planned {
+    /// Records answered without planning (a resubmission, a record that
+    /// could not be planned): nothing else changed.
+    pub(super) fn answered(records: Vec<Reservation>) -> Planned {
+        Planned {
+            records,
+            ..Planned::default()
+        }
+    }
 }
 
 /// A job's predicted reservations withdrawn because the job announced.
@@ -51,23 +58,144 @@ pub struct Superseded {
     pub withdrawn: Vec<Reservation>,
 }
 
+/// What a new reservation record is opened from: a demand's or a
+/// collective's fields.
+pub(super) struct Opening<'a> {
+    pub(super) tenant: &'a str,
+    pub(super) subject: Subject,
+    pub(super) job_id: Option<String>,
+    /// The request's idempotency key, kept to tell an identical
+    /// resubmission from a changed one.
+    pub(super) key: String,
+    pub(super) priority: nt::Priority,
+    pub(super) elasticity: nt::Elasticity,
+    pub(super) deadline_unix_ns: Option<u64>,
+}
+
+/// Flow metadata kept beside a planner flow until the record is built.
+pub(super) struct FlowMeta {
+    pub(super) flow_id: String,
+    pub(super) src_rank: Option<u32>,
+    pub(super) dst_rank: Option<u32>,
+    pub(super) steer_qp: bool,
+}
+
+impl FlowMeta {
+    /// The metadata of a recorded flow (for re-planning it).
+    pub(super) fn of(f: &FlowRecord) -> FlowMeta {
+        FlowMeta {
+            flow_id: f.flow_id.clone(),
+            src_rank: f.src_rank,
+            dst_rank: f.dst_rank,
+            steer_qp: f.steer_qp,
+        }
+    }
+}
+
+/// A reservation about to be planned.
+pub(super) struct Pending {
+    pub(super) record: Reservation,
+    pub(super) demand: Demand,
+    pub(super) meta: Vec<FlowMeta>,
+}
+
 impl Engine {
+    /// Open a new record: the next id and sequence number, revision 1, no
+    /// flows yet. It reads as ECMP fallback until planning fills it in.
+    pub(super) fn open_record(&mut self, o: Opening) -> Reservation {
+        let (id, seq) = self.next_id(o.subject.id());
+        Reservation {
+            id,
+            seq,
+            tenant: o.tenant.to_string(),
+            subject: o.subject,
+            job_id: o.job_id,
+            request: o.key,
+            priority: planner_priority(o.priority),
+            elastic: o.elasticity == nt::Elasticity::Elastic,
+            deadline_unix_ns: o.deadline_unix_ns,
+            status: Status::FallbackEcmp,
+            reason: Reason::None,
+            advisory: None,
+            revision: 1,
+            flows: Vec::new(),
+            cancelled: false,
+            predicted: false,
+        }
+    }
+
+    /// The planner demand of `record` with `flows`: its id, tenant,
+    /// priority, elasticity and deadline.
+    pub(super) fn demand(
+        &self,
+        record: &Reservation,
+        kind: DemandKind,
+        flows: Vec<Flow>,
+    ) -> Demand {
+        Demand {
+            id: record.id.clone(),
+            tenant: record.tenant.clone(),
+            priority: record.priority,
+            elastic: record.elastic,
+            deadline_ns: record.deadline_unix_ns.map(|d| self.to_planner_ns(d)),
+            kind,
+            flows,
+        }
+    }
+
+    /// `record` and its flows, ready to plan.
+    pub(super) fn pending(
+        &self,
+        record: Reservation,
+        kind: DemandKind,
+        flows: Vec<Flow>,
+        meta: Vec<FlowMeta>,
+    ) -> Pending {
+        let demand = self.demand(&record, kind, flows);
+        Pending {
+            record,
+            demand,
+            meta,
+        }
+    }
+
+    /// `record` (its flows as recorded, maybe changed) ready to plan
+    /// again, as its next revision. Release its old reservation before
+    /// planning it.
+    pub(super) fn replanning(&self, mut record: Reservation) -> anyhow::Result<Pending> {
+        let demand = self.demand_of(&record)?;
+        let meta = record.flows.iter().map(FlowMeta::of).collect();
+        record.revision += 1;
+        Ok(Pending {
+            record,
+            demand,
+            meta,
+        })
+    }
+
     /// Plan pending reservations together and fill in their outcomes.
     /// Plans a single demand (a new collective, or a re-plan after a
     /// deviation) through the same path as a batch.
-    pub(super) fn plan_one(&mut self, pending: Pending, now: Option<u64>) -> (Pending, PlanTiming) {
+    pub(super) fn plan_one(
+        &mut self,
+        pending: Pending,
+        now: Option<u64>,
+        moved: &mut Vec<String>,
+    ) -> (Pending, PlanTiming) {
         let mut batch = [(0, pending)];
-        let timing = self.plan_pending(&mut batch, now);
+        let timing = self.plan_pending(&mut batch, now, moved);
         let [(_, p)] = batch;
         (p, timing)
     }
 
     /// Plans the pending reservations as one set. With `now`, the
-    /// reservations [`Engine::reoptimization`] allows may move for them.
+    /// reservations `Engine::reoptimization` allows may move for them;
+    /// their ids are added to `moved`.
     pub(super) fn plan_pending(
         &mut self,
         pending: &mut [(usize, Pending)],
         now: Option<u64>,
+        moved: &mut Vec<String>,
     ) -> PlanTiming {
         if pending.is_empty() {
             return PlanTiming::default();
@@ -81,14 +209,14 @@ impl Engine {
         for (dp, (_, p)) in plan.demands.iter().zip(pending.iter_mut()) {
             self.fill_outcome(&mut p.record, &p.demand, dp, &p.meta);
         }
-        self.apply_moves(&plan.moved);
+        self.apply_moves(&plan.moved, moved);
         PlanTiming { planner_secs }
     }
 
-    /// Live reservations that may move at `now` (see [`Reoptimization`]):
+    /// Live reservations that may move at `now` (see `Reoptimization`):
     /// every flow reserved in full, and nothing installed yet (or, if
     /// allowed, installed but not started).
-    pub(super) fn movable(&self, now: u64) -> Vec<String> {
+    fn movable(&self, now: u64) -> Vec<String> {
         let policy = self.reoptimization;
         if !policy.pending {
             return Vec::new();
@@ -112,9 +240,9 @@ impl Engine {
 
     /// Writes the planner's moves into the reservation records (hops and
     /// labels of the moved flows, a new revision, an advisory saying what
-    /// moved and why) and remembers them for [`Engine::take_moved`].
-    pub(super) fn apply_moves(&mut self, moved: &[planner::admission::Moved]) {
-        for m in moved {
+    /// moved and why) and adds their ids to `moved` (once each).
+    fn apply_moves(&mut self, planned: &[planner::admission::Moved], moved: &mut Vec<String>) {
+        for m in planned {
             let Some(idx) = self.state.reservations.iter().position(|r| r.id == m.id) else {
                 continue;
             };
@@ -144,21 +272,15 @@ impl Engine {
                 ),
                 1000,
             ));
-            if !self.moved.contains(&m.id) {
-                self.moved.push(m.id.clone());
+            if !moved.contains(&m.id) {
+                moved.push(m.id.clone());
             }
         }
     }
 
-    /// Predictions withdrawn by announcements since the last call.
-    pub fn take_superseded(&mut self) -> Vec<Superseded> {
-        std::mem::take(&mut self.superseded)
-    }
-
-    /// The reservations moved since the last call, as they are now (for
-    /// `WatchEvents`); live ones only.
-    pub fn take_moved(&mut self) -> Vec<Reservation> {
-        let ids = std::mem::take(&mut self.moved);
+    /// The live reservations of `ids`, as they are now (a reservation
+    /// moved, then re-planned, is told once, as it ended up).
+    pub(super) fn current(&self, ids: &[String]) -> Vec<Reservation> {
         ids.iter()
             .filter_map(|id| self.state.reservations.iter().find(|r| &r.id == id))
             .cloned()
@@ -166,16 +288,17 @@ impl Engine {
     }
 
     /// After a cancellation: re-places the reservations that may move when
-    /// that lowers their peak; returns how many moved.
-    pub fn reoptimize_pending(&mut self, now: u64) -> usize {
+    /// that lowers their peak; returns those that moved, as they are now.
+    pub fn reoptimize_pending(&mut self, now: u64) -> Vec<Reservation> {
         let movable = self.movable(now);
         if movable.is_empty() {
-            return 0;
+            return Vec::new();
         }
         let ids: Vec<&str> = movable.iter().map(String::as_str).collect();
-        let moved = self.planner.reoptimize(&ids);
-        self.apply_moves(&moved);
-        moved.len()
+        let planned = self.planner.reoptimize(&ids);
+        let mut moved = Vec::new();
+        self.apply_moves(&planned, &mut moved);
+        self.current(&moved)
     }
 
     fn fill_outcome(
@@ -375,7 +498,8 @@ mod tests {
 
     /// x and y (45G) planned together sit on different spines; z (50G,
     /// same window) fits only with x and y on one spine (90 = headroom).
-    fn x_y_then_z(e: &mut Engine, now_z: u64) -> (Vec<Reservation>, Reservation) {
+    /// Returns x and y, z, and what moved for z.
+    fn x_y_then_z(e: &mut Engine, now_z: u64) -> (Vec<Reservation>, Reservation, Vec<Reservation>) {
         let (h1, h2, h3, h6, h7, h8) = (ip(e, 0), ip(e, 1), ip(e, 2), ip(e, 5), ip(e, 6), ip(e, 7));
         let first = submit(
             e,
@@ -388,13 +512,13 @@ mod tests {
         .unwrap();
         assert_ne!(first[0].flows[0].hops[0], first[1].flows[0].hops[0]);
         let start = T0 + 100 * MS - now_z;
-        let z = submit(
+        let mut z = submit_planned(
             e,
             vec![demand("z", &h3, &h8, start, 10 * MS, 50 * G, None)],
             now_z,
         )
         .unwrap();
-        (first, z.into_iter().next().unwrap())
+        (first, z.records.remove(0), z.moved)
     }
 
     #[test]
@@ -405,9 +529,8 @@ mod tests {
             installed_not_started: false,
             lead_ns: lead,
         });
-        let (first, z) = x_y_then_z(&mut e, T0 + MS);
+        let (first, z, moved) = x_y_then_z(&mut e, T0 + MS);
         assert_eq!(z.status, Status::Admitted, "{:?}", z.advisory);
-        let moved = e.take_moved();
         assert_eq!(moved.len(), 1);
         let m = &moved[0];
         let before = first.iter().find(|r| r.id == m.id).unwrap();
@@ -420,7 +543,8 @@ mod tests {
             advisory.contains("moved to admit") && advisory.contains(&z.id),
             "{advisory}"
         );
-        // The state holds the moved record; nothing is left to report.
+        // The state holds the moved record; it is reported once (a
+        // resubmission of z moves nothing again).
         assert_eq!(
             e.state
                 .reservations
@@ -431,7 +555,12 @@ mod tests {
                 .hops,
             m.flows[0].hops
         );
-        assert!(e.take_moved().is_empty());
+        let h = |i| ip(&e, i);
+        let z_again = demand("z", &h(2), &h(7), 99 * MS, 10 * MS, 50 * G, None);
+        assert!(submit_planned(&mut e, vec![z_again], T0 + MS)
+            .unwrap()
+            .moved
+            .is_empty());
         // x, y and z now share the two spines 90 / 50: the ledger agrees
         // with the records (restart rebuilds the same reservations).
         let mut reserved = e.reserved_now(T0 + 105 * MS);
@@ -447,9 +576,9 @@ mod tests {
         let lead = 10 * MS;
         // Off: z gets what is left.
         let mut off = wide_engine(Reoptimization::default());
-        let (_, z) = x_y_then_z(&mut off, T0 + MS);
+        let (_, z, moved) = x_y_then_z(&mut off, T0 + MS);
         assert_eq!(z.status, Status::Partial);
-        assert!(off.take_moved().is_empty());
+        assert!(moved.is_empty());
         // Pending only, but x and y are installed (past their install
         // time, before their start): they stay.
         let pending = Reoptimization {
@@ -458,17 +587,17 @@ mod tests {
             lead_ns: lead,
         };
         let mut installed = wide_engine(pending);
-        let (_, z) = x_y_then_z(&mut installed, T0 + 95 * MS);
+        let (_, z, moved) = x_y_then_z(&mut installed, T0 + 95 * MS);
         assert_eq!(z.status, Status::Partial);
-        assert!(installed.take_moved().is_empty());
+        assert!(moved.is_empty());
         // Allowed to move installed-but-not-started ones: z is admitted.
         let mut not_started = wide_engine(Reoptimization {
             installed_not_started: true,
             ..pending
         });
-        let (_, z) = x_y_then_z(&mut not_started, T0 + 95 * MS);
+        let (_, z, moved) = x_y_then_z(&mut not_started, T0 + 95 * MS);
         assert_eq!(z.status, Status::Admitted);
-        assert_eq!(not_started.take_moved().len(), 1);
+        assert_eq!(moved.len(), 1);
     }
 
     /// Five transfers leaf1 -> leaf2 (30, 30, 20, 20, 20G) planned as one
@@ -516,10 +645,9 @@ mod tests {
         };
         e.cancel(&cancel.validate().unwrap()).unwrap();
         assert_eq!(peak(&e), 60 * G, "cancelling alone moves nothing");
-        assert_eq!(e.reoptimize_pending(T0 + MS), 2);
-        assert_eq!(peak(&e), 50 * G);
-        let moved = e.take_moved();
+        let moved = e.reoptimize_pending(T0 + MS);
         assert_eq!(moved.len(), 2);
+        assert_eq!(peak(&e), 50 * G);
         for m in &moved {
             let advisory = m.advisory.as_deref().unwrap();
             assert!(
@@ -529,6 +657,6 @@ mod tests {
         }
         // Once installed, nothing moves any more.
         let again = e.reoptimize_pending(T0 + 95 * MS);
-        assert_eq!(again, 0);
+        assert_eq!(again.len(), 0);
     }
 }

@@ -7,19 +7,15 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-use ndsp::proto;
 use ndsp::types as nt;
-use ndsp::Validate;
 use planner::collectives::CollectiveKind;
 use planner::conventions::{FIRST_QP, QP_MASK};
 use planner::demand::{Demand, DemandKind, Flow};
 use planner::shares::{SharedPlanner, TenantShares};
 use planner::topology::HostIdx;
 use planner::{PlannerConfig, Topology};
-use prost::Message;
 
-use super::outcome::Superseded;
-use crate::daemon::state::{from_hex, Hop, Reservation, State, Status, Subject};
+use crate::daemon::state::{Hop, Reservation, State, Status, Subject};
 
 /// Most flows one reservation may expand to (collective flows times
 /// recurrence occurrences).
@@ -46,11 +42,6 @@ pub struct Engine {
     pub(super) jobs: HashMap<(String, String), nt::ValidatedTopology>,
     /// Which earlier reservations a planning call may move.
     pub reoptimization: Reoptimization,
-    /// Ids of reservations moved since [`Engine::take_moved`] last ran.
-    pub(super) moved: Vec<String>,
-    /// Predicted reservations an announcement took over since
-    /// [`Engine::take_superseded`] last ran, by (tenant, job).
-    pub(super) superseded: Vec<Superseded>,
 }
 
 /// Which earlier reservations planning may re-place (paths only, never
@@ -75,12 +66,14 @@ impl Engine {
     /// recorded down are down again; a reservation still recorded across
     /// one is re-planned (listed in [`Restored::diverged`]).
     /// Each tenant plans within its `shares` of every link (see
-    /// [`planner::shares`]; the default is one pool).
+    /// [`planner::shares`]; the default is one pool). `jobs` are the
+    /// registrations the state records, validated again.
     pub fn new(
         topo: &'static Topology,
         config: PlannerConfig,
         shares: TenantShares,
         state: State,
+        jobs: Vec<nt::ValidatedTopology>,
     ) -> anyhow::Result<(Engine, Restored)> {
         let by_ip = topo
             .hosts()
@@ -93,21 +86,12 @@ impl Engine {
             by_ip,
             planner: SharedPlanner::new(topo, config, shares),
             state,
-            jobs: HashMap::new(),
+            jobs: jobs
+                .into_iter()
+                .map(|t| ((t.ctx.tenant.clone(), t.job_id.clone()), t))
+                .collect(),
             reoptimization: Reoptimization::default(),
-            moved: Vec::new(),
-            superseded: Vec::new(),
         };
-        for job in &engine.state.jobs {
-            let bytes = from_hex(&job.request)?;
-            let request = proto::RegisterTopologyRequest::decode(bytes.as_slice())?;
-            let validated = request
-                .validate()
-                .map_err(|e| anyhow::anyhow!("state file, job {}: {e}", job.job_id))?;
-            engine
-                .jobs
-                .insert((job.tenant.clone(), job.job_id.clone()), validated);
-        }
         let mut restored = Restored::default();
         for r in &engine.state.reservations {
             let mut flows = Vec::new();
@@ -159,7 +143,7 @@ impl Engine {
             let down = engine.down_edges();
             for idx in engine.crossing(&down, 0) {
                 let id = engine.state.reservations[idx].id.clone();
-                engine.replan_for_links(idx, &down, None)?;
+                engine.replan_for_links(idx, &down, None, &mut Vec::new())?;
                 restored.diverged.push(id);
             }
         }
@@ -232,18 +216,11 @@ impl Engine {
                 f.duration_ns,
             ));
         }
-        Ok(Demand {
-            id: r.id.clone(),
-            tenant: r.tenant.clone(),
-            priority: r.priority,
-            elastic: r.elastic,
-            deadline_ns: r.deadline_unix_ns.map(|d| self.to_planner_ns(d)),
-            kind: match r.subject {
-                Subject::Demand(_) => DemandKind::Transfer,
-                Subject::Collective(_) => DemandKind::Collective(CollectiveKind::RingAllreduce),
-            },
-            flows,
-        })
+        let kind = match r.subject {
+            Subject::Demand(_) => DemandKind::Transfer,
+            Subject::Collective(_) => DemandKind::Collective(CollectiveKind::RingAllreduce),
+        };
+        Ok(self.demand(r, kind, flows))
     }
 
     pub(super) fn alloc_qp(&mut self, dst: HostIdx) -> u32 {
@@ -467,7 +444,7 @@ mod tests {
         let mut e = engine();
         register(&mut e, &["10.0.1.1", "10.0.2.1"]);
         let req = ring("ar", 16, 0, 200 * MS);
-        e.submit_collective(&req, &req.validate().unwrap(), T0)
+        e.submit_collective(&req.validate().unwrap(), collective_key(&req), T0)
             .unwrap();
         submit(
             &mut e,

@@ -7,10 +7,12 @@ pub use ndsp::Validate;
 pub use planner::shares::TenantShares;
 pub use planner::{PlannerConfig, Topology};
 pub use testkit::requests::{demand, header};
-pub use tonic::Status as GrpcStatus;
 
 pub use super::*;
 pub use crate::daemon::desired::{Compiler, Policy};
+pub use crate::daemon::requests::{
+    collective_key, demand_keys, recorded_registration, registered_jobs,
+};
 pub use crate::daemon::state::{Reason, Reservation, State, Status};
 use installer::ecn::EcnProfile;
 use ndsp::proto::collective;
@@ -28,11 +30,13 @@ pub fn topo() -> &'static Topology {
 
 /// An engine over `state` (fresh, or a restart's reload) without shares.
 pub fn restart(topo: &'static Topology, state: State) -> (Engine, Restored) {
+    let jobs = registered_jobs(&state).unwrap();
     Engine::new(
         topo,
         PlannerConfig::default(),
         TenantShares::default(),
         state,
+        jobs,
     )
     .unwrap()
 }
@@ -77,24 +81,34 @@ pub fn policy_compiler(
     Compiler::new(topo, pipeline.info, devices, policy).unwrap()
 }
 
-pub fn submit(
+/// Submit `demands` as a client would, received at `now`.
+pub fn submit_planned(
     e: &mut Engine,
     demands: Vec<proto::DemandSignal>,
     now: u64,
-) -> Result<Vec<Reservation>, GrpcStatus> {
+) -> Result<Planned, Refusal> {
     let req = proto::SubmitDemandRequest {
         header: header(),
         reference_unix_ns: now,
         demands,
     };
     let batch = req.validate().unwrap();
-    e.submit_demands(&req, &batch, now).map(|(r, _)| r)
+    e.submit_demands(&batch, &demand_keys(&req), now)
+}
+
+/// The records of [`submit_planned`].
+pub fn submit(
+    e: &mut Engine,
+    demands: Vec<proto::DemandSignal>,
+    now: u64,
+) -> Result<Vec<Reservation>, Refusal> {
+    submit_planned(e, demands, now).map(|p| p.records)
 }
 
 pub fn register(e: &mut Engine, hosts: &[&str]) {
     let req = testkit::requests::register("job", hosts);
     let t = req.validate().unwrap();
-    e.register(&req, t);
+    e.register(t, recorded_registration(&req));
 }
 
 pub fn ring(id: &str, ranks: u32, start: u64, dur: u64) -> proto::SubmitCollectiveRequest {

@@ -1,640 +1,103 @@
-//! The controller daemon (`foresight controller`).
+//! The controller daemon (`foresight controller`). This file is only its
+//! map: the modules, and the names the rest of the crate uses.
 //!
-//! * [`state`] — intended state (jobs, reservations), the JSON state file;
-//! * [`store`], [`ha`] — where it survives: a file, or etcd for replicas
-//!   that elect a leader;
+//! Running it:
+//! * [`config`] — what the command line becomes;
+//! * [`controller`] — the controller and `transact`, the one way a change
+//!   reaches the switches (lock, mutate, commit, reschedule, acknowledge,
+//!   publish);
+//! * [`clock`] — Unix time in ns;
+//! * [`events`] — what `WatchEvents` streams relay.
+//!
+//! Deciding:
 //! * [`engine`] — NDSP requests → planner → reservation records (no I/O);
 //! * [`requests`] — what the engine is handed beside a validated request
 //!   (idempotency keys, recorded registrations, predicted batches);
+//! * [`state`] — intended state (jobs, reservations), the JSON state file;
+//! * [`store`], [`ha`] — where it survives: a file, or etcd for replicas
+//!   that elect a leader;
+//! * [`limits`] — what one tenant may ask (reservations, requests/s).
+//!
+//! Loops and commands that change the state through `transact`:
+//! * [`service`] — the NDSP gRPC service ([`leader_gate`] in front of it);
+//! * [`scheduler`] — installs and expiries at their moments;
+//! * [`predictions`] — reserving what learning predicts ([`learning`],
+//!   fed by [`telemetry`] or [`watch_counters`]);
+//! * [`link_state`] — the operator's link down/up.
+//!
+//! The switches:
 //! * [`desired`] — what every switch should hold at a given moment;
 //! * [`switches`] — one task per switch: session, pipeline, reconcile, writes;
-//! * [`switch_status`] — what each switch task publishes about its switch;
-//! * [`service`] — the NDSP gRPC service;
-//! * [`telemetry`] — INT report collector and link loads;
-//! * [`learning`] — T+5: jobs' iterations learned, reserved ahead;
-//! * [`watch_counters`] — what learning sees of TCP and UDP traffic;
-//! * [`limits`] — what one tenant may ask (reservations, requests/s);
-//! * [`metrics`], [`http`], [`api`] — Prometheus and the admin endpoint.
+//! * [`switch_status`] — what each switch task publishes about its switch.
 //!
-//! Here: start-up (reload state, start the switch tasks, reconcile), the
-//! commit step every change goes through (persist, derive, send to every
-//! switch, wait for acknowledgements), the install/expiry scheduler, and
-//! the status and entries views.
+//! Watching and reading:
+//! * [`telemetry`] — INT report collector and link loads;
+//! * [`forecast_mismatches`] — traffic that differs from its forecast;
+//! * [`views`] — read-only views (status, a switch's entries, paths);
+//! * [`metrics`], [`http`], [`api`], [`admin_token`], [`identity`] —
+//!   Prometheus, the admin endpoint, and who may call what.
 
 pub mod admin_token;
 pub mod api;
+pub mod clock;
+pub mod config;
+pub mod controller;
 pub mod desired;
 pub mod engine;
+pub mod events;
+pub mod forecast_mismatches;
 pub mod ha;
 pub mod http;
 pub mod identity;
 pub mod leader_gate;
 pub mod learning;
 pub mod limits;
+pub mod link_state;
 pub mod metrics;
+pub mod predictions;
 pub mod requests;
+pub mod scheduler;
 pub mod service;
 pub mod state;
 pub mod store;
 pub mod switch_status;
 pub mod switches;
 pub mod telemetry;
+pub mod views;
 pub mod watch_counters;
 
+pub use clock::now_unix_ns;
+pub use config::{Config, ReoptimizeMode, Switches};
+pub use controller::Controller;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex as StdMutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use installer::Devices;
-use p4rt::P4Info;
-use planner::{PlannerConfig, Topology};
+use planner::Topology;
 use serde::Serialize;
-use tokio::sync::{broadcast, oneshot, Notify};
+use tokio::sync::{broadcast, Notify};
 
 use self::api::{
     ControllerView, EntriesView, LinkView, ReservationSummary, ReservationsView, StatusView,
     SwitchView,
 };
-use self::desired::{Compiler, Policy};
-use self::engine::{Engine, Reoptimization, Restored};
+use self::controller::Inner;
+use self::desired::Compiler;
+use self::engine::{Engine, Reoptimization};
 use self::leader_gate::LeaderGate;
-use self::learning::{LearnFrom, Learning, LearningConfig, Step};
-use self::limits::{Admission, Limits};
+use self::learning::{LearnFrom, Learning};
+use self::limits::Admission;
 use self::metrics::Metrics;
 use self::state::{Lifecycle, Reservation, State};
 use self::store::Store;
 use self::switches::SwitchHandle;
-use self::telemetry::{LinkLoads, MismatchKind, MismatchTolerance, TelemetryConfig};
+use self::telemetry::LinkLoads;
 use self::watch_counters::WatchCounters;
-use crate::fabric::{Endpoint, Pipeline};
-
-/// Unix time in ns.
-pub fn now_unix_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
-/// Where the switches are.
-pub enum Switches {
-    /// Given endpoints, by switch name.
-    Endpoints(BTreeMap<String, Endpoint>),
-    /// Start one BMv2 per topology switch (stopped when the daemon exits).
-    Bmv2,
-}
-
-/// Which earlier reservations a new demand, a failed link or a
-/// cancellation may move to other paths (windows and rates never change;
-/// every move is a `WatchEvents` reservation change saying what and why).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ReoptimizeMode {
-    /// None: each reservation keeps the paths it was given.
-    Off,
-    /// Those none of whose entries are on the switches yet.
-    Pending,
-    /// Also those installed but not started.
-    NotStarted,
-}
-
-pub struct Config {
-    pub topology: Topology,
-    pub pipeline: Pipeline,
-    /// The switches' target and port numbering.
-    pub devices: Devices,
-    pub switches: Switches,
-    pub ndsp_listen: SocketAddr,
-    pub http_listen: SocketAddr,
-    /// The operator's token for the admin endpoint's writes; required when
-    /// `http_listen` is not a loopback address.
-    pub admin_token: Option<admin_token::AdminToken>,
-    pub int_listen: Option<SocketAddr>,
-    pub state_file: Option<PathBuf>,
-    pub election_id: u128,
-    /// Mutual TLS on NDSP (the tenant is the client certificate's).
-    pub mtls: Option<identity::Mtls>,
-    /// Replicas on etcd (the state lives there, not in `state_file`, and
-    /// the election id comes from the leadership).
-    pub ha: Option<ha::HaConfig>,
-    pub planner: PlannerConfig,
-    pub policy: Policy,
-    /// Which reservations planning may move before they are installed.
-    pub reoptimize: ReoptimizeMode,
-    /// Congestion episodes from INT reports.
-    pub telemetry: TelemetryConfig,
-    /// When observed traffic is a forecast mismatch.
-    pub mismatch: MismatchTolerance,
-    /// Written (JSON: addresses, pid) once every switch is reconciled,
-    /// or `switch_wait` has passed.
-    pub ready_file: Option<PathBuf>,
-    pub switch_wait: Duration,
-    /// Learn registered jobs' iterations and reserve them ahead (T+5);
-    /// learning from INT needs the INT collector.
-    pub learning: Option<LearningConfig>,
-    /// Per-tenant limits.
-    pub limits: Limits,
-    /// Largest NDSP request the server decodes, bytes.
-    pub max_request_bytes: usize,
-    /// Each tenant's share of every link (planner admission).
-    pub tenant_shares: planner::shares::TenantShares,
-}
-
-/// A reservation changed (cancelled, re-planned): for `WatchEvents`.
-#[derive(Clone, Debug)]
-pub struct Changed {
-    pub tenant: String,
-    pub reservation: Reservation,
-}
-
-/// A reservation a network event affects: who may see it.
-#[derive(Clone, Debug)]
-pub struct Affected {
-    pub tenant: String,
-    pub job_id: Option<String>,
-    pub reservation_id: String,
-}
-
-/// What `WatchEvents` streams relay (each stream filters by tenant and job).
-#[derive(Clone, Debug)]
-pub enum Event {
-    /// A reservation changed.
-    Reservation(Changed),
-    /// A fabric link went down or came up; sent before the
-    /// `Reservation` events of the reservations it re-planned.
-    Link {
-        down: bool,
-        /// The link in the direction the operator named it.
-        link: ndsp::types::LinkId,
-        observed_unix_ns: u64,
-        affected: Vec<Affected>,
-    },
-    /// A job's predicted reservations were withdrawn (T+5).
-    PredictionWithdrawn {
-        tenant: String,
-        job_id: String,
-        reason: String,
-        reservation_ids: Vec<String>,
-    },
-    /// Observed traffic of a reserved flow differs from its forecast.
-    Mismatch {
-        tenant: String,
-        job_id: Option<String>,
-        mismatch: ndsp::types::ForecastMismatch,
-    },
-}
-
-struct Inner {
-    engine: Engine,
-    compiler: Compiler,
-}
-
-pub struct Controller {
-    inner: tokio::sync::Mutex<Inner>,
-    pub switches: BTreeMap<String, SwitchHandle>,
-    pub metrics: Arc<Metrics>,
-    pub loads: Arc<LinkLoads>,
-    pub events: broadcast::Sender<Event>,
-    wake: Notify,
-    pub topo: &'static Topology,
-    info: Arc<P4Info>,
-    store: store::Store,
-    pub lead_ns: u64,
-    started: Instant,
-    restored: Restored,
-    startup_reconcile_ms: StdMutex<Option<f64>>,
-    ndsp_addr: SocketAddr,
-    http_addr: SocketAddr,
-    election_id: u128,
-    /// T+5 learning, when on.
-    pub learning: Option<Arc<StdMutex<Learning>>>,
-    /// Leaves that hold the watch entries of learned jobs (T+5).
-    watched_leaves: StdMutex<BTreeSet<String>>,
-    /// Per-tenant limits and request rates.
-    pub admission: Admission,
-}
-
-/// Acknowledgements of one commit, by switch.
-pub type Acks = Vec<(String, oneshot::Receiver<Result<usize, String>>)>;
-
-/// What a commit changed on the switches.
-#[derive(Debug, Default, Clone)]
-pub struct Committed {
-    pub changes: usize,
-    pub errors: Vec<String>,
-}
-
-/// Wait for every switch's acknowledgement.
-pub async fn acknowledged(acks: Acks) -> Committed {
-    let mut out = Committed::default();
-    for (name, rx) in acks {
-        match rx.await {
-            Ok(Ok(n)) => out.changes += n,
-            Ok(Err(e)) => out.errors.push(e),
-            Err(_) => out.errors.push(format!("switch {name}: task gone")),
-        }
-    }
-    out
-}
+use crate::fabric::Endpoint;
 
 impl Controller {
-    /// Persist (when `changed`), derive every switch's intended state at
-    /// `now` and send it. Call with the engine locked; await the acks after
-    /// unlocking (switch tasks apply states in the order they were sent).
-    async fn commit(&self, inner: &mut Inner, now: u64, changed: bool) -> Acks {
-        if changed {
-            self.store.save(&inner.engine.state, &self.metrics).await;
-        }
-        let desired = match inner.compiler.desired(&inner.engine.state, now) {
-            Ok(d) => d,
-            Err(e) => {
-                tracing::error!(%e, "cannot derive the intended switch state");
-                return Vec::new();
-            }
-        };
-        desired
-            .into_iter()
-            .filter_map(|(name, state)| {
-                let handle = self.switches.get(&name)?;
-                Some((name, handle.apply(Arc::new(state))))
-            })
-            .collect()
-    }
-
-    /// Wake the scheduler (the next install or expiry may have changed).
-    fn reschedule(&self) {
-        self.wake.notify_one();
-    }
-
-    /// The install/expiry loop: sleeps until the next moment the intended
-    /// state changes, retires what expired, and commits.
-    async fn scheduler(self: Arc<Self>) {
-        // Events are looked for after the last commit, not after "now":
-        // one that falls due while a commit is in flight is not skipped.
-        let mut last = now_unix_ns();
-        loop {
-            let next = {
-                self.inner
-                    .lock()
-                    .await
-                    .engine
-                    .next_event(last, self.lead_ns)
-            };
-            let now = now_unix_ns();
-            let wait = next
-                .map_or(Duration::from_secs(60), |t| {
-                    Duration::from_nanos(t.saturating_sub(now))
-                })
-                .min(Duration::from_secs(60));
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = self.wake.notified() => continue,
-            }
-            let now = now_unix_ns();
-            let acks = {
-                let mut inner = self.inner.lock().await;
-                let expired = inner.engine.expire(now);
-                for id in &expired {
-                    tracing::info!(reservation = %id, "expired; entries withdrawn");
-                }
-                self.commit(&mut inner, now, !expired.is_empty()).await
-            };
-            last = now;
-            let done = acknowledged(acks).await;
-            if done.changes > 0 {
-                tracing::debug!(
-                    changes = done.changes,
-                    "scheduled install/removal acknowledged"
-                );
-            }
-            for e in done.errors {
-                tracing::warn!(%e, "scheduled change not applied");
-            }
-        }
-    }
-
-    /// Bring learning's job list and the INT watch of their host pairs in
-    /// line with the registered jobs (after a registration or a cancel).
-    fn sync_jobs(&self, inner: &mut Inner) {
-        let Some(learning) = &self.learning else {
-            return;
-        };
-        let pairs = {
-            let mut l = learning.lock().expect("learning lock");
-            l.set_jobs(inner.engine.job_hosts());
-            l.watched_pairs()
-        };
-        match inner.compiler.set_watched_pairs(&pairs) {
-            Ok(leaves) => *self.watched_leaves.lock().expect("leaves lock") = leaves,
-            Err(e) => tracing::error!(%e, "cannot watch the jobs' host pairs"),
-        }
-    }
-
-    /// What learning sees with `--learn-from counters`: every `poll_ns`,
-    /// the watch counters of the leaves that hold learned jobs' hosts, as
-    /// bytes per host pair since the last read.
-    async fn poll_watch_counters(self: Arc<Self>, mut counters: WatchCounters, poll_ns: u64) {
-        let Some(learning) = self.learning.clone() else {
-            return;
-        };
-        let mut ticker = tokio::time::interval(Duration::from_nanos(poll_ns));
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let request = counters.request();
-        loop {
-            ticker.tick().await;
-            let leaves: Vec<String> = self
-                .watched_leaves
-                .lock()
-                .expect("leaves lock")
-                .iter()
-                .cloned()
-                .collect();
-            let reads = leaves.iter().filter_map(|leaf| {
-                let switch = self.switches.get(leaf)?;
-                let request = request.clone();
-                Some(async move { (leaf, switch.read_entities(vec![request]).await) })
-            });
-            for (leaf, read) in futures::future::join_all(reads).await {
-                let now = now_unix_ns();
-                match read {
-                    Ok(entities) => {
-                        let grew = counters.increments(leaf, &entities);
-                        let mut l = learning.lock().expect("learning lock");
-                        for ((src, dst), bytes) in grew {
-                            l.record(src, dst, bytes, now);
-                        }
-                    }
-                    Err(e) => tracing::debug!(switch = %leaf, %e, "watch counters not read"),
-                }
-            }
-        }
-    }
-
-    /// The T+5 loop: close the jobs' quiet iterations, reserve what the
-    /// learners predict, withdraw what stopped matching.
-    async fn learn(self: Arc<Self>, idle_ns: u64) {
-        let Some(learning) = self.learning.clone() else {
-            return;
-        };
-        let period = Duration::from_nanos((idle_ns / 4).clamp(1_000_000, 50_000_000));
-        let mut ticker = tokio::time::interval(period);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
-            let steps = learning.lock().expect("learning lock").tick(now_unix_ns());
-            if steps.is_empty() {
-                continue;
-            }
-            let mut changed = Vec::new();
-            let mut withdrawn = Vec::new();
-            let acks = {
-                let mut inner = self.inner.lock().await;
-                let now = now_unix_ns();
-                for step in steps {
-                    match step {
-                        Step::Reserve {
-                            tenant,
-                            job_id,
-                            iteration,
-                            demands,
-                        } => {
-                            let (batch, keys) =
-                                requests::predicted_batch(&tenant, &job_id, &demands);
-                            match inner.engine.submit_predicted(&batch, &keys, now) {
-                                Ok(planned) => {
-                                    let records = planned.records;
-                                    for r in &records {
-                                        self.metrics.outcome(r.status.name());
-                                    }
-                                    tracing::info!(%tenant, job = %job_id, iteration,
-                                        flows = demands.len(), granted = %granted(&records),
-                                        "predicted iteration reserved");
-                                    changed.extend(records);
-                                    // Reservations moved to make room.
-                                    changed.extend(planned.moved);
-                                }
-                                Err(e) => tracing::warn!(%tenant, job = %job_id, iteration,
-                                    message = %e, "predicted iteration not reserved"),
-                            }
-                        }
-                        Step::Withdraw {
-                            tenant,
-                            job_id,
-                            reason,
-                        } => {
-                            let records = inner.engine.withdraw_predicted(&tenant, &job_id, now);
-                            tracing::info!(%tenant, job = %job_id, %reason,
-                                withdrawn = records.len(), "predictions withdrawn");
-                            withdrawn.push((
-                                tenant,
-                                job_id,
-                                reason,
-                                records.iter().map(|r| r.id.clone()).collect(),
-                            ));
-                            changed.extend(records);
-                        }
-                    }
-                }
-                self.commit(&mut inner, now, true).await
-            };
-            self.reschedule();
-            for (tenant, job_id, reason, reservation_ids) in withdrawn {
-                let _ = self.events.send(Event::PredictionWithdrawn {
-                    tenant,
-                    job_id,
-                    reason,
-                    reservation_ids,
-                });
-            }
-            for r in changed {
-                let _ = self.events.send(Event::Reservation(Changed {
-                    tenant: r.tenant.clone(),
-                    reservation: r,
-                }));
-            }
-            for e in acknowledged(acks).await.errors {
-                tracing::warn!(%e, "predicted change not applied now; will be reconciled");
-            }
-        }
-    }
-
-    /// Take a fabric link down or bring it up (operator command): re-plan
-    /// the reservations on it, move routes and ECMP groups, persist, send
-    /// the new state to every switch, then publish the link event and the
-    /// re-planned reservations. Bad input changes nothing.
-    pub async fn set_link(
-        &self,
-        node: &str,
-        port: u32,
-        down: bool,
-    ) -> Result<api::LinkChangeView, (u16, String)> {
-        let now = now_unix_ns();
-        let (change, acks, links_down) = {
-            let mut inner = self.inner.lock().await;
-            let inner = &mut *inner;
-            let change = inner
-                .engine
-                .set_link(node, port, down, now)
-                .map_err(|e| (400, e))?;
-            if change.changed {
-                let edges = inner.engine.down_edges();
-                inner
-                    .compiler
-                    .set_down_edges(&edges)
-                    .map_err(|e| (500, e.to_string()))?;
-            }
-            let acks = self.commit(inner, now, change.changed).await;
-            let links_down: Vec<String> = inner
-                .engine
-                .state
-                .links_down
-                .iter()
-                .map(|l| l.to_string())
-                .collect();
-            (change, acks, links_down)
-        };
-        self.reschedule();
-        let done = acknowledged(acks).await;
-        if change.changed {
-            tracing::warn!(link = %change.link, down, replanned = change.affected.len(), "link state changed by the operator");
-            let l = self.topo.edge(change.edges[0]);
-            let _ = self.events.send(Event::Link {
-                down,
-                link: ndsp::types::LinkId {
-                    from_node: self.topo.node_name(l.from).to_string(),
-                    from_port: u32::from(l.from_port),
-                    to_node: self.topo.node_name(l.to).to_string(),
-                    to_port: u32::from(l.to_port),
-                },
-                observed_unix_ns: now,
-                affected: change
-                    .affected
-                    .iter()
-                    .map(|r| Affected {
-                        tenant: r.tenant.clone(),
-                        job_id: r.job_id.clone(),
-                        reservation_id: r.id.clone(),
-                    })
-                    .collect(),
-            });
-            for r in &change.affected {
-                let _ = self.events.send(Event::Reservation(Changed {
-                    tenant: r.tenant.clone(),
-                    reservation: r.clone(),
-                }));
-            }
-        }
-        Ok(api::LinkChangeView {
-            link: change.link.to_string(),
-            state: if down { "down" } else { "up" }.to_string(),
-            changed: change.changed,
-            replanned: change
-                .affected
-                .iter()
-                .map(|r| api::ReplannedView {
-                    id: r.id.clone(),
-                    status: r.status.name().to_string(),
-                    advisory: r.advisory.clone(),
-                    revision: r.revision,
-                })
-                .collect(),
-            switch_changes: done.changes,
-            switch_errors: done.errors,
-            links_down,
-        })
-    }
-
-    /// Compare every installed reserved flow with what INT reports show
-    /// of it (first seen, rate of its ingress port) and publish a forecast
-    /// mismatch once per flow, revision and kind.
-    async fn forecast_watch(self: Arc<Self>, tol: MismatchTolerance) {
-        let period = Duration::from_nanos((tol.start_ns / 4).clamp(5_000_000, 100_000_000));
-        let mut sent: std::collections::HashSet<(String, u64, usize, MismatchKind)> =
-            std::collections::HashSet::new();
-        loop {
-            tokio::time::sleep(period).await;
-            let now = now_unix_ns();
-            let mut flows = Vec::new();
-            {
-                let inner = self.inner.lock().await;
-                for r in &inner.engine.state.reservations {
-                    for (i, f) in r.flows.iter().enumerate() {
-                        if f.active(now, self.lead_ns) {
-                            flows.push((
-                                r.id.clone(),
-                                r.revision,
-                                i,
-                                r.tenant.clone(),
-                                r.job_id.clone(),
-                                f.clone(),
-                            ));
-                        }
-                    }
-                }
-            }
-            let live: std::collections::HashSet<(String, u64)> =
-                flows.iter().map(|f| (f.0.clone(), f.1)).collect();
-            sent.retain(|k| live.contains(&(k.0.clone(), k.1)));
-            for (id, revision, i, tenant, job_id, f) in flows {
-                let seen = self.loads.flow(f.src_ip, f.dst_ip, f.dst_qp());
-                for (kind, observed_start, observed_bps) in telemetry::mismatches(
-                    f.start_unix_ns,
-                    f.end_unix_ns,
-                    f.rate_bps,
-                    seen,
-                    now,
-                    tol,
-                ) {
-                    if !sent.insert((id.clone(), revision, i, kind)) {
-                        continue;
-                    }
-                    tracing::info!(reservation = %id, flow = %f.flow_id, ?kind, "traffic differs from its forecast");
-                    let _ = self.events.send(Event::Mismatch {
-                        tenant: tenant.clone(),
-                        job_id: job_id.clone(),
-                        mismatch: ndsp::types::ForecastMismatch {
-                            reservation_id: id.clone(),
-                            flow_id: f.flow_id.clone(),
-                            expected_start_unix_ns: f.start_unix_ns,
-                            observed_start_unix_ns: observed_start,
-                            expected_bps: f.rate_bps,
-                            observed_bps,
-                        },
-                    });
-                }
-            }
-        }
-    }
-
-    /// Path availability between the hosts of the tenant's live
-    /// reservations (of `jobs`, when not empty), at most 256 pairs.
-    pub async fn path_availability(
-        &self,
-        tenant: &str,
-        jobs: &[String],
-    ) -> Vec<ndsp::types::PathAvailability> {
-        let now = now_unix_ns();
-        let inner = self.inner.lock().await;
-        let mut pairs = std::collections::BTreeSet::new();
-        for r in &inner.engine.state.reservations {
-            if r.tenant != tenant
-                || !(jobs.is_empty() || r.job_id.as_ref().is_some_and(|j| jobs.contains(j)))
-            {
-                continue;
-            }
-            for f in &r.flows {
-                if pairs.len() < 256 {
-                    pairs.insert((f.src_ip, f.dst_ip));
-                }
-            }
-        }
-        pairs
-            .into_iter()
-            .filter_map(|(s, d)| inner.engine.path_availability(tenant, s, d, now))
-            .collect()
-    }
-
     /// The status view.
     pub async fn status(&self) -> StatusView {
         let now = now_unix_ns();
@@ -1174,31 +637,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     drop(processes);
     Ok(())
-}
-
-/// What each flow of some reservations got, for the log: `src>dst
-/// status rate path` per flow (`;`-separated), e.g. `10.0.1.1>10.0.2.1
-/// admitted 4.0Mb/s leaf1:5,spine1:2,leaf2:3`.
-fn granted(records: &[state::Reservation]) -> String {
-    let flows = records.iter().flat_map(|r| &r.flows);
-    flows
-        .map(|f| {
-            let path: Vec<String> = f
-                .hops
-                .iter()
-                .map(|h| format!("{}:{}", h.switch, h.port))
-                .collect();
-            format!(
-                "{}>{} {} {:.1}Mb/s {}",
-                f.src_ip,
-                f.dst_ip,
-                f.status.name(),
-                f.accepted_bps as f64 / 1e6,
-                path.join(",")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 async fn shutdown_signal() {

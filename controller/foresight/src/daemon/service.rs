@@ -18,11 +18,14 @@ use ndsp::Validate;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use super::engine::{to_ndsp, PlanTiming, Planned, Refusal, Superseded};
+use super::clock::now_unix_ns;
+use super::controller::{Controller, Inner, Mutation};
+use super::engine::{to_ndsp, PlanTiming, Planned, Refusal};
+use super::events::Event;
 use super::learning::announced_iteration;
 use super::requests::{collective_key, demand_keys, recorded_registration};
 use super::state::Reservation;
-use super::{acknowledged, now_unix_ns, Changed, Controller, Event};
+use super::telemetry::BYTES_PER_QUEUED_PACKET;
 
 /// Response metadata: microseconds from receipt to every due entry acknowledged.
 pub const INSTALL_US_METADATA: &str = "foresight-install-us";
@@ -60,22 +63,22 @@ impl Ndsp {
         }
     }
 
-    /// Commit with the engine locked by `change`, then wait for the
-    /// switches; returns the change's value, the latency and the changes.
+    /// One change through [`Controller::transact`]: `change` mutates the
+    /// locked engine and says what to publish once the switches
+    /// acknowledged; returns its value, the latency from receipt to those
+    /// acknowledgements, and the changes the switches made.
     async fn change<T>(
         &self,
         received: Instant,
-        change: impl FnOnce(&mut super::Inner, u64) -> Result<T, Status>,
+        change: impl FnOnce(&mut Inner, u64) -> Result<(T, Vec<Event>), Status>,
     ) -> Result<(T, std::time::Duration, usize), Status> {
-        let (value, acks) = {
-            let mut inner = self.c.inner.lock().await;
-            let now = now_unix_ns();
-            let value = change(&mut inner, now)?;
-            let acks = self.c.commit(&mut inner, now, true).await;
-            (value, acks)
-        };
-        self.c.reschedule();
-        let done = acknowledged(acks).await;
+        let (value, done) = self
+            .c
+            .transact(|inner, now| {
+                let (value, events) = change(inner, now)?;
+                Ok::<_, Status>(Mutation::changed(value, events))
+            })
+            .await?;
         for e in &done.errors {
             tracing::warn!(%e, "not installed now; will be reconciled");
         }
@@ -127,36 +130,28 @@ impl Ndsp {
             }
         }
     }
+}
 
-    /// What a submission planned: observed, its moves and the predictions
-    /// it took over published; returns its records.
-    fn planned(&self, planned: Planned) -> Vec<Reservation> {
-        self.observe(planned.timing, &planned.records);
-        self.broadcast(&planned.moved);
-        self.publish_superseded(planned.superseded);
-        planned.records
+/// What a submission tells the watchers: the reservations moved for it,
+/// then each prediction it took over and the records withdrawn (taken out
+/// of `planned`, which keeps its records).
+fn submission_events(planned: &mut Planned) -> Vec<Event> {
+    let mut events = changed(std::mem::take(&mut planned.moved));
+    for s in std::mem::take(&mut planned.superseded) {
+        events.push(Event::PredictionWithdrawn {
+            tenant: s.tenant,
+            job_id: s.job_id,
+            reason: "the job announced the iteration itself".into(),
+            reservation_ids: s.withdrawn.iter().map(|r| r.id.clone()).collect(),
+        });
+        events.extend(changed(s.withdrawn));
     }
+    events
+}
 
-    fn publish_superseded(&self, superseded: Vec<Superseded>) {
-        for s in superseded {
-            let _ = self.c.events.send(Event::PredictionWithdrawn {
-                tenant: s.tenant,
-                job_id: s.job_id,
-                reason: "the job announced the iteration itself".into(),
-                reservation_ids: s.withdrawn.iter().map(|r| r.id.clone()).collect(),
-            });
-            self.broadcast(&s.withdrawn);
-        }
-    }
-
-    fn broadcast(&self, records: &[Reservation]) {
-        for r in records {
-            let _ = self.c.events.send(Event::Reservation(Changed {
-                tenant: r.tenant.clone(),
-                reservation: r.clone(),
-            }));
-        }
-    }
+/// One reservation change event per record.
+fn changed(records: Vec<Reservation>) -> Vec<Event> {
+    records.into_iter().map(Event::reservation).collect()
 }
 
 /// The engine's refusals as NDSP status codes.
@@ -216,7 +211,7 @@ impl DemandSignaling for Ndsp {
                 .change(Instant::now(), |inner, _| {
                     let registered = inner.engine.register(topo, recorded);
                     self.c.sync_jobs(inner);
-                    Ok(registered)
+                    Ok((registered, Vec::new()))
                 })
                 .await?;
             Ok(Response::new(
@@ -250,12 +245,14 @@ impl DemandSignaling for Ndsp {
                         inner.engine.live_count(tenant),
                         inner.engine.new_demands(&batch),
                     )?;
-                    let planned = inner.engine.submit_demands(&batch, &keys, now)?;
+                    let mut planned = inner.engine.submit_demands(&batch, &keys, now)?;
                     self.announced(&planned.records);
-                    Ok((planned, now))
+                    let events = submission_events(&mut planned);
+                    Ok(((planned, now), events))
                 })
                 .await?;
-            let records = self.planned(planned);
+            self.observe(planned.timing, &planned.records);
+            let records = planned.records;
             let body = proto::SubmitDemandResponse {
                 reservations: records.iter().map(|r| (&to_ndsp(r)).into()).collect(),
             };
@@ -280,12 +277,14 @@ impl DemandSignaling for Ndsp {
                     self.c
                         .admission
                         .reservations(tenant, inner.engine.live_count(tenant), 1)?;
-                    let planned = inner.engine.submit_collective(&collective, key, now)?;
+                    let mut planned = inner.engine.submit_collective(&collective, key, now)?;
                     self.announced(&planned.records);
-                    Ok((planned, now))
+                    let events = submission_events(&mut planned);
+                    Ok(((planned, now), events))
                 })
                 .await?;
-            let records = self.planned(planned);
+            self.observe(planned.timing, &planned.records);
+            let records = planned.records;
             let body = proto::SubmitCollectiveResponse {
                 reservation: records.first().map(|r| (&to_ndsp(r)).into()),
             };
@@ -303,7 +302,7 @@ impl DemandSignaling for Ndsp {
         let r = async {
             let cancel = request.get_ref().validate()?;
             self.c.admission.request(&cancel.ctx.tenant, received)?;
-            let ((records, moved), took, changes) = self
+            let (records, took, changes) = self
                 .change(received, |inner, now| {
                     let records = inner.engine.cancel(&cancel)?;
                     if matches!(cancel.target, nt::CancelTarget::Job(_)) {
@@ -312,14 +311,14 @@ impl DemandSignaling for Ndsp {
                     // The freed capacity may lower the peak of what has not
                     // been installed yet.
                     let moved = inner.engine.reoptimize_pending(now);
-                    Ok((records, moved))
+                    let mut events = changed(records.clone());
+                    events.extend(changed(moved));
+                    Ok((records, events))
                 })
                 .await?;
             for r in &records {
                 tracing::info!(reservation = %r.id, "cancelled");
             }
-            self.broadcast(&records);
-            self.broadcast(&moved);
             let body = proto::CancelResponse {
                 cancelled_reservation_ids: records.iter().map(|r| r.id.clone()).collect(),
             };
@@ -339,11 +338,12 @@ impl DemandSignaling for Ndsp {
             self.c.admission.request(&deviation.ctx.tenant, received)?;
             let (planned, took, changes) = self
                 .change(received, |inner, now| {
-                    Ok(inner.engine.deviation(&deviation, now)?)
+                    let planned = inner.engine.deviation(&deviation, now)?;
+                    let events = changed(planned.records.clone());
+                    Ok((planned, events))
                 })
                 .await?;
             self.observe(planned.timing, &planned.records);
-            self.broadcast(&planned.records);
             let records = planned.records;
             let body = proto::ReportDeviationResponse {
                 updated_reservations: records.iter().map(|r| (&to_ndsp(r)).into()).collect(),
@@ -559,8 +559,7 @@ async fn snapshot(
             } else {
                 (e.last_unix_ns - e.start_unix_ns).max(1)
             },
-            peak_queue_bytes: u64::from(e.peak_queue_packets)
-                * super::telemetry::BYTES_PER_QUEUED_PACKET,
+            peak_queue_bytes: u64::from(e.peak_queue_packets) * BYTES_PER_QUEUED_PACKET,
             affected_packets: e.packets,
         })
         .collect();
@@ -582,8 +581,7 @@ async fn snapshot(
             capacity_bps: l.capacity_bps,
             measured_bps: view.measured_bps.unwrap_or(0),
             reserved_bps: view.reserved_bps.min(l.capacity_bps),
-            peak_queue_bytes: u64::from(view.queue_packets.unwrap_or(0))
-                * super::telemetry::BYTES_PER_QUEUED_PACKET,
+            peak_queue_bytes: u64::from(view.queue_packets.unwrap_or(0)) * BYTES_PER_QUEUED_PACKET,
         });
     }
     nt::TelemetrySnapshot {

@@ -30,6 +30,7 @@ mod refusal;
 #[cfg(test)]
 mod testing;
 
-pub use outcome::{PlanTiming, Planned, Superseded};
+pub use links::LinkChange;
+pub use outcome::{PlanTiming, Planned};
 pub use records::{to_ndsp, Engine, Reoptimization, Restored};
 pub use refusal::Refusal;

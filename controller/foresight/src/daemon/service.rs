@@ -18,10 +18,14 @@ use ndsp::Validate;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use super::engine::{to_ndsp, PlanTiming, Superseded};
+use super::clock::now_unix_ns;
+use super::controller::{Controller, Inner, Mutation};
+use super::engine::{to_ndsp, PlanTiming, Planned, Refusal};
+use super::events::Event;
 use super::learning::announced_iteration;
+use super::requests::{collective_key, demand_keys, recorded_registration};
 use super::state::Reservation;
-use super::{acknowledged, now_unix_ns, Changed, Controller, Event};
+use super::telemetry::BYTES_PER_QUEUED_PACKET;
 
 /// Response metadata: microseconds from receipt to every due entry acknowledged.
 pub const INSTALL_US_METADATA: &str = "foresight-install-us";
@@ -59,22 +63,22 @@ impl Ndsp {
         }
     }
 
-    /// Commit with the engine locked by `change`, then wait for the
-    /// switches; returns the change's value, the latency and the changes.
+    /// One change through [`Controller::transact`]: `change` mutates the
+    /// locked engine and says what to publish once the switches
+    /// acknowledged; returns its value, the latency from receipt to those
+    /// acknowledgements, and the changes the switches made.
     async fn change<T>(
         &self,
         received: Instant,
-        change: impl FnOnce(&mut super::Inner, u64) -> Result<T, Status>,
+        change: impl FnOnce(&mut Inner, u64) -> Result<(T, Vec<Event>), Status>,
     ) -> Result<(T, std::time::Duration, usize), Status> {
-        let (value, acks) = {
-            let mut inner = self.c.inner.lock().await;
-            let now = now_unix_ns();
-            let value = change(&mut inner, now)?;
-            let acks = self.c.commit(&mut inner, now, true).await;
-            (value, acks)
-        };
-        self.c.reschedule();
-        let done = acknowledged(acks).await;
+        let (value, done) = self
+            .c
+            .transact(|inner, now| {
+                let (value, events) = change(inner, now)?;
+                Ok::<_, Status>(Mutation::changed(value, events))
+            })
+            .await?;
         for e in &done.errors {
             tracing::warn!(%e, "not installed now; will be reconciled");
         }
@@ -108,10 +112,9 @@ impl Ndsp {
             .any(|r| r.flows.iter().any(|f| f.active(now, self.c.lead_ns)))
     }
 
-    /// After an announcement was planned: the predictions it took over, and
-    /// the announced iterations handed to learning (T+5), per job.
-    fn announced(&self, inner: &mut super::Inner, records: &[Reservation]) -> Vec<Superseded> {
-        let superseded = inner.engine.take_superseded();
+    /// After an announcement was planned: the announced iterations handed
+    /// to learning (learned periodic schedules), per job.
+    fn announced(&self, records: &[Reservation]) {
         if let Some(learning) = &self.c.learning {
             let mut by_job: BTreeMap<(&str, &str), Vec<&Reservation>> = BTreeMap::new();
             for r in records.iter().filter(|r| !r.predicted) {
@@ -126,27 +129,39 @@ impl Ndsp {
                 }
             }
         }
-        superseded
     }
+}
 
-    fn publish_superseded(&self, superseded: Vec<Superseded>) {
-        for s in superseded {
-            let _ = self.c.events.send(Event::PredictionWithdrawn {
-                tenant: s.tenant,
-                job_id: s.job_id,
-                reason: "the job announced the iteration itself".into(),
-                reservation_ids: s.withdrawn.iter().map(|r| r.id.clone()).collect(),
-            });
-            self.broadcast(&s.withdrawn);
-        }
+/// What a submission tells the watchers: the reservations moved for it,
+/// then each prediction it took over and the records withdrawn (taken out
+/// of `planned`, which keeps its records).
+fn submission_events(planned: &mut Planned) -> Vec<Event> {
+    let mut events = changed(std::mem::take(&mut planned.moved));
+    for s in std::mem::take(&mut planned.superseded) {
+        events.push(Event::PredictionWithdrawn {
+            tenant: s.tenant,
+            job_id: s.job_id,
+            reason: "the job announced the iteration itself".into(),
+            reservation_ids: s.withdrawn.iter().map(|r| r.id.clone()).collect(),
+        });
+        events.extend(changed(s.withdrawn));
     }
+    events
+}
 
-    fn broadcast(&self, records: &[Reservation]) {
-        for r in records {
-            let _ = self.c.events.send(Event::Reservation(Changed {
-                tenant: r.tenant.clone(),
-                reservation: r.clone(),
-            }));
+/// One reservation change event per record.
+fn changed(records: Vec<Reservation>) -> Vec<Event> {
+    records.into_iter().map(Event::reservation).collect()
+}
+
+/// The engine's refusals as NDSP status codes.
+impl From<Refusal> for Status {
+    fn from(r: Refusal) -> Status {
+        match r {
+            Refusal::Invalid(e) => Status::from(e),
+            Refusal::AlreadyExists(m) => Status::already_exists(m),
+            Refusal::NotFound(m) => Status::not_found(m),
+            Refusal::Internal(m) => Status::internal(m),
         }
     }
 }
@@ -188,14 +203,15 @@ impl DemandSignaling for Ndsp {
     ) -> Result<Response<proto::RegisterTopologyResponse>, Status> {
         let r = async {
             let topo = request.get_ref().validate()?;
+            let recorded = recorded_registration(request.get_ref());
             self.c.admission.request(&topo.ctx.tenant, Instant::now())?;
             let job_id = topo.job_id.clone();
             let ranks = topo.ranks.len() as u32;
             let ((generation, warnings), _, _) = self
                 .change(Instant::now(), |inner, _| {
-                    let registered = inner.engine.register(request.get_ref(), topo);
+                    let registered = inner.engine.register(topo, recorded);
                     self.c.sync_jobs(inner);
-                    Ok(registered)
+                    Ok((registered, Vec::new()))
                 })
                 .await?;
             Ok(Response::new(
@@ -219,8 +235,9 @@ impl DemandSignaling for Ndsp {
         let received = Instant::now();
         let r = async {
             let batch = request.get_ref().validate()?;
+            let keys = demand_keys(request.get_ref());
             self.c.admission.request(&batch.ctx.tenant, received)?;
-            let ((records, timing, now, moved, superseded), took, changes) = self
+            let ((planned, now), took, changes) = self
                 .change(received, |inner, now| {
                     let tenant = &batch.ctx.tenant;
                     self.c.admission.reservations(
@@ -228,17 +245,14 @@ impl DemandSignaling for Ndsp {
                         inner.engine.live_count(tenant),
                         inner.engine.new_demands(&batch),
                     )?;
-                    let (records, timing) =
-                        inner
-                            .engine
-                            .submit_demands(request.get_ref(), &batch, now)?;
-                    let superseded = self.announced(inner, &records);
-                    Ok((records, timing, now, inner.engine.take_moved(), superseded))
+                    let mut planned = inner.engine.submit_demands(&batch, &keys, now)?;
+                    self.announced(&planned.records);
+                    let events = submission_events(&mut planned);
+                    Ok(((planned, now), events))
                 })
                 .await?;
-            self.observe(timing, &records);
-            self.broadcast(&moved);
-            self.publish_superseded(superseded);
+            self.observe(planned.timing, &planned.records);
+            let records = planned.records;
             let body = proto::SubmitDemandResponse {
                 reservations: records.iter().map(|r| (&to_ndsp(r)).into()).collect(),
             };
@@ -255,27 +269,24 @@ impl DemandSignaling for Ndsp {
         let received = Instant::now();
         let r = async {
             let collective = request.get_ref().validate()?;
+            let key = collective_key(request.get_ref());
             self.c.admission.request(&collective.ctx.tenant, received)?;
-            let ((record, timing, now, moved, superseded), took, changes) = self
+            let ((planned, now), took, changes) = self
                 .change(received, |inner, now| {
                     let tenant = &collective.ctx.tenant;
                     self.c
                         .admission
                         .reservations(tenant, inner.engine.live_count(tenant), 1)?;
-                    let (record, timing) =
-                        inner
-                            .engine
-                            .submit_collective(request.get_ref(), &collective, now)?;
-                    let superseded = self.announced(inner, std::slice::from_ref(&record));
-                    Ok((record, timing, now, inner.engine.take_moved(), superseded))
+                    let mut planned = inner.engine.submit_collective(&collective, key, now)?;
+                    self.announced(&planned.records);
+                    let events = submission_events(&mut planned);
+                    Ok(((planned, now), events))
                 })
                 .await?;
-            let records = [record];
-            self.observe(timing, &records);
-            self.broadcast(&moved);
-            self.publish_superseded(superseded);
+            self.observe(planned.timing, &planned.records);
+            let records = planned.records;
             let body = proto::SubmitCollectiveResponse {
-                reservation: Some((&to_ndsp(&records[0])).into()),
+                reservation: records.first().map(|r| (&to_ndsp(r)).into()),
             };
             Ok(self.respond(body, took, changes, self.installed_now(&records, now)))
         }
@@ -291,7 +302,7 @@ impl DemandSignaling for Ndsp {
         let r = async {
             let cancel = request.get_ref().validate()?;
             self.c.admission.request(&cancel.ctx.tenant, received)?;
-            let ((records, moved), took, changes) = self
+            let (records, took, changes) = self
                 .change(received, |inner, now| {
                     let records = inner.engine.cancel(&cancel)?;
                     if matches!(cancel.target, nt::CancelTarget::Job(_)) {
@@ -299,15 +310,15 @@ impl DemandSignaling for Ndsp {
                     }
                     // The freed capacity may lower the peak of what has not
                     // been installed yet.
-                    inner.engine.reoptimize_pending(now);
-                    Ok((records, inner.engine.take_moved()))
+                    let moved = inner.engine.reoptimize_pending(now);
+                    let mut events = changed(records.clone());
+                    events.extend(changed(moved));
+                    Ok((records, events))
                 })
                 .await?;
             for r in &records {
                 tracing::info!(reservation = %r.id, "cancelled");
             }
-            self.broadcast(&records);
-            self.broadcast(&moved);
             let body = proto::CancelResponse {
                 cancelled_reservation_ids: records.iter().map(|r| r.id.clone()).collect(),
             };
@@ -325,13 +336,15 @@ impl DemandSignaling for Ndsp {
         let r = async {
             let deviation = request.get_ref().validate()?;
             self.c.admission.request(&deviation.ctx.tenant, received)?;
-            let ((records, timing), took, changes) = self
+            let (planned, took, changes) = self
                 .change(received, |inner, now| {
-                    inner.engine.deviation(&deviation, now)
+                    let planned = inner.engine.deviation(&deviation, now)?;
+                    let events = changed(planned.records.clone());
+                    Ok((planned, events))
                 })
                 .await?;
-            self.observe(timing, &records);
-            self.broadcast(&records);
+            self.observe(planned.timing, &planned.records);
+            let records = planned.records;
             let body = proto::ReportDeviationResponse {
                 updated_reservations: records.iter().map(|r| (&to_ndsp(r)).into()).collect(),
             };
@@ -546,8 +559,7 @@ async fn snapshot(
             } else {
                 (e.last_unix_ns - e.start_unix_ns).max(1)
             },
-            peak_queue_bytes: u64::from(e.peak_queue_packets)
-                * super::telemetry::BYTES_PER_QUEUED_PACKET,
+            peak_queue_bytes: u64::from(e.peak_queue_packets) * BYTES_PER_QUEUED_PACKET,
             affected_packets: e.packets,
         })
         .collect();
@@ -569,8 +581,7 @@ async fn snapshot(
             capacity_bps: l.capacity_bps,
             measured_bps: view.measured_bps.unwrap_or(0),
             reserved_bps: view.reserved_bps.min(l.capacity_bps),
-            peak_queue_bytes: u64::from(view.queue_packets.unwrap_or(0))
-                * super::telemetry::BYTES_PER_QUEUED_PACKET,
+            peak_queue_bytes: u64::from(view.queue_packets.unwrap_or(0)) * BYTES_PER_QUEUED_PACKET,
         });
     }
     nt::TelemetrySnapshot {
@@ -579,5 +590,42 @@ async fn snapshot(
         links,
         congestion_events,
         paths,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each refusal of the engine reaches the client with the status code
+    /// NDSP defines for it, and a wrong field is named in the metadata too.
+    #[test]
+    fn refusals_are_ndsp_status_codes() {
+        let invalid = Status::from(Refusal::Invalid(ndsp::ValidationError::new(
+            "collective.ranks",
+            "split",
+        )));
+        assert_eq!(invalid.code(), tonic::Code::InvalidArgument);
+        assert_eq!(invalid.message(), "collective.ranks: split");
+        assert_eq!(
+            invalid
+                .metadata()
+                .get(ndsp::validate::FIELD_METADATA_KEY)
+                .unwrap(),
+            "collective.ranks"
+        );
+        for (refusal, code) in [
+            (
+                Refusal::AlreadyExists("a".into()),
+                tonic::Code::AlreadyExists,
+            ),
+            (Refusal::NotFound("n".into()), tonic::Code::NotFound),
+            (Refusal::Internal("i".into()), tonic::Code::Internal),
+        ] {
+            let message = refusal.message();
+            let status = Status::from(refusal);
+            assert_eq!(status.code(), code);
+            assert_eq!(status.message(), message);
+        }
     }
 }

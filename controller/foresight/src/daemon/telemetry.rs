@@ -418,7 +418,7 @@ impl LinkLoads {
 
     /// Account one report received now.
     pub fn record(&self, report: &Report) {
-        self.record_at(report, super::now_unix_ns());
+        self.record_at(report, super::clock::now_unix_ns());
     }
 
     /// Account one report received at `now_unix_ns`.
@@ -646,7 +646,7 @@ pub async fn collect(
                 if let Some(l) = &learning {
                     // A sampled report stands for its flow's unsampled packets.
                     let bytes = u64::from(report.wire_bytes) * loads.config.report_weight();
-                    let now = super::now_unix_ns();
+                    let now = super::clock::now_unix_ns();
                     l.lock()
                         .expect("learning lock")
                         .record(report.src, report.dst, bytes, now);

@@ -10,7 +10,7 @@ use testkit::etcd::Cluster;
 
 use super::Fabric;
 
-/// Exit status of a replica that stepped down (`daemon::ha::STEP_DOWN_EXIT`).
+/// Exit status of a replica that stepped down (`STEP_DOWN_EXIT` in `daemon/ha/fence.rs`).
 pub const STEP_DOWN_EXIT: i32 = 75;
 
 pub struct Replica {

@@ -1,0 +1,83 @@
+//! How the daemon is configured: what `foresight controller`'s command
+//! line becomes (the fabric, the switches, the listeners, HA, planning,
+//! telemetry, learning and limits), in one value handed to `startup`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use installer::Devices;
+use planner::{PlannerConfig, Topology};
+
+use super::admin_token::AdminToken;
+use super::desired::Policy;
+use super::ha::HaConfig;
+use super::identity::Mtls;
+use super::learning::LearningConfig;
+use super::limits::Limits;
+use super::telemetry::{MismatchTolerance, TelemetryConfig};
+use crate::fabric::{Endpoint, Pipeline};
+
+/// Where the switches are.
+pub enum Switches {
+    /// Given endpoints, by switch name.
+    Endpoints(BTreeMap<String, Endpoint>),
+    /// Start one BMv2 per topology switch (stopped when the daemon exits).
+    Bmv2,
+}
+
+/// Which earlier reservations a new demand, a failed link or a
+/// cancellation may move to other paths (windows and rates never change;
+/// every move is a `WatchEvents` reservation change saying what and why).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReoptimizeMode {
+    /// None: each reservation keeps the paths it was given.
+    Off,
+    /// Those none of whose entries are on the switches yet.
+    Pending,
+    /// Also those installed but not started.
+    NotStarted,
+}
+
+pub struct Config {
+    pub topology: Topology,
+    pub pipeline: Pipeline,
+    /// The switches' target and port numbering.
+    pub devices: Devices,
+    pub switches: Switches,
+    pub ndsp_listen: SocketAddr,
+    pub http_listen: SocketAddr,
+    /// The operator's token for the admin endpoint's writes; required when
+    /// `http_listen` is not a loopback address.
+    pub admin_token: Option<AdminToken>,
+    pub int_listen: Option<SocketAddr>,
+    pub state_file: Option<PathBuf>,
+    pub election_id: u128,
+    /// Mutual TLS on NDSP (the tenant is the client certificate's).
+    pub mtls: Option<Mtls>,
+    /// Replicas on etcd (the state lives there, not in `state_file`, and
+    /// the election id comes from the leadership).
+    pub ha: Option<HaConfig>,
+    pub planner: PlannerConfig,
+    pub policy: Policy,
+    /// Which reservations planning may move before they are installed.
+    pub reoptimize: ReoptimizeMode,
+    /// Congestion episodes from INT reports.
+    pub telemetry: TelemetryConfig,
+    /// When observed traffic is a forecast mismatch.
+    pub mismatch: MismatchTolerance,
+    /// Written (JSON: addresses, pid) once every switch is reconciled,
+    /// or `switch_wait` has passed.
+    pub ready_file: Option<PathBuf>,
+    pub switch_wait: Duration,
+    /// Learn registered jobs' iterations and reserve them ahead (T+5);
+    /// learning from INT needs the INT collector.
+    pub learning: Option<LearningConfig>,
+    /// Per-tenant limits.
+    pub limits: Limits,
+    /// Largest NDSP request the server decodes, bytes.
+    pub max_request_bytes: usize,
+    /// Each tenant's share of every link (planner admission).
+    pub tenant_shares: planner::shares::TenantShares,
+}

@@ -1,0 +1,36 @@
+//! The controller's decisions, without I/O: NDSP requests (validated by
+//! `ndsp::validate`, handed over with their idempotency keys) become
+//! planner demands, the planner reserves them, and the outcome becomes
+//! reservation records in the state. Cancels, deviations (re-planning)
+//! and expiry change records; the desired switch state is derived from
+//! the records elsewhere.
+//!
+//! The engine takes and returns domain types only: no protobuf message
+//! and no gRPC status. A refusal is a [`Refusal`] (a field that is wrong
+//! given the controller's state, an id live with other contents, nothing
+//! by that id), which the NDSP service maps to its status code. A refused
+//! request changes nothing. What a request did comes back in one
+//! [`Planned`] value: its records, the reservations moved for it, the
+//! predictions it took over.
+//!
+//! One file per request kind: `demands`, `collectives`, `changes`
+//! (cancel, deviation, expiry), `links` (link state), `jobs`
+//! (registrations); `outcome` opens records and turns a plan into them;
+//! `records` is the engine itself, records and ledger kept in step;
+//! `refusal` says why a request is refused.
+
+mod changes;
+mod collectives;
+mod demands;
+mod jobs;
+mod links;
+mod outcome;
+mod records;
+mod refusal;
+#[cfg(test)]
+mod testing;
+
+pub use links::LinkChange;
+pub use outcome::{PlanTiming, Planned};
+pub use records::{to_ndsp, Engine, Reoptimization, Restored};
+pub use refusal::Refusal;

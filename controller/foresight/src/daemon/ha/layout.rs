@@ -1,0 +1,264 @@
+//! The state as etcd keys: `meta` (fabric, epoch, counters, links down),
+//! `job/<tenant>/<job>` and `reservation/<seq>` (zero-padded, so that key
+//! order is sequence order).
+//!
+//! Its own file because it is the one part of HA that is pure data: what
+//! a commit writes and deletes is computed here, without etcd, and tested
+//! without it.
+
+use std::collections::{BTreeMap, HashSet};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::daemon::state::{Job, LinkRef, Reservation, State};
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    version: u32,
+    fabric: String,
+    epoch_unix_ns: u64,
+    next_seq: u64,
+    next_qp: BTreeMap<String, u32>,
+    links_down: Vec<LinkRef>,
+}
+
+fn meta(state: &State) -> anyhow::Result<Vec<u8>> {
+    let meta = Meta {
+        version: state.version,
+        fabric: state.fabric.clone(),
+        epoch_unix_ns: state.epoch_unix_ns,
+        next_seq: state.next_seq,
+        next_qp: state.next_qp.clone(),
+        links_down: state.links_down.clone(),
+    };
+    Ok(serde_json::to_vec(&meta)?)
+}
+
+fn job_key(j: &Job) -> String {
+    format!("job/{}/{}", j.tenant, j.job_id)
+}
+
+fn reservation_key(seq: u64) -> String {
+    format!("reservation/{seq:020}")
+}
+
+/// The records etcd holds, as last committed. Compared with the state
+/// record by record (`==`), so a commit serializes only what changed,
+/// not every live reservation.
+#[derive(Default)]
+pub struct Committed {
+    meta: Vec<u8>,
+    jobs: BTreeMap<String, Job>,
+    reservations: BTreeMap<u64, Reservation>,
+}
+
+/// What one commit writes (records with their bytes) and deletes.
+#[derive(Default)]
+pub struct Changes {
+    meta: Option<Vec<u8>>,
+    jobs: Vec<(String, Job, Vec<u8>)>,
+    reservations: Vec<(Reservation, Vec<u8>)>,
+    deleted_jobs: Vec<String>,
+    deleted_reservations: Vec<u64>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self.meta.is_none()
+            && self.jobs.is_empty()
+            && self.reservations.is_empty()
+            && self.deleted_jobs.is_empty()
+            && self.deleted_reservations.is_empty()
+    }
+
+    /// The keys to write, with their values.
+    pub fn puts(&self) -> impl Iterator<Item = (String, &[u8])> {
+        let meta = self.meta.iter().map(|m| ("meta".to_string(), m.as_slice()));
+        let jobs = self.jobs.iter().map(|(k, _, v)| (k.clone(), v.as_slice()));
+        let reservations = self
+            .reservations
+            .iter()
+            .map(|(r, v)| (reservation_key(r.seq), v.as_slice()));
+        meta.chain(jobs).chain(reservations)
+    }
+
+    /// The keys to delete.
+    pub fn deletes(&self) -> impl Iterator<Item = String> + '_ {
+        let reservations = self
+            .deleted_reservations
+            .iter()
+            .map(|s| reservation_key(*s));
+        self.deleted_jobs.iter().cloned().chain(reservations)
+    }
+}
+
+impl Committed {
+    /// What was loaded: `state`, assembled from `keys`.
+    pub fn of(state: &State, keys: &BTreeMap<String, Vec<u8>>) -> Committed {
+        Committed {
+            meta: keys.get("meta").cloned().unwrap_or_default(),
+            jobs: state.jobs.iter().map(|j| (job_key(j), j.clone())).collect(),
+            reservations: state
+                .reservations
+                .iter()
+                .map(|r| (r.seq, r.clone()))
+                .collect(),
+        }
+    }
+
+    /// What to write and delete so that etcd holds `state`.
+    pub fn changes(&self, state: &State) -> anyhow::Result<Changes> {
+        let mut out = Changes::default();
+        let meta = meta(state)?;
+        if meta != self.meta {
+            out.meta = Some(meta);
+        }
+        let mut jobs = HashSet::new();
+        for j in &state.jobs {
+            let key = job_key(j);
+            if self.jobs.get(&key) != Some(j) {
+                out.jobs
+                    .push((key.clone(), j.clone(), serde_json::to_vec(j)?));
+            }
+            jobs.insert(key);
+        }
+        out.deleted_jobs = self
+            .jobs
+            .keys()
+            .filter(|k| !jobs.contains(*k))
+            .cloned()
+            .collect();
+        let mut seqs = HashSet::with_capacity(state.reservations.len());
+        for r in &state.reservations {
+            if self.reservations.get(&r.seq) != Some(r) {
+                out.reservations.push((r.clone(), serde_json::to_vec(r)?));
+            }
+            seqs.insert(r.seq);
+        }
+        out.deleted_reservations = self
+            .reservations
+            .keys()
+            .filter(|s| !seqs.contains(*s))
+            .copied()
+            .collect();
+        Ok(out)
+    }
+
+    /// `changes` were committed.
+    pub fn apply(&mut self, changes: Changes) {
+        if let Some(meta) = changes.meta {
+            self.meta = meta;
+        }
+        for key in &changes.deleted_jobs {
+            self.jobs.remove(key);
+        }
+        for seq in &changes.deleted_reservations {
+            self.reservations.remove(seq);
+        }
+        self.jobs
+            .extend(changes.jobs.into_iter().map(|(k, j, _)| (k, j)));
+        self.reservations
+            .extend(changes.reservations.into_iter().map(|(r, _)| (r.seq, r)));
+    }
+}
+
+pub fn assemble(keys: &BTreeMap<String, Vec<u8>>, fabric: &str) -> anyhow::Result<State> {
+    let meta = keys.get("meta").context("no meta key")?;
+    let meta: Meta = serde_json::from_slice(meta).context("meta: not Foresight state")?;
+    let mut state = State::new(&meta.fabric, meta.epoch_unix_ns);
+    state.version = meta.version;
+    state.next_seq = meta.next_seq;
+    state.next_qp = meta.next_qp;
+    state.links_down = meta.links_down;
+    for (name, value) in keys {
+        if name.starts_with("job/") {
+            let job: Job = serde_json::from_slice(value).with_context(|| name.clone())?;
+            state.jobs.push(job);
+        } else if name.starts_with("reservation/") {
+            let r: Reservation = serde_json::from_slice(value).with_context(|| name.clone())?;
+            state.reservations.push(r);
+        } else if name != "meta" {
+            anyhow::bail!("{name}: not a key of Foresight state");
+        }
+    }
+    // The same checks as a state file's.
+    let bytes = serde_json::to_vec(&state)?;
+    State::from_json(&bytes, fabric)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Committed;
+    use crate::daemon::state::{Job, Reason, Reservation, State, Status, Subject};
+
+    fn reservation(seq: u64) -> Reservation {
+        Reservation {
+            id: format!("r{seq}"),
+            seq,
+            tenant: "t".into(),
+            subject: Subject::Demand(format!("d{seq}")),
+            job_id: None,
+            request: String::new(),
+            priority: 0,
+            elastic: false,
+            deadline_unix_ns: None,
+            status: Status::Admitted,
+            reason: Reason::None,
+            advisory: None,
+            revision: 1,
+            flows: Vec::new(),
+            cancelled: false,
+            predicted: false,
+        }
+    }
+
+    /// The keys a commit writes, sorted.
+    fn written(c: &Committed, s: &State) -> (Vec<String>, Vec<String>) {
+        let changes = c.changes(s).unwrap();
+        let mut puts: Vec<String> = changes.puts().map(|(k, _)| k).collect();
+        let mut deletes: Vec<String> = changes.deletes().collect();
+        puts.sort();
+        deletes.sort();
+        (puts, deletes)
+    }
+
+    #[test]
+    fn a_commit_writes_only_what_changed() {
+        let mut c = Committed::default();
+        let mut s = State::new("f", 1);
+        s.reservations = (1..=3).map(reservation).collect();
+        s.jobs.push(Job {
+            tenant: "t".into(),
+            job_id: "j".into(),
+            generation: 1,
+            request: String::new(),
+        });
+        let (puts, deletes) = written(&c, &s);
+        assert_eq!(puts.len(), 5, "meta, one job, three reservations: {puts:?}");
+        assert!(deletes.is_empty());
+        c.apply(c.changes(&s).unwrap());
+        assert!(c.changes(&s).unwrap().is_empty(), "nothing changed since");
+
+        // One record changes, one goes, one comes, the job goes.
+        s.reservations[0].revision += 1;
+        s.reservations.remove(1);
+        s.reservations.push(reservation(4));
+        s.jobs.clear();
+        let (puts, deletes) = written(&c, &s);
+        assert_eq!(
+            puts,
+            vec![
+                "reservation/00000000000000000001",
+                "reservation/00000000000000000004"
+            ]
+        );
+        assert_eq!(deletes, vec!["job/t/j", "reservation/00000000000000000002"]);
+        c.apply(c.changes(&s).unwrap());
+        assert!(c.changes(&s).unwrap().is_empty());
+
+        // The counters are in meta.
+        s.next_seq += 1;
+        assert_eq!(written(&c, &s).0, vec!["meta"]);
+    }
+}

@@ -123,12 +123,17 @@ async fn revoke_dead_leader(
             (true, _) => (lease, 1),
         };
         if refused.1 >= REFUSED_PROBES {
+            // In a task of its own: the revoke ends the campaign, which drops
+            // this future, possibly before the answer is logged.
             let mut leases = client.lease_client();
-            if let Ok(Ok(_)) = tokio::time::timeout(CALL_TIMEOUT, leases.revoke(lease)).await {
-                let name = info.map(|i| i.replica).unwrap_or_default();
-                tracing::warn!(leader = %name, lease, %addr,
-                    "the leader's NDSP port refuses connections: its lease revoked");
-            }
+            let revoke = tokio::spawn(async move {
+                if let Ok(Ok(_)) = tokio::time::timeout(CALL_TIMEOUT, leases.revoke(lease)).await {
+                    let name = info.map(|i| i.replica).unwrap_or_default();
+                    tracing::warn!(leader = %name, lease, %addr,
+                        "the leader's NDSP port refuses connections: its lease revoked");
+                }
+            });
+            let _ = revoke.await;
             refused = (lease, 0);
         }
     }

@@ -676,7 +676,10 @@ mod tests {
             vec![hash_seed_config(7)]
         );
         let e = switch_hash_config(&without, spine).unwrap_err();
-        assert!(e.contains(names::HASH_OFFSET) && e.contains("offset 10"), "{e}");
+        assert!(
+            e.contains(names::HASH_OFFSET) && e.contains("offset 10"),
+            "{e}"
+        );
     }
 
     #[test]

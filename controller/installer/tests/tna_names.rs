@@ -350,7 +350,9 @@ impl Check<'_> {
 fn v1model_only(object: &Object) -> bool {
     let only = |name: &str| names::V1MODEL_ONLY.contains(&name);
     match object {
-        Object::Entry(e) | Object::Default(e) => only(&e.table) || e.action.as_deref().is_some_and(only),
+        Object::Entry(e) | Object::Default(e) => {
+            only(&e.table) || e.action.as_deref().is_some_and(only)
+        }
         Object::Member { action, .. } => only(action),
         Object::Group { .. } | Object::CloneSession { .. } => false,
     }

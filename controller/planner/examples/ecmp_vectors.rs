@@ -18,8 +18,8 @@ use std::net::Ipv4Addr;
 
 use planner::conventions::{udp_src_port_for_qp, FIRST_QP, QP_MASK, ROCEV2_UDP_PORT};
 use planner::ecmp::{HashKey, HashMode, SeedPolicy};
-use planner::topology::Role;
 use planner::rng::Rng;
+use planner::topology::Role;
 use serde_json::{json, Value};
 
 /// The PTF switches and the tier each hashes as.

@@ -778,15 +778,25 @@ mod tests {
         // misses one and 4 missing has probability < 1e-6 per pair. Ask
         // for 13 of 16 on every pair and all 16 on 80 % of them (the mean
         // is 90 %, sd 1.3 %).
-        assert!(used.values().all(|u| u.len() >= 13), "a pair kept to few uplinks");
+        assert!(
+            used.values().all(|u| u.len() >= 13),
+            "a pair kept to few uplinks"
+        );
         let all = used.values().filter(|u| u.len() == 16).count();
-        assert!(all * 10 >= used.len() * 8, "{all} of {} pairs use all 16", used.len());
+        assert!(
+            all * 10 >= used.len() * 8,
+            "{all} of {} pairs use all 16",
+            used.len()
+        );
         let expected = choices.len() as f64 / joint.len() as f64;
         let chi2: f64 = joint
             .iter()
             .map(|&n| (n as f64 - expected).powi(2) / expected)
             .sum();
-        assert!(chi2 < 700.0, "leaf and spine choices are dependent: chi2 {chi2}");
+        assert!(
+            chi2 < 700.0,
+            "leaf and spine choices are dependent: chi2 {chi2}"
+        );
     }
 
     /// Group sizes without a common power-of-two factor (3 spines per pod,

@@ -790,7 +790,10 @@ mod tests {
             .seed_policy()
             .unwrap_err()
             .to_string();
-        assert!(e.contains("hash offsets") && e.contains("seeds-only"), "{e}");
+        assert!(
+            e.contains("hash offsets") && e.contains("seeds-only"),
+            "{e}"
+        );
         let e = parsed(&["--target", "tofino", "--ecmp-hash", "spray"])
             .seed_policy()
             .unwrap_err()
@@ -800,7 +803,10 @@ mod tests {
             parsed(&["--ecmp-hash", "flowlet", "--flowlet-timeout-us", "40000"]).ecmp_mode(),
             EcmpMode::Flowlet { timeout_us: 40_000 }
         );
-        assert_eq!(parsed(&["--ecmp-hash", "spray"]).ecmp_mode(), EcmpMode::Spray);
+        assert_eq!(
+            parsed(&["--ecmp-hash", "spray"]).ecmp_mode(),
+            EcmpMode::Spray
+        );
         assert_eq!(
             parsed(&["--ecmp-hash", "five-tuple"]).ecmp_mode(),
             EcmpMode::Hash(HashMode::FiveTuple)

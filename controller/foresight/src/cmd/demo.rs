@@ -119,7 +119,9 @@ fn plan(
 fn static_intents(topo: &Topology, seeds: SeedPolicy) -> BTreeMap<String, Intent> {
     let mut intents = static_state(topo, EcnProfile::default());
     for s in topo.switches() {
-        let intent = intents.get_mut(&s.name).expect("static state is per switch");
+        let intent = intents
+            .get_mut(&s.name)
+            .expect("static state is per switch");
         let hash = seeds.switch_hash(&s.name, s.role);
         intent.push(hash_seed_config(hash.seed));
         intent.push(hash_offset_config(hash.offset));

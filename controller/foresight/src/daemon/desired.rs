@@ -129,7 +129,9 @@ fn base_state(
     let mut intents = static_state_with_down(topo, policy.ecn, down);
     for (name, intent) in intents.iter_mut() {
         intent.push(hash_mode_config(policy.ecmp_hash));
-        let s = topo.switch_by_name(name).expect("static state is per switch");
+        let s = topo
+            .switch_by_name(name)
+            .expect("static state is per switch");
         let role = topo.switches()[s as usize].role;
         let hash = policy.ecmp_seeds.switch_hash(name, role);
         let objects = switch_hash_config(info, hash).map_err(|e| IntentError {

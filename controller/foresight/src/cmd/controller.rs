@@ -775,7 +775,7 @@ mod tests {
     }
 
     fn parsed(args: &[&str]) -> ControllerCmd {
-        let base = ["t", "--topology", "t.yaml"];
+        let base = ["t", "--topology", "t.yaml", "--switches", "s.yaml"];
         Cli::try_parse_from(base.iter().chain(args)).unwrap().cmd
     }
 
@@ -811,8 +811,11 @@ mod tests {
             parsed(&["--ecmp-hash", "five-tuple"]).ecmp_mode(),
             EcmpMode::Hash(HashMode::FiveTuple)
         );
-        let base = ["t", "--topology", "t.yaml", "--flowlet-timeout-us", "0"];
-        assert!(Cli::try_parse_from(base).is_err());
+        let base = ["t", "--topology", "t.yaml", "--switches", "s.yaml"];
+        assert!(Cli::try_parse_from(base).is_ok());
+        let zero = base.iter().chain(&["--flowlet-timeout-us", "0"]);
+        let e = Cli::try_parse_from(zero).err().expect("timeout 0 refused");
+        assert!(e.to_string().contains("--flowlet-timeout-us"), "{e}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bmv2-lab experiments: ring all-reduce under ECMP, QP-aware ECMP and Foresight.
+"""bmv2-lab experiments: ring all-reduce under ECMP, QP-aware ECMP, flowlets, spraying and Foresight.
 
     sudo bmv2-lab/experiment.py allreduce [--seeds 10] [--out bmv2-lab/results/allreduce] [--nic gbn|ooo]
     sudo bmv2-lab/experiment.py predrain  [--seeds 3]  [--out bmv2-lab/results/predrain]
@@ -20,11 +20,20 @@ mode:
              (every ring connection, and the background flows it knows of)
              to the controller over NDSP, as one batch, before the burst; the
              controller reserves paths and installs SR, INT and pre-drain
-             entries --lead-time-ms ahead.
+             entries --lead-time-ms ahead;
+  flowlet    flowlet switching (LetFlow): every switch gives a QP a random
+             member and draws a new one after a pause longer than
+             --flowlet-timeout-ms (default: twice the lab's round trip);
+  spray      per-packet spraying: every switch picks a random member for
+             every packet (NICs must cope with reordering).
+flowlet and spray send the qp mode's traffic (one source port per QP); by
+default the experiment runs ecmp5, qp and foresight.
 
-In every mode each switch hashes with its own ECMP seed (the controller's
-default, CRC-32 of the switch name); --hash-seed same:N gives every switch
-seed N instead, the polarised fabric.
+In every mode each switch hashes with its own ECMP seed and its tier's hash
+offset (the controller's default: CRC-32 of the switch name; leaves 0,
+spines 10, super-spines 20 bits), so tiers decide independently;
+--hash-seed seeds-only keeps the seeds without offsets, same:N gives every
+switch seed N and no offset, the polarised fabric.
 
 --nic chooses the hosts' kind of RoCE NIC for the whole experiment (rocegen
 --nic): gbn, go-back-N RC, where a reordered packet draws a NAK and the
@@ -59,7 +68,21 @@ sys.path.insert(0, HERE)
 import lab as labmod  # noqa: E402
 import shaper as shapermod  # noqa: E402
 
-MODES = ("ecmp5", "qp", "foresight")
+MODES = ("ecmp5", "qp", "foresight", "flowlet", "spray")
+DEFAULT_MODES = ("ecmp5", "qp", "foresight")
+# The controller's --ecmp-hash in each mode.
+ECMP_HASH = {"ecmp5": "five-tuple", "qp": "qp-aware", "foresight": "qp-aware",
+             "flowlet": "flowlet", "spray": "spray"}
+# Flowlet timeout: twice the lab's unloaded round trip, so that a flowlet
+# ends only at a pause (a ring step waiting for its predecessor, a DCQCN
+# rate cut) and a QP sending at its rate stays one flowlet. At 2.5 packets/s
+# per Gbit/s a packet takes 2 ms on a 200 Gbit/s uplink and 4 ms on a
+# 100 Gbit/s host port: on leaf-spine-lab a data packet crosses a leaf
+# uplink, a spine downlink and a host port (8 ms), its ACK the same back,
+# plus BMv2's processing, about 1 ms per switch: a 20 ms round trip (pod3's
+# cross-pod paths, 5 switches, about 30 ms). A channel at its full rate
+# (2 channels share 90 % of 250 packets/s) sends every 9 ms, well inside.
+FLOWLET_TIMEOUT_MS = 40.0
 # The RoCE queue (DSCP 24, data and ACKs) and the queue of reserved traffic
 # when it has its own (the controller's default traffic class).
 ROCE_QUEUE, RESERVED_QUEUE = 3, 5
@@ -118,7 +141,7 @@ class Experiment:
 
     # -- controller per mode ----------------------------------------------
     def controller(self, mode, predrain=True):
-        key = (mode != "ecmp5", predrain)
+        key = (ECMP_HASH[mode], predrain)
         if self.controller_mode == key:
             return
         self.lab.stop_controller()
@@ -126,7 +149,8 @@ class Experiment:
         # with --reserved-queue own, in a queue of its own (5) with its own
         # ECN profile and the port shaped across queues (shaper.py).
         tc = RESERVED_QUEUE if self.args.reserved_queue == "own" else ROCE_QUEUE
-        extra = ["--ecmp-hash", "five-tuple" if mode == "ecmp5" else "qp-aware",
+        extra = ["--ecmp-hash", ECMP_HASH[mode],
+                 "--flowlet-timeout-us", str(int(self.args.flowlet_timeout_ms * 1000)),
                  "--hash-seed", self.args.hash_seed, "--reserved-tc", str(tc), "--background-tc", str(tc),
                  "--headroom", "1.0", "--lead-time-ms", str(self.args.lead_time_ms)]
         if not predrain:
@@ -498,6 +522,15 @@ def summarize(runs, key="mode"):
               f"min {v[0]:.3f}, max {v[-1]:.3f}, mean {sum(v) / len(v):.3f}")
 
 
+def mode_list(text):
+    """An argparse type: a comma-separated list of MODES."""
+    modes = text.split(",")
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
+    return modes
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -514,7 +547,11 @@ def main():
                             "--reserved-queue own, steps that outlive it get only the RoCE queue's share")
         p.add_argument("--first-seed", type=int, default=1,
                        help="seeds FIRST..FIRST+SEEDS-1 (to re-run one seed of an earlier experiment)")
-        p.add_argument("--modes", type=lambda s: s.split(","), default=list(MODES))
+        p.add_argument("--modes", type=mode_list, default=list(DEFAULT_MODES),
+                       help=f"comma-separated, of {', '.join(MODES)} (default: {','.join(DEFAULT_MODES)})")
+        p.add_argument("--flowlet-timeout-ms", type=float, default=FLOWLET_TIMEOUT_MS,
+                       help="flowlet mode: a pause longer than this starts a new flowlet "
+                            "(default: twice the lab's round trip, see FLOWLET_TIMEOUT_MS)")
         p.add_argument("--bytes", type=int, default=8 * 2 * 48 * 1024,
                        help="buffer per rank; each ring step moves bytes/N per rank")
         p.add_argument("--channels", type=int, default=2)
@@ -548,7 +585,8 @@ def main():
         p.add_argument("--queue-depth", type=int, default=64)
         p.add_argument("--lead-time-ms", type=float, default=500.0)
         p.add_argument("--hash-seed", default="per-switch",
-                       help="switch ECMP hash seeds: per-switch (CRC-32 of the name) or same:N")
+                       help="switch ECMP hash seeds and offsets: per-switch (CRC-32 of the name, "
+                            "tier offsets), seeds-only (no offsets) or same:N")
         p.add_argument("--setup-ms", type=float, default=1500.0,
                        help="time from the forecast to the first packet")
         p.set_defaults(func=cmd_allreduce if name == "allreduce" else cmd_predrain)

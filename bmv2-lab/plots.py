@@ -9,8 +9,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-MODE_LABEL = {"ecmp5": "ECMP (5-tuple)", "qp": "QP-aware ECMP", "foresight": "Foresight"}
-COLORS = {"ecmp5": "#c0504d", "qp": "#e39b2d", "foresight": "#2f7ed8"}
+MODE_LABEL = {"ecmp5": "ECMP (5-tuple)", "qp": "QP-aware ECMP", "flowlet": "Flowlets",
+              "spray": "Packet spraying", "foresight": "Foresight"}
+COLORS = {"ecmp5": "#c0504d", "qp": "#e39b2d", "flowlet": "#8064a2", "spray": "#4bacc6",
+          "foresight": "#2f7ed8"}
 
 
 def _read(path):

@@ -137,6 +137,14 @@ class FsTest(BaseTest):
             self.fail("no packet on %s port %d" % (sw, port))
         return bytes(res.packet)
 
+    def receive_any(self, sw, timeout=2.0):
+        """The next packet a switch sends on any port: (port, bytes),
+        failing if none arrives."""
+        res = tu.dp_poll(self, device_number=DEVICE[sw], timeout=timeout)
+        if not isinstance(res, self.dataplane.PollSuccess):
+            self.fail("no packet from %s" % sw)
+        return res.port, bytes(res.packet)
+
     def expect_nothing(self, timeout=0.5):
         """No packet on any port of any switch."""
         for dev in sorted(set(DEVICE.values())):

@@ -250,6 +250,13 @@ def crc32_5tuple(seed, src, dst, proto, sport, dport):
     return zlib.crc32(data)
 
 
+def rotr32(h, n):
+    """h rotated right by n bits: what a switch with hash offset n
+    (routing.hash_offset) takes the member from."""
+    n %= 32
+    return ((h >> n) | (h << (32 - n))) & 0xFFFFFFFF
+
+
 def udp_checksum_ok(frame_bytes):
     """True if the UDP checksum of an Ethernet/IPv4/UDP frame is zero
     (unused) or valid, computed over the whole datagram by scapy."""

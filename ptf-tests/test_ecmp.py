@@ -1,11 +1,13 @@
-"""ECMP through the P4Runtime action selector, with QP-aware hashing and
-per-switch hash seeds.
+"""ECMP through the P4Runtime action selector, with QP-aware hashing,
+per-switch hash seeds and hash offsets.
 
 Hash convention (p4src/include/routing.p4): crc32 over the switch's seed
 (table routing.hash_seed, 4 bytes, default 0) then src, dst, UDP source port
 and BTH destination QP for RoCEv2; seed then src, dst, protocol and L4 ports
-otherwise. BMv2 picks member (hash mod n) of the group, members in creation
-order. Each packet's egress port is predicted here with zlib.crc32, and in
+otherwise. The selector takes that CRC rotated right by the switch's hash
+offset (table routing.hash_offset, default 0) and BMv2 picks member
+(value mod n) of the group, members in creation order. Each packet's egress
+port is predicted here with zlib.crc32, and in
 EcmpSeedsMatchTheRustEmulation by the controller's own emulation.
 """
 
@@ -15,7 +17,7 @@ import os
 
 from fs_common import FsTest, HOST_MAC, nbr_mac, sw_mac
 from fs_packets import (DEFAULT_HASH_SEED, FS_DOMAIN, DS_TX_BYTES, FS_INSTRUCTIONS, Flow,
-                        crc32_5tuple, crc32_roce, int_headers, int_hop, switch_seed)
+                        crc32_5tuple, crc32_roce, int_headers, int_hop, rotr32, switch_seed)
 
 MEMBER_PORTS = [2, 3, 4, 5]
 
@@ -41,6 +43,10 @@ class EcmpBase(FsTest):
 
     def set_seed(self, sw, seed):
         self.sw[sw].set_default("routing.hash_seed", "routing.set_hash_seed", {"seed": seed})
+
+    def set_offset(self, sw, offset):
+        self.sw[sw].set_default("routing.hash_offset", "routing.set_hash_offset",
+                                {"offset": offset})
 
 
 class EcmpSpreadsQps(EcmpBase):
@@ -182,12 +188,13 @@ SEED_GROUPS = {
 class EcmpSeedsMatchTheRustEmulation(EcmpBase):
     """The controller's emulation of the hash (planner::ecmp, which the
     planner and the simulator use) picks the member BMv2 picks, on two
-    switches with different seeds: ptf-tests/ecmp_vectors.json is the
-    emulation's output for 96 packets (RoCEv2 in both hash modes, TCP, UDP)
-    and groups of 4 and 3 (`cargo run -p planner --example ecmp_vectors`;
-    a Rust test keeps the file equal to the emulation). The seeds are the
-    controller's per-switch ones, CRC-32 of the switch name, and every
-    prediction also equals zlib's."""
+    switches with different seeds and hash offsets: ptf-tests/ecmp_vectors.json
+    is the emulation's output for 96 packets (RoCEv2 in both hash modes, TCP,
+    UDP) and groups of 4 and 3 (`cargo run -p planner --example
+    ecmp_vectors`; a Rust test keeps the file equal to the emulation). The
+    seeds are the controller's per-switch ones, CRC-32 of the switch name,
+    and the offsets its tier offsets (s1 hashes as a spine, 10 bits; s2 as
+    a super-spine, 20); every prediction also equals zlib's CRC rotated."""
 
     SWITCHES = ("s1", "s2")
 
@@ -195,12 +202,16 @@ class EcmpSeedsMatchTheRustEmulation(EcmpBase):
         path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ecmp_vectors.json")
         with open(path) as f:
             vectors = json.load(f)
-        seeds = vectors["seeds"]
-        self.assertEqual(sorted(seeds), list(self.SWITCHES))
+        switches = vectors["switches"]
+        self.assertEqual(sorted(switches), list(self.SWITCHES))
+        seeds = {sw: v["seed"] for sw, v in switches.items()}
+        offsets = {sw: v["offset"] for sw, v in switches.items()}
         self.assertNotEqual(seeds["s1"], seeds["s2"])
+        self.assertNotEqual(offsets["s1"], offsets["s2"])
         for sw, seed in seeds.items():
             self.assertEqual(seed, switch_seed(sw), "%s: seed is not crc32 of its name" % sw)
             self.set_seed(sw, seed)
+            self.set_offset(sw, offsets[sw])
             self.ecmp_group("10.2.0.0", 16, sw, SEED_GROUPS[sw][4], group_id=1)
             self.ecmp_group("10.3.0.0", 16, sw, SEED_GROUPS[sw][3], group_id=2)
         mode = {sw: "qp-aware" for sw in self.SWITCHES}
@@ -222,7 +233,8 @@ class EcmpSeedsMatchTheRustEmulation(EcmpBase):
                 else:
                     h = crc32_5tuple(seeds[sw], v["src"], v["dst"], v["protocol"], v["sport"],
                                      v["dport"])
-                self.assertEqual(member, h % v["group_size"], "%s: emulation vs zlib: %s" % (sw, v))
+                self.assertEqual(member, rotr32(h, offsets[sw]) % v["group_size"],
+                                 "%s: emulation vs zlib: %s" % (sw, v))
                 port = SEED_GROUPS[sw][v["group_size"]][member]
                 self.send(sw, 1, flow.packet(HOST_MAC, sw_mac(sw, 1), ttl=64))
                 self.expect(sw, port, flow.packet(sw_mac(sw, port), nbr_mac(sw, port), ttl=63))
@@ -230,4 +242,50 @@ class EcmpSeedsMatchTheRustEmulation(EcmpBase):
         print("\n  %d packets; s1 and s2 chose different members for %d" % (
             len(vectors["flows"]), differ))
         self.assertGreater(differ, len(vectors["flows"]) // 2)
+        self.expect_nothing()
+
+
+class EcmpTierOffsetsDecideIndependently(EcmpBase):
+    """Two tiers in a row, s1 (a leaf, offset 0) then s2 (a spine), each
+    with its own seed and a 4-member group toward 10.2.0.0/16; 128 RoCEv2
+    flows (random QPs) cross both, every packet on the member the rotated
+    CRC predicts at each hop. With seeds alone (s2 offset 0) CRC's
+    affinity makes s2's choice a function of s1's: all flows that left s1
+    on one member leave s2 on one member. With s2 at the spine offset (10
+    bits), s2 reads other bits of the hash: the flows of every s1 member
+    spread over all 4 of s2's (about 32 flows per s1 member; a member of
+    s2 unused by them has probability 4 (3/4)^32 < 5e-4 under independent
+    choices, and the inputs are fixed, so the test is deterministic)."""
+
+    SWITCHES = ("s1", "s2")
+    FLOWS = 128
+
+    def runTest(self):
+        import random
+        rng = random.Random(2024)
+        seeds = {sw: switch_seed(sw) for sw in self.SWITCHES}
+        for sw in self.SWITCHES:
+            self.set_seed(sw, seeds[sw])
+            self.ecmp_group("10.2.0.0", 16, sw, SEED_GROUPS[sw][4], group_id=1)
+        qps = rng.sample(range(1, 1 << 24), self.FLOWS)
+        for label, s2_offset, independent in (("seeds only", 0, False), ("offsets", 10, True)):
+            self.set_offset("s2", s2_offset)
+            below = {}
+            for qp in qps:
+                f = Flow("10.1.0.1", "10.2.0.1", sport=49152 + qp % 16384, qp=qp)
+                h = {sw: crc32_roce(seeds[sw], "10.1.0.1", "10.2.0.1", 49152 + qp % 16384, qp)
+                     for sw in self.SWITCHES}
+                p1 = SEED_GROUPS["s1"][4][h["s1"] % 4]
+                p2 = SEED_GROUPS["s2"][4][rotr32(h["s2"], s2_offset) % 4]
+                self.send("s1", 1, f.packet(HOST_MAC, sw_mac("s1", 1), ttl=64))
+                self.expect("s1", p1, f.packet(sw_mac("s1", p1), nbr_mac("s1", p1), ttl=63))
+                self.send("s2", 1, f.packet(nbr_mac("s1", p1), sw_mac("s2", 1), ttl=63))
+                self.expect("s2", p2, f.packet(sw_mac("s2", p2), nbr_mac("s2", p2), ttl=62))
+                below.setdefault(p1, set()).add(p2)
+            print("\n  %s: s2 members used per s1 member: %s" % (
+                label, {p: sorted(v) for p, v in sorted(below.items())}))
+            self.assertEqual(len(below), 4, label)
+            want = 4 if independent else 1
+            for p1, used in below.items():
+                self.assertEqual(len(used), want, "%s: s1 member %d -> s2 %s" % (label, p1, used))
         self.expect_nothing()

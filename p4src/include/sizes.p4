@@ -34,6 +34,11 @@
 // weighting by repeating members.
 #define FS_ECMP_SELECTOR_SIZE 4096
 #define FS_ECMP_MAX_GROUP_SIZE 128
+// Flowlet slots (routing.p4, hash_flowlet mode), indexed by the low bits of
+// the flow hash, so a power of two: the flows a spine of that fabric
+// forwards at once (32 leaves below x 32 hosts x a few QPs each, about
+// 4,096) x4 so that few share a slot (flows that do move together).
+#define FS_FLOWLET_SLOTS 16384
 
 // SR reservations installed at an ingress leaf: 32 GPUs x (ring/tree peers x
 // QPs per connection, up to 64 concurrent reserved flows per GPU) = 2,048,

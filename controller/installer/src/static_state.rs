@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use p4rt::value::Value;
-use p4rt::EntrySpec;
+use p4rt::{EntrySpec, P4Info};
+use planner::ecmp::{HashMode, SwitchHash};
 use planner::topology::{EdgeId, NodeRef, SwitchIdx};
 use planner::Topology;
 
@@ -216,14 +217,83 @@ pub fn switch_state_with_down(
     intent
 }
 
-/// The switch-wide ECMP hash mode (`routing.hash_mode` default action).
+/// How the switches pick an ECMP group's member (`routing.hash_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EcmpMode {
+    /// ECMP on the flow hash, RoCEv2 keyed as the [`HashMode`] says.
+    Hash(HashMode),
+    /// Flowlet switching: a flow keeps a random member until its packets
+    /// pause longer than `timeout_us` (switch timestamp units, µs on
+    /// BMv2), then draws a new one.
+    Flowlet { timeout_us: u32 },
+    /// Per-packet spraying: a random member for every packet.
+    Spray,
+}
+
+impl EcmpMode {
+    /// The key the planner predicts fallback paths with: the hashed modes'
+    /// own; QP-aware for flowlets and spraying, whose members are random
+    /// (flowlet slots are indexed by the QP-aware key), so the prediction
+    /// names a path where the fabric uses several.
+    pub fn hash_key(self) -> HashMode {
+        match self {
+            EcmpMode::Hash(mode) => mode,
+            EcmpMode::Flowlet { .. } | EcmpMode::Spray => HashMode::QpAware,
+        }
+    }
+}
+
+impl From<HashMode> for EcmpMode {
+    fn from(mode: HashMode) -> EcmpMode {
+        EcmpMode::Hash(mode)
+    }
+}
+
+/// The switch-wide ECMP mode (`routing.hash_mode` default action).
 /// Always written, so a switch left in another mode is put back.
-pub fn hash_mode_config(mode: planner::ecmp::HashMode) -> Object {
-    let action = match mode {
-        planner::ecmp::HashMode::QpAware => names::HASH_QP_AWARE,
-        planner::ecmp::HashMode::FiveTuple => names::HASH_FIVE_TUPLE,
+pub fn hash_mode_config(mode: impl Into<EcmpMode>) -> Object {
+    let (action, params) = match mode.into() {
+        EcmpMode::Hash(HashMode::QpAware) => (names::HASH_QP_AWARE, vec![]),
+        EcmpMode::Hash(HashMode::FiveTuple) => (names::HASH_FIVE_TUPLE, vec![]),
+        EcmpMode::Flowlet { timeout_us } => (
+            names::HASH_FLOWLET,
+            vec![("timeout_us", timeout_us.to_string())],
+        ),
+        EcmpMode::Spray => (names::HASH_SPRAY, vec![]),
     };
-    Object::Default(entry(names::HASH_MODE, &[], action, &[]))
+    Object::Default(entry(names::HASH_MODE, &[], action, &params))
+}
+
+/// The switch's ECMP hash offset (`routing.hash_offset` default action):
+/// its selector reads the flow hash rotated right by `offset` bits.
+/// Always written, so a switch left with another offset is put back.
+pub fn hash_offset_config(offset: u32) -> Object {
+    Object::Default(entry(
+        names::HASH_OFFSET,
+        &[],
+        names::SET_HASH_OFFSET,
+        &[("offset", offset.to_string())],
+    ))
+}
+
+/// The switch's seed and hash offset. A pipeline without
+/// `routing.hash_offset` (the TNA program: `p4src/README.md`) rotates by
+/// nothing, so it gets the seed alone when the offset is 0, and an error
+/// naming the missing table otherwise.
+pub fn switch_hash_config(info: &P4Info, hash: SwitchHash) -> Result<Vec<Object>, String> {
+    let seed = hash_seed_config(hash.seed);
+    if info.table(names::HASH_OFFSET).is_ok() {
+        return Ok(vec![seed, hash_offset_config(hash.offset)]);
+    }
+    if hash.offset == 0 {
+        return Ok(vec![seed]);
+    }
+    Err(format!(
+        "hash offset {} asked for, but the pipeline has no {} (the TNA program has no hash \
+         offset yet, p4src/README.md): give every switch offset 0 (--hash-seed seeds-only or same:N)",
+        hash.offset,
+        names::HASH_OFFSET
+    ))
 }
 
 /// The switch's ECMP hash seed (`routing.hash_seed` default action),
@@ -546,19 +616,70 @@ mod tests {
 
     #[test]
     fn hash_mode_is_the_default_action_of_routing_hash_mode() {
-        for (mode, action) in [
-            (planner::ecmp::HashMode::QpAware, names::HASH_QP_AWARE),
-            (planner::ecmp::HashMode::FiveTuple, names::HASH_FIVE_TUPLE),
+        for (mode, action, params) in [
+            (HashMode::QpAware.into(), names::HASH_QP_AWARE, vec![]),
+            (HashMode::FiveTuple.into(), names::HASH_FIVE_TUPLE, vec![]),
+            (
+                EcmpMode::Flowlet { timeout_us: 40_000 },
+                names::HASH_FLOWLET,
+                vec![("timeout_us", "40000")],
+            ),
+            (EcmpMode::Spray, names::HASH_SPRAY, vec![]),
         ] {
             match hash_mode_config(mode) {
                 Object::Default(e) => {
                     assert_eq!(e.table, names::HASH_MODE);
                     assert_eq!(e.action.as_deref(), Some(action));
-                    assert!(e.matches.is_empty() && e.params.is_empty());
+                    assert!(e.matches.is_empty());
+                    let have: Vec<(&str, &str)> = e
+                        .params
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect();
+                    assert_eq!(have, params, "{mode:?}");
                 }
                 other => panic!("not a default action: {other:?}"),
             }
         }
+        assert_eq!(EcmpMode::Spray.hash_key(), HashMode::QpAware);
+        assert_eq!(
+            EcmpMode::Hash(HashMode::FiveTuple).hash_key(),
+            HashMode::FiveTuple
+        );
+    }
+
+    /// The committed v1model pipeline takes the offset; a P4Info without
+    /// `hash_offset` (as the TNA program's) takes the seed alone at offset
+    /// 0 and refuses any other offset, naming the table.
+    #[test]
+    fn the_offset_is_written_where_the_pipeline_has_it() {
+        let v1 = P4Info::load(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../p4src/build/foresight.p4info.binpb"
+        ))
+        .unwrap();
+        let spine = SwitchHash {
+            seed: 7,
+            offset: 10,
+        };
+        let objects = switch_hash_config(&v1, spine).unwrap();
+        assert_eq!(objects, vec![hash_seed_config(7), hash_offset_config(10)]);
+        let mut raw = v1.raw().clone();
+        raw.tables.retain(|t| {
+            t.preamble
+                .as_ref()
+                .is_some_and(|p| p.name != names::HASH_OFFSET)
+        });
+        let without = P4Info::new(raw);
+        assert_eq!(
+            switch_hash_config(&without, SwitchHash { offset: 0, ..spine }).unwrap(),
+            vec![hash_seed_config(7)]
+        );
+        let e = switch_hash_config(&without, spine).unwrap_err();
+        assert!(
+            e.contains(names::HASH_OFFSET) && e.contains("offset 10"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -56,7 +56,7 @@ use crate::assign::{Assigner, FlowReq, Method};
 use crate::clos::ClosShape;
 use crate::conventions::{bps_to_gbps, transfer_ns};
 use crate::demand::Demand;
-use crate::ecmp::{ecmp_path, ecmp_path_avoiding, HashKey, HashMode, SeedPolicy};
+use crate::ecmp::{ecmp_path, ecmp_path_avoiding, HashKey, HashMode, SeedPolicy, SwitchHash};
 use crate::joint::{self, Effort, Fabric, JointFlow, JointResult};
 use crate::ledger::{Ledger, Window};
 use crate::paths::Path;
@@ -75,7 +75,7 @@ pub struct PlannerConfig {
     pub max_defer_tries: usize,
     /// The switches' ECMP hash, to predict where fallback flows go.
     pub ecmp_hash: HashMode,
-    /// The seed each switch hashes with (the same prediction).
+    /// The seed and hash offset each switch hashes with (the same prediction).
     pub ecmp_seeds: SeedPolicy,
     /// Largest set of flows placed jointly; larger sets (and reservations
     /// of more flows) are placed batch by batch and never moved.
@@ -417,8 +417,8 @@ pub struct Planner<'t> {
     limits: Vec<u64>,
     /// Edges that are down (no capacity, avoided by path choice).
     down: Vec<bool>,
-    /// Every switch's ECMP hash seed (`config.ecmp_seeds`), by switch index.
-    seeds: Vec<u32>,
+    /// How every switch hashes (`config.ecmp_seeds`), by switch index.
+    seeds: Vec<SwitchHash>,
 }
 
 impl<'t> Planner<'t> {

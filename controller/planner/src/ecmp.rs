@@ -11,32 +11,42 @@
 //! * 5-tuple (not QP-aware): IPv4 source (4), IPv4 destination (4), IP
 //!   protocol (1), L4 source port (2), L4 destination port (2).
 //!
-//! The member of an ECMP group is `hash % group size`, members ordered by
-//! egress port ([`crate::Topology::next_hops`] order, which is also the
-//! order the installer creates them in, BMv2's member order). A path is
-//! walked switch by switch, each hashing with its own seed.
+//! The switch's selector then reads that hash rotated right by the
+//! switch's hash offset ([`SwitchHash::select`]), and the member of an ECMP
+//! group is `selected % group size`, members ordered by egress port
+//! ([`crate::Topology::next_hops`] order, which is also the order the
+//! installer creates them in, BMv2's member order). A path is walked
+//! switch by switch, each hashing with its own seed and offset.
 //!
-//! **Seeds** ([`SeedPolicy`]). By default every switch's seed is the CRC-32
-//! of its name ([`switch_seed`]; `zlib.crc32(name.encode())` in Python):
-//! it depends on nothing but the name, so two topology files that name a
-//! switch alike give it the same seed, and anyone can recompute it.
-//! `SeedPolicy::Same(n)` gives every switch seed `n`: switches that all
-//! hash alike, the polarised fabric.
+//! **Seeds and offsets** ([`SeedPolicy`]). By default every switch's seed
+//! is the CRC-32 of its name ([`switch_seed`]; `zlib.crc32(name.encode())`
+//! in Python): it depends on nothing but the name, so two topology files
+//! that name a switch alike give it the same seed, and anyone can
+//! recompute it. Its offset is its tier's ([`tier_offset`]: leaves 0,
+//! spines 10, super-spines 20), the ECMP hash offset a fixed-function ASIC
+//! has (SAI's `SAI_SWITCH_ATTR_ECMP_DEFAULT_HASH_OFFSET`, which SONiC sets
+//! per device role). `SeedPolicy::SeedsOnly` keeps the seeds and sets
+//! every offset to 0 (the fabric before independent tiers);
+//! `SeedPolicy::Same(n)` gives every switch seed `n` and offset 0:
+//! switches that all hash alike, the polarised fabric.
 //!
-//! **What a seed can and cannot do.** CRC is affine over GF(2): for inputs
-//! of one length, `crc(seed ++ key) = crc(0 ++ key) ^ c(seed)`, so a seed
-//! XORs a per-switch constant into one common hash. With the same seed at
-//! every tier, a spine choosing among 16 uplinks takes `(h % 32) % 16` of
-//! the `h % 32` its leaf took: the tiers repeat each other and a spine
-//! sends everything from below to one uplink (hash polarisation).
-//! Per-switch seeds break that fabric-wide repetition, but not all of it:
-//! when both group sizes are multiples of `2^k`, the second choice's
-//! index mod `2^k` is the first's XOR a constant of the (leaf, spine)
-//! pair. With power-of-two groups (the generated Clos fabrics), a spine
-//! sends every flow that came from one leaf to the same uplink; other
-//! leaves' flows go to other uplinks. The baseline reports this
-//! faithfully; [`random_baseline`] is ECMP that picks independently at
-//! every hop.
+//! **What a seed can and cannot do, and why offsets.** CRC is affine over
+//! GF(2): for inputs of one length, `crc(seed ++ key) = crc(0 ++ key) ^
+//! c(seed)`, so a seed XORs a per-switch constant into one common hash.
+//! With the same seed at every tier, a spine choosing among 16 uplinks
+//! takes `(h % 32) % 16` of the `h % 32` its leaf took: the tiers repeat
+//! each other and a spine sends everything from below to one uplink (hash
+//! polarisation). Per-switch seeds alone break that fabric-wide
+//! repetition, but not all of it: when both group sizes are multiples of
+//! `2^k`, the second choice's index mod `2^k` is the first's XOR a
+//! constant of the (leaf, spine) pair, so with power-of-two groups (the
+//! generated Clos fabrics) a spine sends every flow that came from one
+//! leaf to the same uplink. Tier offsets end that: a power-of-two group
+//! reads bits `offset..offset + log2(size)` of the hash, and the tiers'
+//! windows do not overlap for groups of up to 1,024 members, so
+//! consecutive tiers read different bits of the CRC, which vary
+//! independently over the flows' keys. [`random_baseline`] is ECMP that
+//! picks independently at every hop, the reference.
 
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -49,7 +59,7 @@ use crate::flow::Flow;
 use crate::ledger::Ledger;
 use crate::paths::Path;
 use crate::rng::Rng;
-use crate::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
+use crate::topology::{EdgeId, HostIdx, NodeRef, Role, SwitchIdx, Topology};
 
 /// Which fields the switches hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -142,14 +152,53 @@ pub fn switch_seed(name: &str) -> u32 {
     crc32fast::hash(name.as_bytes())
 }
 
-/// Which seed each switch hashes with.
+/// Bits of hash each tier's window spans: power-of-two groups of up to
+/// `2^10` members read disjoint bits at consecutive tiers.
+pub const TIER_WINDOW_BITS: u32 = 10;
+
+/// The hash offset of a switch of this tier under [`SeedPolicy::PerSwitch`]:
+/// leaves 0, spines 10, super-spines 20 (the `routing.hash_offset` the
+/// controller writes).
+pub fn tier_offset(role: Role) -> u32 {
+    (u32::from(role.tier()) - 1) * TIER_WINDOW_BITS
+}
+
+/// How one switch hashes: its seed, prepended to the key, and its hash
+/// offset, by which the selector rotates the CRC right before taking the
+/// member (`p4src/include/routing.p4`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SwitchHash {
+    /// Prepended to every hash input (`routing.hash_seed`).
+    pub seed: u32,
+    /// Right rotation of the 32-bit CRC, 0..=31 (`routing.hash_offset`).
+    pub offset: u32,
+}
+
+impl SwitchHash {
+    /// What the switch's selector takes the member from:
+    /// `rotr32(key.hash(seed), offset)`.
+    pub fn select(&self, key: &HashKey) -> u32 {
+        key.hash(self.seed).rotate_right(self.offset)
+    }
+
+    /// The member this switch picks for `key` in a group of `group_size`.
+    pub fn member(&self, key: &HashKey, group_size: usize) -> usize {
+        member_index(self.select(key), group_size)
+    }
+}
+
+/// Which seed and hash offset each switch hashes with.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum SeedPolicy {
-    /// Each switch its own: [`switch_seed`] of its name (what real fabrics
-    /// do, so that tiers do not repeat each other's choice).
+    /// Each switch its own seed, [`switch_seed`] of its name, and its
+    /// tier's offset ([`tier_offset`]): consecutive tiers decide
+    /// independently (what real fabrics do with per-role hash offsets).
     #[default]
     PerSwitch,
-    /// Every switch this one seed (the polarised fabric).
+    /// Each switch its own seed, every offset 0: tiers stay partly
+    /// correlated (module docs), the fabric before hash offsets.
+    SeedsOnly,
+    /// Every switch this one seed and offset 0 (the polarised fabric).
     Same(u32),
 }
 
@@ -157,22 +206,43 @@ impl SeedPolicy {
     /// The seed of the switch called `name`.
     pub fn seed(&self, name: &str) -> u32 {
         match *self {
-            SeedPolicy::PerSwitch => switch_seed(name),
+            SeedPolicy::PerSwitch | SeedPolicy::SeedsOnly => switch_seed(name),
             SeedPolicy::Same(n) => n,
         }
     }
 
-    /// Every switch's seed, indexed by [`SwitchIdx`].
-    pub fn seeds(&self, topo: &Topology) -> Vec<u32> {
-        topo.switches().iter().map(|s| self.seed(&s.name)).collect()
+    /// The hash offset of a switch of tier `role`.
+    pub fn offset(&self, role: Role) -> u32 {
+        match *self {
+            SeedPolicy::PerSwitch => tier_offset(role),
+            SeedPolicy::SeedsOnly | SeedPolicy::Same(_) => 0,
+        }
+    }
+
+    /// How the switch called `name`, of tier `role`, hashes.
+    pub fn switch_hash(&self, name: &str, role: Role) -> SwitchHash {
+        SwitchHash {
+            seed: self.seed(name),
+            offset: self.offset(role),
+        }
+    }
+
+    /// How every switch hashes, indexed by [`SwitchIdx`].
+    pub fn seeds(&self, topo: &Topology) -> Vec<SwitchHash> {
+        topo.switches()
+            .iter()
+            .map(|s| self.switch_hash(&s.name, s.role))
+            .collect()
     }
 }
 
-/// `per-switch` or `same:N` (N decimal or `0x` hex), as on the command line.
+/// `per-switch`, `seeds-only` or `same:N` (N decimal or `0x` hex), as on
+/// the command line.
 impl fmt::Display for SeedPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SeedPolicy::PerSwitch => f.write_str("per-switch"),
+            SeedPolicy::SeedsOnly => f.write_str("seeds-only"),
             SeedPolicy::Same(n) => write!(f, "same:{n}"),
         }
     }
@@ -182,11 +252,13 @@ impl FromStr for SeedPolicy {
     type Err = String;
 
     fn from_str(s: &str) -> Result<SeedPolicy, String> {
-        if s == "per-switch" {
-            return Ok(SeedPolicy::PerSwitch);
+        match s {
+            "per-switch" => return Ok(SeedPolicy::PerSwitch),
+            "seeds-only" => return Ok(SeedPolicy::SeedsOnly),
+            _ => {}
         }
         let bad = || {
-            format!("hash seed policy '{s}': want per-switch or same:N (N a 32-bit number, decimal or 0x hex)")
+            format!("hash seed policy '{s}': want per-switch, seeds-only or same:N (N a 32-bit number, decimal or 0x hex)")
         };
         let n = s.strip_prefix("same:").ok_or_else(bad)?;
         let parsed = match n.strip_prefix("0x").or_else(|| n.strip_prefix("0X")) {
@@ -210,17 +282,15 @@ pub fn member_index(hash: u32, group_size: usize) -> usize {
 }
 
 /// The path ECMP gives a flow with this key: at every switch `s`, member
-/// `key.hash(seeds[s]) % |group|` of the group toward the destination leaf.
+/// `seeds[s].member(key, |group|)` of the group toward the destination leaf.
 pub fn ecmp_path(
     topo: &Topology,
     src: HostIdx,
     dst: HostIdx,
     key: &HashKey,
-    seeds: &[u32],
+    seeds: &[SwitchHash],
 ) -> Path {
-    walk(topo, src, dst, |s, n| {
-        member_index(key.hash(seeds[s as usize]), n)
-    })
+    walk(topo, src, dst, |s, n| seeds[s as usize].member(key, n))
 }
 
 /// The ECMP next hops of switch `s` towards `leaf` that are up (`down`
@@ -263,7 +333,7 @@ pub fn ecmp_path_avoiding<F: Fn(EdgeId) -> bool + Copy>(
     src: HostIdx,
     dst: HostIdx,
     key: &HashKey,
-    seeds: &[u32],
+    seeds: &[SwitchHash],
     down: F,
 ) -> Option<Path> {
     let dst_leaf = topo.hosts()[dst as usize].leaf;
@@ -275,7 +345,7 @@ pub fn ecmp_path_avoiding<F: Fn(EdgeId) -> bool + Copy>(
         if group.is_empty() {
             return None;
         }
-        let e = group[member_index(key.hash(seeds[s as usize]), group.len())];
+        let e = group[seeds[s as usize].member(key, group.len())];
         p.push(e);
         let NodeRef::Switch(t) = topo.edge(e).to else {
             unreachable!("next hops lead to switches")
@@ -504,6 +574,7 @@ mod tests {
     fn seed_policies_parse_and_print_alike() {
         for (text, policy) in [
             ("per-switch", SeedPolicy::PerSwitch),
+            ("seeds-only", SeedPolicy::SeedsOnly),
             ("same:0", SeedPolicy::Same(0)),
             ("same:4294967295", SeedPolicy::Same(u32::MAX)),
         ] {
@@ -518,6 +589,7 @@ mod tests {
             "same:-1",
             "same:4294967296",
             "per_switch",
+            "seeds",
             "0",
         ] {
             let e = bad.parse::<SeedPolicy>().unwrap_err();
@@ -526,6 +598,43 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// The selector's value is the seeded CRC rotated right by the offset,
+    /// against one value from Python (`zlib.crc32` and a rotation), and
+    /// the policies give the documented offsets.
+    #[test]
+    fn the_selector_reads_the_crc_rotated_by_the_offset() {
+        let key = HashKey::roce_qp(
+            Ipv4Addr::new(10, 0, 1, 1),
+            Ipv4Addr::new(10, 0, 2, 1),
+            0xc001,
+            0x12_3456,
+        );
+        // h = zlib.crc32(...) = 0xf029098c (above); ((h >> 10) | (h << 22)) & 0xffffffff
+        let spine = SwitchHash {
+            seed: 0x1234_5678,
+            offset: 10,
+        };
+        assert_eq!(spine.select(&key), 0x633c_0a42);
+        assert_eq!(spine.member(&key, 8), 0x633c_0a42 % 8);
+        let leaf = SwitchHash { offset: 0, ..spine };
+        assert_eq!(leaf.select(&key), 0xf029_098c);
+        assert_eq!(
+            [Role::Leaf, Role::Spine, Role::Superspine].map(tier_offset),
+            [0, 10, 20]
+        );
+        assert_eq!(
+            SeedPolicy::PerSwitch.switch_hash("spine1", Role::Spine),
+            SwitchHash {
+                seed: switch_seed("spine1"),
+                offset: 10
+            }
+        );
+        for policy in [SeedPolicy::SeedsOnly, SeedPolicy::Same(3)] {
+            assert_eq!(policy.offset(Role::Superspine), 0, "{policy}");
+        }
+        assert_eq!(SeedPolicy::SeedsOnly.seed("leaf1"), switch_seed("leaf1"));
     }
 
     /// Another seed reshuffles a group of 7 (about 6 flows in 7 move) and
@@ -610,7 +719,7 @@ mod tests {
     /// The 1,024-GPU `clos3` preset: leaves hash over 32 spines, spines over
     /// 16 super-spines. With one seed everywhere, the spine repeats its
     /// leaf's choice (`j = i mod 16`) for every flow; with per-switch seeds
-    /// about 1 flow in 16 does.
+    /// (with or without offsets) about 1 flow in 16 does.
     #[test]
     fn per_switch_seeds_stop_the_second_tier_repeating_the_first() {
         let t = Topology::from_spec(preset(Preset::Clos3, 1024).unwrap()).unwrap();
@@ -620,20 +729,22 @@ mod tests {
         };
         assert_eq!(share(SeedPolicy::Same(0)), 1.0);
         assert_eq!(share(SeedPolicy::Same(0xdead_beef)), 1.0);
-        let per_switch = share(SeedPolicy::PerSwitch);
-        assert!(
-            (0.03..=0.10).contains(&per_switch),
-            "per-switch seeds: {per_switch} of flows repeat the leaf's choice"
-        );
+        for seeds in [SeedPolicy::SeedsOnly, SeedPolicy::PerSwitch] {
+            let s = share(seeds);
+            assert!(
+                (0.03..=0.10).contains(&s),
+                "{seeds}: {s} of flows repeat the leaf's choice"
+            );
+        }
     }
 
-    /// What seeds do not fix (module docs): with power-of-two groups, all
-    /// flows that a spine gets from one leaf leave on one uplink, whatever
-    /// the seeds; independent per-hop choices would use all 16.
+    /// What seeds alone do not fix (module docs): with power-of-two
+    /// groups, all flows that a spine gets from one leaf leave on one
+    /// uplink; independent per-hop choices would use all 16.
     #[test]
-    fn power_of_two_groups_send_one_leafs_flows_through_one_spine_uplink() {
+    fn without_offsets_power_of_two_groups_send_one_leafs_flows_through_one_spine_uplink() {
         let t = Topology::from_spec(preset(Preset::Clos3, 1024).unwrap()).unwrap();
-        for seeds in [SeedPolicy::PerSwitch, SeedPolicy::Same(0)] {
+        for seeds in [SeedPolicy::SeedsOnly, SeedPolicy::Same(0)] {
             let mut used: std::collections::HashMap<(u32, u32), std::collections::BTreeSet<usize>> =
                 Default::default();
             for (leaf, spine, _, j) in tier_choices(&t, seeds, 20_000) {
@@ -643,6 +754,49 @@ mod tests {
             assert!(used.len() > 500, "{seeds}: {} pairs", used.len());
             assert!(used.values().all(|u| u.len() == 1), "{seeds}");
         }
+    }
+
+    /// Tier offsets make the spine's choice independent of its leaf's: the
+    /// flows a spine gets from one leaf spread over all 16 uplinks, and
+    /// over all (leaf member, spine member) pairs the counts are what
+    /// independent uniform choices give (chi-square, 511 degrees of
+    /// freedom: mean 511, sd 32; the bound 700 is 5.9 sd, and the inputs
+    /// are fixed, so the test is deterministic).
+    #[test]
+    fn tier_offsets_make_the_spine_choose_independently_of_its_leaf() {
+        let t = Topology::from_spec(preset(Preset::Clos3, 1024).unwrap()).unwrap();
+        let choices = tier_choices(&t, SeedPolicy::PerSwitch, 40_000);
+        let mut used: std::collections::HashMap<(u32, u32), std::collections::BTreeSet<usize>> =
+            Default::default();
+        let mut joint = vec![0u32; 32 * 16];
+        for &(leaf, spine, i, j) in &choices {
+            used.entry((leaf, spine)).or_default().insert(j);
+            joint[i * 16 + j] += 1;
+        }
+        // About 78 flows per (leaf, spine) pair: a given uplink stays unused
+        // with probability (15/16)^78 = 0.0065, so about 1 pair in 10
+        // misses one and 4 missing has probability < 1e-6 per pair. Ask
+        // for 13 of 16 on every pair and all 16 on 80 % of them (the mean
+        // is 90 %, sd 1.3 %).
+        assert!(
+            used.values().all(|u| u.len() >= 13),
+            "a pair kept to few uplinks"
+        );
+        let all = used.values().filter(|u| u.len() == 16).count();
+        assert!(
+            all * 10 >= used.len() * 8,
+            "{all} of {} pairs use all 16",
+            used.len()
+        );
+        let expected = choices.len() as f64 / joint.len() as f64;
+        let chi2: f64 = joint
+            .iter()
+            .map(|&n| (n as f64 - expected).powi(2) / expected)
+            .sum();
+        assert!(
+            chi2 < 700.0,
+            "leaf and spine choices are dependent: chi2 {chi2}"
+        );
     }
 
     /// Group sizes without a common power-of-two factor (3 spines per pod,

@@ -1,14 +1,16 @@
 //! The committed ECMP vectors (`ptf-tests/ecmp_vectors.json`, which the PTF
 //! test checks against BMv2) are what the planner's emulation predicts
-//! today: every seed, every member. A change to the hash, the key layout or
-//! the seed derivation fails here until the vectors are regenerated
+//! today: every seed and hash offset, every member. A change to the hash,
+//! the key layout, the seed derivation or the tier offsets fails here until
+//! the vectors are regenerated
 //! (`cargo run -p planner --example ecmp_vectors > ptf-tests/ecmp_vectors.json`)
 //! and BMv2 agrees with them again.
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
-use planner::ecmp::{member_index, HashKey, HashMode, SeedPolicy};
+use planner::ecmp::{HashKey, HashMode, SeedPolicy, SwitchHash};
+use planner::topology::Role;
 use serde_json::Value;
 
 fn vectors() -> Value {
@@ -37,15 +39,22 @@ fn ip_of(v: &Value, field: &str) -> Ipv4Addr {
 fn committed_vectors_equal_the_emulation() {
     let doc = vectors();
     assert_eq!(doc["seed_policy"], "per-switch");
-    let seeds = doc["seeds"].as_object().expect("seeds by switch");
-    assert_eq!(seeds.len(), 2);
-    for (name, seed) in seeds {
-        assert_eq!(
-            seed.as_u64(),
-            Some(u64::from(SeedPolicy::PerSwitch.seed(name))),
-            "{name}"
-        );
+    let switches = doc["switches"].as_object().expect("switches by name");
+    assert_eq!(switches.len(), 2);
+    let mut hashes = Vec::new();
+    for (name, sw) in switches {
+        let role: Role = serde_json::from_value(sw["role"].clone()).expect("a role");
+        let want = SeedPolicy::PerSwitch.switch_hash(name, role);
+        let have = SwitchHash {
+            seed: u64_of(sw, "seed") as u32,
+            offset: u64_of(sw, "offset") as u32,
+        };
+        assert_eq!(have, want, "{name}");
+        hashes.push((name, have));
     }
+    // Both rotate, by different amounts (the PTF test checks BMv2 rotates).
+    assert!(hashes.iter().all(|h| h.1.offset != 0));
+    assert_ne!(hashes[0].1.offset, hashes[1].1.offset);
     let flows = doc["flows"].as_array().expect("flows");
     let mut covered = BTreeSet::new();
     let mut differ = 0;
@@ -66,8 +75,8 @@ fn committed_vectors_equal_the_emulation() {
         );
         let size = u64_of(f, "group_size") as usize;
         let mut members = Vec::new();
-        for (name, seed) in seeds {
-            let want = member_index(key.hash(seed.as_u64().unwrap() as u32), size);
+        for (name, h) in &hashes {
+            let want = h.member(&key, size);
             assert_eq!(f["member"][name].as_u64(), Some(want as u64), "{name}: {f}");
             members.push(want);
         }

@@ -53,7 +53,7 @@ use std::str::FromStr;
 
 use anyhow::{bail, Context, Result};
 use planner::conventions::{IP_PROTO_UDP, ROCEV2_UDP_PORT};
-use planner::ecmp::{ecmp_path, HashKey, HashMode, SeedPolicy};
+use planner::ecmp::{ecmp_path, HashKey, HashMode, SeedPolicy, SwitchHash};
 use planner::topology::{EdgeId, HostIdx, NodeRef, Topology};
 use serde::Deserialize;
 
@@ -385,7 +385,7 @@ fn host(topo: &Topology, spec: &Spec, name: &str, what: &str) -> Result<HostIdx>
 /// seeded choice.
 fn hashed_path(
     topo: &Topology,
-    seeds: &[u32],
+    seeds: &[SwitchHash],
     mode: HashMode,
     src: HostIdx,
     dst: HostIdx,

@@ -1,7 +1,7 @@
 //! Routing on a fabric with failed links: the switch ECMP walk (exactly
-//! the planner's hash, each switch with its own seed, and member order,
-//! with dead members removed from the groups), per-hop fluid spraying,
-//! per-hop least-loaded (adaptive) and per-hop random (flowlets).
+//! the planner's hash, each switch with its own seed and hash offset, and
+//! member order, with dead members removed from the groups), per-hop fluid
+//! spraying, per-hop least-loaded (adaptive) and per-hop random (flowlets).
 //!
 //! A next hop is usable when its link is up and the switch behind it can
 //! still reach the destination leaf (routes toward a leaf that a failure cut
@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use planner::ecmp::{member_index, HashKey, SeedPolicy};
+use planner::ecmp::{member_index, HashKey, SeedPolicy, SwitchHash};
 use planner::paths::Path;
 use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 
@@ -18,9 +18,9 @@ use crate::maxmin::Use;
 /// A flow's hash key as the simulator carries it: [`HashKey::hash`] with
 /// seed 0. CRC-32 is affine over GF(2) for inputs of one length, so the
 /// hash a switch with seed `s` computes is this XOR a constant of `s`
-/// ([`Fabric`] keeps one per switch): four bytes per flow instead of
-/// thirteen, one XOR per hop instead of a CRC, the same bits
-/// (`tests::seeded_hash_is_the_planner_hash`).
+/// ([`Fabric`] keeps one per switch, with the switch's hash offset): four
+/// bytes per flow instead of thirteen, one XOR and one rotation per hop
+/// instead of a CRC, the same bits (`tests::seeded_hash_is_the_planner_hash`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowHash(u32);
 
@@ -37,12 +37,35 @@ fn seed_term(seed: u32) -> u32 {
     zero.hash(seed) ^ zero.hash(0)
 }
 
-/// The fabric plus which links are down and every switch's hash seed.
+/// One switch's hash as the walk applies it to a [`FlowHash`]: XOR the
+/// seed's term, rotate by the offset ([`SwitchHash::select`]).
+#[derive(Clone, Copy, Debug)]
+struct Selector {
+    term: u32,
+    offset: u32,
+}
+
+impl Selector {
+    fn of(h: SwitchHash) -> Selector {
+        Selector {
+            term: seed_term(h.seed),
+            offset: h.offset,
+        }
+    }
+
+    /// The switch's selector value for a flow: `SwitchHash::select`.
+    fn select(self, h: FlowHash) -> u32 {
+        (h.0 ^ self.term).rotate_right(self.offset)
+    }
+}
+
+/// The fabric plus which links are down and every switch's hash seed and
+/// offset.
 pub struct Fabric<'t> {
     /// The topology.
     pub topo: &'t Topology,
-    /// Per switch, [`seed_term`] of its seed.
-    seed_terms: Vec<u32>,
+    /// Per switch, its hash as a [`Selector`].
+    selectors: Vec<Selector>,
     failed: Vec<bool>,
     any_failed: bool,
     reach: HashMap<(SwitchIdx, SwitchIdx), bool>,
@@ -64,7 +87,7 @@ pub struct Fabric<'t> {
 const MAX_GROUP_TABLE: usize = 1 << 24;
 
 impl<'t> Fabric<'t> {
-    /// All links up; switches seeded as `seeds` says.
+    /// All links up; switches seeded (and offset) as `seeds` says.
     pub fn new(topo: &'t Topology, seeds: SeedPolicy) -> Fabric<'t> {
         let mut out = Vec::new();
         let mut out_off = vec![0u32];
@@ -83,7 +106,7 @@ impl<'t> Fabric<'t> {
         let cells = topo.switches().len() * topo.leaves().len();
         Fabric {
             topo,
-            seed_terms: seeds.seeds(topo).into_iter().map(seed_term).collect(),
+            selectors: seeds.seeds(topo).into_iter().map(Selector::of).collect(),
             failed: vec![false; topo.edge_count()],
             any_failed: false,
             reach: HashMap::new(),
@@ -202,13 +225,13 @@ impl<'t> Fabric<'t> {
     }
 
     /// Walks from the source leaf choosing a member per switch
-    /// (`pick(switch's seed term, group)`); `false` if the destination is
+    /// (`pick(switch's selector, group)`); `false` if the destination is
     /// unreachable.
     fn walk(
         &mut self,
         src: HostIdx,
         dst: HostIdx,
-        mut pick: impl FnMut(u32, &[EdgeId]) -> usize,
+        mut pick: impl FnMut(Selector, &[EdgeId]) -> usize,
         out: &mut Vec<Use>,
     ) -> bool {
         out.clear();
@@ -225,7 +248,7 @@ impl<'t> Fabric<'t> {
                 out.clear();
                 return false;
             }
-            let e = self.group[pick(self.seed_terms[s as usize], &self.group)];
+            let e = self.group[pick(self.selectors[s as usize], &self.group)];
             out.push((e, 1.0));
             s = self.to_switch(e).expect("next hops lead to switches");
         }
@@ -234,10 +257,10 @@ impl<'t> Fabric<'t> {
     }
 
     /// The path switches give a flow with this hash: member
-    /// `key.hash(seed) % |group|` at every switch, with that switch's seed
-    /// (the planner's [`HashKey::hash`] and [`member_index`]).
+    /// `rotr(key.hash(seed), offset) % |group|` at every switch, with that
+    /// switch's seed and offset (the planner's [`SwitchHash::member`]).
     pub fn hashed(&mut self, src: HostIdx, dst: HostIdx, h: FlowHash, out: &mut Vec<Use>) -> bool {
-        self.walk(src, dst, |t, g| member_index(h.0 ^ t, g.len()), out)
+        self.walk(src, dst, |t, g| member_index(t.select(h), g.len()), out)
     }
 
     /// Per hop, the usable next hop with the least `load` (ties: by the
@@ -262,7 +285,7 @@ impl<'t> Fabric<'t> {
                     .iter()
                     .filter(|&&e| load[e as usize] <= min + 1e-9)
                     .count();
-                let k = member_index(h.0 ^ t, ties);
+                let k = member_index(t.select(h), ties);
                 g.iter()
                     .enumerate()
                     .filter(|(_, &e)| load[e as usize] <= min + 1e-9)
@@ -363,8 +386,9 @@ mod tests {
         .unwrap()
     }
 
-    /// The seed term is exact: every switch computes `key.hash(seed)`
-    /// bit for bit, for RoCEv2 and 5-tuple keys and any seed.
+    /// The seed term and rotation are exact: every switch computes
+    /// `SwitchHash::select` bit for bit, for RoCEv2 and 5-tuple keys and
+    /// any seed and offset.
     #[test]
     fn seeded_hash_is_the_planner_hash() {
         let mut rng = planner::rng::Rng::new(11);
@@ -381,17 +405,27 @@ mod tests {
                 key.hash(seed),
                 "{key:?} {seed}"
             );
+            let h = SwitchHash {
+                seed,
+                offset: i % 32,
+            };
+            assert_eq!(
+                Selector::of(h).select(FlowHash::of(&key)),
+                h.select(&key),
+                "{key:?} {h:?}"
+            );
         }
     }
 
     /// The sim's walk is the planner's `ecmp_path`, switch by switch, under
-    /// either seed policy.
+    /// every seed policy.
     #[test]
     fn hashed_walk_matches_the_planner_ecmp_path() {
         let t = three_tier();
         let n = t.hosts().len() as u32;
         for seeds in [
             SeedPolicy::PerSwitch,
+            SeedPolicy::SeedsOnly,
             SeedPolicy::Same(0),
             SeedPolicy::Same(77),
         ] {

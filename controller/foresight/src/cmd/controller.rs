@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use clap::Args;
 use installer::ecn::{EcnProfile, PREDRAIN_ALWAYS};
-use installer::static_state::Collector;
+use installer::static_state::{Collector, EcmpMode};
 use installer::target::{Artifacts, PortMap, Target};
 use installer::Devices;
 use planner::ecmp::{HashMode, SeedPolicy};
@@ -158,15 +158,30 @@ pub struct ControllerCmd {
     /// Unset: ports are unchecked (the fabric leaves room for INT).
     #[arg(long, value_parser = clap::value_parser!(u16).range(i64::from(installer::static_state::MIN_MTU)..))]
     int_mtu: Option<u16>,
-    /// ECMP hash of RoCEv2 traffic on every switch (five-tuple ignores the QP,
-    /// like a fabric without QP-aware hashing; the lab compares the two).
+    /// How every switch picks an ECMP member (routing.hash_mode): hashing
+    /// RoCEv2 by QP (qp-aware) or on the 5-tuple like a fabric without
+    /// QP-aware hashing (five-tuple); flowlet switching (a random member
+    /// per flowlet, --flowlet-timeout-us); spray (a random member per
+    /// packet; needs NICs that accept reordering). The lab compares them.
+    /// flowlet and spray are not in the TNA program yet.
     #[arg(long, value_enum, default_value = "qp-aware")]
     ecmp_hash: EcmpHash,
-    /// ECMP hash seed of every switch (routing.hash_seed): per-switch
-    /// (CRC-32 of the switch's name) or same:N (every switch N, the
-    /// polarised fabric). The planner predicts ECMP fallback paths with it.
-    #[arg(long, default_value = "per-switch")]
-    hash_seed: SeedPolicy,
+    /// With --ecmp-hash flowlet: a pause longer than this (µs, BMv2's
+    /// timestamp unit) ends a flowlet, and the flow's next packet draws a
+    /// new member. The default is a few round trips of a hardware fabric;
+    /// the lab's packet times are milliseconds and it passes its own
+    /// (bmv2-lab/README.md).
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
+    flowlet_timeout_us: u32,
+    /// ECMP hash seed and offset of every switch (routing.hash_seed,
+    /// routing.hash_offset): per-switch (CRC-32 of the switch's name, and
+    /// its tier's hash offset so that tiers decide independently),
+    /// seeds-only (the seeds, no offsets) or same:N (every switch seed N,
+    /// no offsets: the polarised fabric). The planner predicts ECMP
+    /// fallback paths with it. [default: per-switch; seeds-only with
+    /// --target tofino, whose program has no hash offset yet]
+    #[arg(long)]
+    hash_seed: Option<SeedPolicy>,
     /// Priority queue (MPLS traffic class) of reserved traffic, 0-7. It
     /// keeps its own DCQCN profile while the lowered one applies to the
     /// port's other queues. The port's scheduler must cap it at what is
@@ -276,17 +291,50 @@ pub struct ControllerCmd {
     log_json: bool,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 enum EcmpHash {
     QpAware,
     FiveTuple,
+    Flowlet,
+    Spray,
 }
 
-impl From<EcmpHash> for HashMode {
-    fn from(h: EcmpHash) -> HashMode {
-        match h {
-            EcmpHash::QpAware => HashMode::QpAware,
-            EcmpHash::FiveTuple => HashMode::FiveTuple,
+impl ControllerCmd {
+    /// `--ecmp-hash` with its timeout.
+    fn ecmp_mode(&self) -> EcmpMode {
+        match self.ecmp_hash {
+            EcmpHash::QpAware => HashMode::QpAware.into(),
+            EcmpHash::FiveTuple => HashMode::FiveTuple.into(),
+            EcmpHash::Flowlet => EcmpMode::Flowlet {
+                timeout_us: self.flowlet_timeout_us,
+            },
+            EcmpHash::Spray => EcmpMode::Spray,
+        }
+    }
+
+    /// `--hash-seed`, or the target's default; what the target's program
+    /// cannot do is refused here, before any switch is contacted.
+    fn seed_policy(&self) -> anyhow::Result<SeedPolicy> {
+        let tofino = self.target.target == Target::Tofino;
+        let random = match self.ecmp_hash {
+            EcmpHash::Flowlet => Some("flowlet"),
+            EcmpHash::Spray => Some("spray"),
+            EcmpHash::QpAware | EcmpHash::FiveTuple => None,
+        };
+        if let (true, Some(mode)) = (tofino, random) {
+            bail!(
+                "--ecmp-hash {mode}: the TNA program has no flowlet or spray mode yet \
+                 (p4src/README.md); use qp-aware or five-tuple with --target tofino"
+            );
+        }
+        match self.hash_seed {
+            Some(SeedPolicy::PerSwitch) if tofino => bail!(
+                "--hash-seed per-switch sets per-tier hash offsets, which the TNA program does \
+                 not have yet (p4src/README.md); use seeds-only or same:N with --target tofino"
+            ),
+            Some(policy) => Ok(policy),
+            None if tofino => Ok(SeedPolicy::SeedsOnly),
+            None => Ok(SeedPolicy::PerSwitch),
         }
     }
 }
@@ -464,6 +512,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         None => (Switches::Bmv2, BTreeMap::new()),
     };
     let devices = Devices::new(cmd.target.target, port_maps);
+    let seeds = cmd.seed_policy()?;
     if !(cmd.headroom > 0.0 && cmd.headroom <= 1.0) {
         bail!("--headroom {} must be in (0, 1]", cmd.headroom);
     }
@@ -511,8 +560,8 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         },
         planner: PlannerConfig {
             headroom: cmd.headroom,
-            ecmp_hash: cmd.ecmp_hash.into(),
-            ecmp_seeds: cmd.hash_seed,
+            ecmp_hash: cmd.ecmp_mode().hash_key(),
+            ecmp_seeds: seeds,
             joint_budget_us: cmd.joint_budget_us,
             ..PlannerConfig::default()
         },
@@ -523,8 +572,8 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             lowered: cmd.lowered_ecn,
             predrain_probability: cmd.predrain_probability,
             collector,
-            ecmp_hash: cmd.ecmp_hash.into(),
-            ecmp_seeds: cmd.hash_seed,
+            ecmp_hash: cmd.ecmp_mode(),
+            ecmp_seeds: seeds,
             reserved_tc: cmd.reserved_tc,
             background_tc: cmd.background_tc,
             int_mtu: cmd.int_mtu,
@@ -723,6 +772,50 @@ mod tests {
             Ok(_) => panic!("{args:?} was accepted"),
             Err(e) => format!("{e:#}"),
         }
+    }
+
+    fn parsed(args: &[&str]) -> ControllerCmd {
+        let base = ["t", "--topology", "t.yaml", "--switches", "s.yaml"];
+        Cli::try_parse_from(base.iter().chain(args)).unwrap().cmd
+    }
+
+    #[test]
+    fn ecmp_modes_and_seed_defaults_follow_the_target() {
+        assert_eq!(parsed(&[]).seed_policy().unwrap(), SeedPolicy::PerSwitch);
+        assert_eq!(
+            parsed(&["--target", "tofino"]).seed_policy().unwrap(),
+            SeedPolicy::SeedsOnly
+        );
+        let e = parsed(&["--target", "tofino", "--hash-seed", "per-switch"])
+            .seed_policy()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("hash offsets") && e.contains("seeds-only"),
+            "{e}"
+        );
+        let e = parsed(&["--target", "tofino", "--ecmp-hash", "spray"])
+            .seed_policy()
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--ecmp-hash spray: the TNA program"), "{e}");
+        assert_eq!(
+            parsed(&["--ecmp-hash", "flowlet", "--flowlet-timeout-us", "40000"]).ecmp_mode(),
+            EcmpMode::Flowlet { timeout_us: 40_000 }
+        );
+        assert_eq!(
+            parsed(&["--ecmp-hash", "spray"]).ecmp_mode(),
+            EcmpMode::Spray
+        );
+        assert_eq!(
+            parsed(&["--ecmp-hash", "five-tuple"]).ecmp_mode(),
+            EcmpMode::Hash(HashMode::FiveTuple)
+        );
+        let base = ["t", "--topology", "t.yaml", "--switches", "s.yaml"];
+        assert!(Cli::try_parse_from(base).is_ok());
+        let zero = base.iter().chain(&["--flowlet-timeout-us", "0"]);
+        let e = Cli::try_parse_from(zero).err().expect("timeout 0 refused");
+        assert!(e.to_string().contains("--flowlet-timeout-us"), "{e}");
     }
 
     #[test]

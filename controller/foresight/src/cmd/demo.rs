@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{bail, Context};
 use clap::Args;
 use installer::reservations::{reserved_flows, ReservedFlow};
-use installer::static_state::{hash_seed_config, static_state, EcnProfile};
+use installer::static_state::{hash_offset_config, hash_seed_config, static_state, EcnProfile};
 use installer::Intent;
 use planner::collectives::{expand, select_servers, Collective, CollectiveKind};
 use planner::demand::{Demand, DemandKind, QpAllocator};
@@ -36,8 +36,9 @@ pub struct DemoCmd {
     /// All-reduce buffer size in bytes.
     #[arg(long, default_value_t = 256 << 20)]
     bytes: u64,
-    /// ECMP hash seed of every switch: per-switch (CRC-32 of the switch's
-    /// name) or same:N (every switch N, the polarised fabric).
+    /// ECMP hash seed and offset of every switch: per-switch (CRC-32 of the
+    /// switch's name, its tier's hash offset), seeds-only (no offsets) or
+    /// same:N (every switch N, no offsets: the polarised fabric).
     #[arg(long, default_value = "per-switch")]
     hash_seed: SeedPolicy,
 }
@@ -114,11 +115,16 @@ fn plan(
     Ok((demands, ms, report::render_text(&report), reserved))
 }
 
-/// The static state of every switch, with its ECMP hash seed.
+/// The static state of every switch, with its ECMP hash seed and offset.
 fn static_intents(topo: &Topology, seeds: SeedPolicy) -> BTreeMap<String, Intent> {
     let mut intents = static_state(topo, EcnProfile::default());
-    for (name, intent) in intents.iter_mut() {
-        intent.push(hash_seed_config(seeds.seed(name)));
+    for s in topo.switches() {
+        let intent = intents
+            .get_mut(&s.name)
+            .expect("static state is per switch");
+        let hash = seeds.switch_hash(&s.name, s.role);
+        intent.push(hash_seed_config(hash.seed));
+        intent.push(hash_offset_config(hash.offset));
     }
     intents
 }

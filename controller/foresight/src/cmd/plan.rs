@@ -91,8 +91,9 @@ pub struct PlanCmd {
     /// Also predict the same flows on ECMP (QP-aware, 5-tuple, ideal random).
     #[arg(long)]
     ecmp: bool,
-    /// Switch ECMP hash seeds, for ECMP fallback and --ecmp: per-switch
-    /// (CRC-32 of the switch name) or same:N (every switch N).
+    /// Switch ECMP hash seeds and offsets, for ECMP fallback and --ecmp:
+    /// per-switch (CRC-32 of the switch name, its tier's hash offset),
+    /// seeds-only (no offsets) or same:N (every switch N, no offsets).
     #[arg(long, default_value = "per-switch")]
     hash_seed: SeedPolicy,
     /// Flows listed per demand.

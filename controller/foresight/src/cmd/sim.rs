@@ -122,9 +122,10 @@ struct PolicyArgs {
     /// instead of the planner's allocator order.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Switch ECMP hash seeds: per-switch (CRC-32 of the switch name, as
-    /// the controller installs them) or same:N (every switch N: the
-    /// polarised fabric).
+    /// Switch ECMP hash seeds and offsets: per-switch (CRC-32 of the switch
+    /// name and its tier's hash offset, as the controller installs them),
+    /// seeds-only (the seeds without offsets: tiers partly correlated) or
+    /// same:N (every switch N, no offsets: the polarised fabric).
     #[arg(long, default_value = "per-switch")]
     hash_seed: SeedPolicy,
     /// Policies simulated at once (0: one per core; each holds its own

@@ -45,7 +45,8 @@ pub struct LabArgs {
     /// (raw/<run>/reservations.json).
     #[arg(long)]
     reservations: Option<PathBuf>,
-    /// Switch ECMP hash seeds, as the lab ran them.
+    /// Switch ECMP hash seeds and offsets, as the lab ran them (per-switch,
+    /// seeds-only or same:N).
     #[arg(long, default_value = "per-switch")]
     hash_seed: SeedPolicy,
     /// Port drain rate per Gbit/s (experiment.py --pps-per-gbps).

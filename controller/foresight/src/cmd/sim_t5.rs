@@ -52,7 +52,7 @@ pub struct T5Args {
     /// The learner's timing window, a fraction of the iteration.
     #[arg(long, default_value_t = 0.05)]
     window: f64,
-    /// Switch ECMP hash seeds.
+    /// Switch ECMP hash seeds and offsets (per-switch, seeds-only or same:N).
     #[arg(long, default_value = "per-switch")]
     hash_seed: SeedPolicy,
     /// Results directory.

@@ -1,6 +1,6 @@
 //! What every switch should hold at a given moment, derived from the
-//! reservation records: the static state (routes, ECMP groups, hash mode
-//! and seed, SR adjacencies, INT, ECN, collector), plus, for every reserved flow whose install window
+//! reservation records: the static state (routes, ECMP groups, ECMP mode,
+//! hash seed and offset, SR adjacencies, INT, ECN, collector), plus, for every reserved flow whose install window
 //! `[start - lead, end)` contains the moment:
 //!
 //! * at its ingress leaf, the SR push entry (label stack and priority
@@ -31,13 +31,13 @@ use installer::ecn::{dcqcn_burst_entries, predrain_entry, EcnProfile};
 use installer::intent::{Key, Resolved};
 use installer::reservations::{host_pair_watch_entry, ReservedFlow};
 use installer::static_state::{
-    collector_config_with_down, hash_mode_config, hash_seed_config, port_mtu_config,
-    static_state_with_down, Collector,
+    collector_config_with_down, hash_mode_config, port_mtu_config, static_state_with_down,
+    switch_hash_config, Collector, EcmpMode,
 };
 use installer::{Devices, Intent, IntentError, Object};
 use p4rt::proto::p4::v1 as p4;
 use p4rt::P4Info;
-use planner::ecmp::{HashMode, SeedPolicy};
+use planner::ecmp::SeedPolicy;
 use planner::topology::EdgeId;
 use planner::Topology;
 
@@ -56,9 +56,9 @@ pub struct Policy {
     pub predrain_probability: u16,
     /// Where INT sinks send reports, if anywhere.
     pub collector: Option<Collector>,
-    /// The switches' ECMP hash mode.
-    pub ecmp_hash: HashMode,
-    /// Where each switch's ECMP hash seed comes from.
+    /// How the switches pick ECMP members.
+    pub ecmp_hash: EcmpMode,
+    /// Where each switch's ECMP hash seed and offset come from.
     pub ecmp_seeds: SeedPolicy,
     /// Priority queue (MPLS traffic class) of reserved traffic.
     pub reserved_tc: u8,
@@ -129,7 +129,18 @@ fn base_state(
     let mut intents = static_state_with_down(topo, policy.ecn, down);
     for (name, intent) in intents.iter_mut() {
         intent.push(hash_mode_config(policy.ecmp_hash));
-        intent.push(hash_seed_config(policy.ecmp_seeds.seed(name)));
+        let s = topo
+            .switch_by_name(name)
+            .expect("static state is per switch");
+        let role = topo.switches()[s as usize].role;
+        let hash = policy.ecmp_seeds.switch_hash(name, role);
+        let objects = switch_hash_config(info, hash).map_err(|e| IntentError {
+            switch: name.clone(),
+            source: p4rt::entity::BuildError::Invalid(e).into(),
+        })?;
+        for o in objects {
+            intent.push(o);
+        }
     }
     if let Some(mtu) = policy.int_mtu {
         for (switch, objects) in port_mtu_config(topo, mtu) {

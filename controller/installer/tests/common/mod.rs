@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use installer::ecn::{dcqcn_entry, predrain_entry, EcnProfile, PREDRAIN_ALWAYS};
 use installer::reservations::ReservedFlow;
 use installer::static_state::{
-    collector_config, hash_mode_config, hash_seed_config, port_mtu_config, static_state, Collector,
+    collector_config, hash_mode_config, hash_offset_config, hash_seed_config, port_mtu_config,
+    static_state, Collector, EcmpMode,
 };
 use installer::Intent;
 use planner::ecmp::HashMode;
@@ -22,8 +23,9 @@ pub fn small_topology() -> Topology {
 }
 
 /// The intent of every switch of `topo` with one of each object the
-/// controller ever writes: the static state with an INT collector, both
-/// ECMP hash modes, the ECMP hash seed, SR push entries for every stack depth (1-4 labels),
+/// controller ever writes: the static state with an INT collector, every
+/// ECMP mode (hashed both ways, flowlets, spraying), the ECMP hash seed and
+/// offset, SR push entries for every stack depth (1-4 labels),
 /// INT watch entries, INT port MTUs, lowered DCQCN profiles and pre-drain
 /// entries with and without a QP.
 pub fn every_object(topo: &Topology) -> BTreeMap<String, Intent> {
@@ -46,7 +48,10 @@ pub fn every_object(topo: &Topology) -> BTreeMap<String, Intent> {
     for (switch, intent) in intents.iter_mut() {
         intent.push(hash_mode_config(HashMode::QpAware));
         intent.push(hash_mode_config(HashMode::FiveTuple));
+        intent.push(hash_mode_config(EcmpMode::Flowlet { timeout_us: 40_000 }));
+        intent.push(hash_mode_config(EcmpMode::Spray));
         intent.push(hash_seed_config(planner::ecmp::switch_seed(switch)));
+        intent.push(hash_offset_config(planner::ecmp::TIER_WINDOW_BITS));
     }
     let leaf1 = topo.switch_by_name("leaf1").unwrap();
     let intent = intents.get_mut("leaf1").unwrap();

@@ -71,7 +71,7 @@ pub fn policy_compiler(
         lowered: EcnProfile::lowered(),
         predrain_probability: 0xffff,
         collector: None,
-        ecmp_hash: planner::ecmp::HashMode::QpAware,
+        ecmp_hash: planner::ecmp::HashMode::QpAware.into(),
         ecmp_seeds: seeds,
         reserved_tc: installer::reservations::RESERVED_TC,
         background_tc,

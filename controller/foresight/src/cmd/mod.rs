@@ -14,8 +14,8 @@ mod sim_lab;
 mod sim_t5;
 mod status;
 mod switch;
-mod table;
 mod target_args;
+mod text_table;
 mod topo;
 
 use clap::Subcommand;

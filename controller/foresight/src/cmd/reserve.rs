@@ -14,7 +14,7 @@ use serde::Serialize;
 use tonic::transport::{Channel, ClientTlsConfig};
 
 use super::controller::DEFAULT_NDSP;
-use super::table;
+use super::text_table;
 use crate::daemon::now_unix_ns;
 use crate::daemon::service::INSTALL_US_METADATA;
 
@@ -722,7 +722,7 @@ fn print_reservation(r: &ReservationOut) {
     if r.flows.is_empty() {
         return;
     }
-    let mut flows = table::new(
+    let mut flows = text_table::new(
         &[
             "FLOW",
             "SRC -> DST",
@@ -743,14 +743,14 @@ fn print_reservation(r: &ReservationOut) {
             f.status.to_string(),
             format!(
                 "{} / {}",
-                table::rate(f.accepted_bps),
-                table::rate(f.requested_bps)
+                text_table::rate(f.accepted_bps),
+                text_table::rate(f.requested_bps)
             ),
             labels.join(" "),
             f.path.join(" "),
         ]);
     }
-    print!("{}", table::indented(&flows));
+    print!("{}", text_table::indented(&flows));
     if r.flows.len() > 64 {
         println!("  ... {} more flows (--json lists all)", r.flows.len() - 64);
     }

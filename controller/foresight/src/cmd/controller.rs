@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use installer::ecn::{EcnProfile, PREDRAIN_ALWAYS};
 use installer::static_state::Collector;
-use installer::target::{Artifacts, PortMap, Target};
+use installer::device::{Artifacts, PortMap, Target};
 use installer::Devices;
 use planner::ecmp::{HashMode, SeedPolicy};
 use planner::topology::yaml;

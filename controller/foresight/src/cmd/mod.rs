@@ -7,6 +7,7 @@ mod demo;
 mod entries;
 mod int_collect;
 mod link;
+mod millis;
 mod plan;
 mod reserve;
 mod sim;

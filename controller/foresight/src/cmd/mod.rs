@@ -7,6 +7,7 @@ mod demo;
 mod entries;
 mod int_collect;
 mod link;
+mod millis;
 mod plan;
 mod reserve;
 mod sim;
@@ -14,8 +15,8 @@ mod sim_lab;
 mod sim_t5;
 mod status;
 mod switch;
-mod table;
 mod target_args;
+mod text_table;
 mod topo;
 
 use clap::Subcommand;

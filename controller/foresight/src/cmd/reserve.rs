@@ -14,7 +14,8 @@ use serde::Serialize;
 use tonic::transport::{Channel, ClientTlsConfig};
 
 use super::controller::DEFAULT_NDSP;
-use super::table;
+use super::millis::{ms_to_ns, MAX_MS};
+use super::text_table;
 use crate::daemon::now_unix_ns;
 use crate::daemon::service::INSTALL_US_METADATA;
 
@@ -126,7 +127,8 @@ impl BatchDemand {
         let start = match (self.start_unix_ns, self.start_in_ms) {
             (Some(t), None) => demand_signal::Start::StartUnixNs(t),
             (None, Some(ms)) => demand_signal::Start::StartOffsetNs(
-                ms_to_ns(ms, "start-in-ms").with_context(|| format!("{at}.start_in_ms"))?,
+                ms_to_ns("--start-in-ms", ms, MAX_MS)
+                    .with_context(|| format!("{at}.start_in_ms"))?,
             ),
             _ => bail!("{at}: give exactly one of start_unix_ns and start_in_ms"),
         };
@@ -136,7 +138,8 @@ impl BatchDemand {
             }
             (Some(_), None) => bail!("{at}.rate_gbps: must be a positive number"),
             (None, Some(d)) => demand_signal::Pacing::DurationNs(
-                ms_to_ns(d, "duration-ms").with_context(|| format!("{at}.duration_ms"))?,
+                ms_to_ns("--duration-ms", d, MAX_MS)
+                    .with_context(|| format!("{at}.duration_ms"))?,
             ),
             _ => bail!("{at}: give exactly one of rate_gbps and duration_ms"),
         };
@@ -449,13 +452,6 @@ fn header(tenant: &str) -> Option<proto::RequestHeader> {
     })
 }
 
-fn ms_to_ns(ms: f64, flag: &str) -> anyhow::Result<u64> {
-    if !(ms.is_finite() && ms >= 0.0) {
-        bail!("--{flag} must be a non-negative number of milliseconds");
-    }
-    Ok((ms * 1e6).round() as u64)
-}
-
 fn default_id(prefix: &str) -> String {
     format!("{prefix}-{}", now_unix_ns() / 1_000_000)
 }
@@ -722,7 +718,7 @@ fn print_reservation(r: &ReservationOut) {
     if r.flows.is_empty() {
         return;
     }
-    let mut flows = table::new(
+    let mut flows = text_table::new(
         &[
             "FLOW",
             "SRC -> DST",
@@ -743,14 +739,14 @@ fn print_reservation(r: &ReservationOut) {
             f.status.to_string(),
             format!(
                 "{} / {}",
-                table::rate(f.accepted_bps),
-                table::rate(f.requested_bps)
+                text_table::rate(f.accepted_bps),
+                text_table::rate(f.requested_bps)
             ),
             labels.join(" "),
             f.path.join(" "),
         ]);
     }
-    print!("{}", table::indented(&flows));
+    print!("{}", text_table::indented(&flows));
     if r.flows.len() > 64 {
         println!("  ... {} more flows (--json lists all)", r.flows.len() - 64);
     }
@@ -769,10 +765,10 @@ fn install_us<T>(r: &tonic::Response<T>) -> Option<u64> {
 type TimingFields = (u64, Option<u64>, Option<u64>, Option<proto::Recurrence>);
 
 fn timing_fields(t: &Timing) -> anyhow::Result<TimingFields> {
-    let start = ms_to_ns(t.start_in_ms, "start-in-ms")?;
+    let start = ms_to_ns("--start-in-ms", t.start_in_ms, MAX_MS)?;
     let duration = t
         .duration_ms
-        .map(|d| ms_to_ns(d, "duration-ms"))
+        .map(|d| ms_to_ns("--duration-ms", d, MAX_MS))
         .transpose()?;
     let rate = match t.rate_gbps {
         Some(r) if r.is_finite() && r > 0.0 => Some((r * 1e9).round() as u64),
@@ -784,7 +780,7 @@ fn timing_fields(t: &Timing) -> anyhow::Result<TimingFields> {
     }
     let recurrence = match (t.period_ms, t.occurrences) {
         (Some(p), Some(n)) => Some(proto::Recurrence {
-            period_ns: ms_to_ns(p, "period-ms")?,
+            period_ns: ms_to_ns("--period-ms", p, MAX_MS)?,
             occurrences: n,
         }),
         _ => None,
@@ -831,7 +827,7 @@ pub fn run(cmd: ReserveCmd) -> anyhow::Result<()> {
                             .timing
                             .deadline_ms
                             .map(|d| {
-                                ms_to_ns(d, "deadline-ms")
+                                ms_to_ns("--deadline-ms", d, MAX_MS)
                                     .map(demand_signal::Deadline::DeadlineOffsetNs)
                             })
                             .transpose()?,
@@ -906,7 +902,7 @@ pub fn run(cmd: ReserveCmd) -> anyhow::Result<()> {
                                 .timing
                                 .deadline_ms
                                 .map(|d| {
-                                    ms_to_ns(d, "deadline-ms")
+                                    ms_to_ns("--deadline-ms", d, MAX_MS)
                                         .map(collective::Deadline::DeadlineOffsetNs)
                                 })
                                 .transpose()?,

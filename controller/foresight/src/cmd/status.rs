@@ -4,7 +4,7 @@
 use clap::Args;
 
 use super::controller::DEFAULT_HTTP;
-use super::{admin_client, table};
+use super::{admin_client, text_table};
 use crate::daemon::api::StatusView;
 
 #[derive(Args)]
@@ -61,7 +61,7 @@ pub fn render(s: &StatusView) -> String {
         let _ = writeln!(o, "  link down: {l}");
     }
     let _ = writeln!(o, "\nswitches:");
-    let mut switches = table::new(
+    let mut switches = text_table::new(
         &[
             "NAME",
             "ADDRESS",
@@ -94,7 +94,7 @@ pub fn render(s: &StatusView) -> String {
             rec,
         ]);
     }
-    o.push_str(&table::indented(&switches));
+    o.push_str(&text_table::indented(&switches));
     for sw in &s.switches {
         if let Some(e) = &sw.status.last_error {
             let _ = writeln!(o, "  {}: last error: {e}", sw.name);
@@ -113,7 +113,7 @@ pub fn render(s: &StatusView) -> String {
         s.reservations.installed_flows
     );
     if !s.reservations.list.is_empty() {
-        let mut reservations = table::new(
+        let mut reservations = text_table::new(
             &[
                 "ID", "TENANT", "SUBJECT", "STATUS", "STATE", "FLOWS", "START", "END",
             ],
@@ -131,19 +131,19 @@ pub fn render(s: &StatusView) -> String {
                 ms(r.end_unix_ns, now),
             ]);
         }
-        o.push_str(&table::indented(&reservations));
+        o.push_str(&text_table::indented(&reservations));
     }
     let _ = writeln!(o, "\nlinks (reserved now; measured from INT reports):");
     if s.links.is_empty() {
         let _ = writeln!(o, "  nothing reserved or measured");
         return o;
     }
-    let mut links = table::new(&["LINK", "RESERVED", "CAPACITY", "MEASURED"], &[1, 2]);
+    let mut links = text_table::new(&["LINK", "RESERVED", "CAPACITY", "MEASURED"], &[1, 2]);
     for l in &s.links {
         let measured = match (l.measured_bps, l.utilization) {
             (Some(m), Some(u)) => format!(
                 "{} ({:.0}%), queue {} pkts",
-                table::rate(m),
+                text_table::rate(m),
                 u * 100.0,
                 l.queue_packets.unwrap_or(0)
             ),
@@ -151,12 +151,12 @@ pub fn render(s: &StatusView) -> String {
         };
         links.add_row(vec![
             l.link.clone(),
-            table::rate(l.reserved_bps),
-            table::rate(l.capacity_bps),
+            text_table::rate(l.reserved_bps),
+            text_table::rate(l.capacity_bps),
             measured,
         ]);
     }
-    o.push_str(&table::indented(&links));
+    o.push_str(&text_table::indented(&links));
     o
 }
 

@@ -44,12 +44,24 @@ pub fn render(s: &StatusView) -> String {
         "controller {} — fabric {}, NDSP {}, admin http://{}, election id {}, lead time {:.1} ms, up {:.0} s",
         c.version, c.fabric, c.ndsp_addr, c.http_addr, c.election_id, c.lead_time_ms, c.uptime_s
     );
-    if let Some(ms) = c.startup_reconcile_ms {
+    if let Some(tenant) = &s.tenant {
         let _ = writeln!(
             o,
-            "  start-up: {} reservations reloaded, every switch reconciled after {ms:.1} ms",
-            c.restored_reservations
+            "  the view of tenant {tenant} (its client certificate): its reservations only; links and their loads are the fabric's"
         );
+    }
+    match (c.startup_reconcile_ms, &s.tenant) {
+        (Some(ms), None) => {
+            let _ = writeln!(
+                o,
+                "  start-up: {} reservations reloaded, every switch reconciled after {ms:.1} ms",
+                c.restored_reservations
+            );
+        }
+        (Some(ms), Some(_)) => {
+            let _ = writeln!(o, "  start-up: every switch reconciled after {ms:.1} ms");
+        }
+        (None, _) => {}
     }
     for id in &c.restored_diverged {
         let _ = writeln!(
@@ -86,7 +98,11 @@ pub fn render(s: &StatusView) -> String {
             });
         switches.add_row(vec![
             sw.name.clone(),
-            sw.addr.clone(),
+            if sw.addr.is_empty() {
+                "-".to_string()
+            } else {
+                sw.addr.clone()
+            },
             sw.device_id.to_string(),
             sw.role.clone(),
             sw.status.entities.to_string(),
@@ -202,6 +218,31 @@ mod tests {
         assert_eq!(links.len(), 3, "{text}");
         assert!(
             links[1].contains("4.00 Gb/s") && links[1].contains("100 Mb/s (1%)"),
+            "{text}"
+        );
+        assert!(!text.contains("the view of tenant"), "{text}");
+    }
+
+    /// A tenant's view says whose it is and hides what it does not hold.
+    #[test]
+    fn a_tenant_view_says_so_and_shows_no_switch_address() {
+        let mut view = sample();
+        view.controller.startup_reconcile_ms = Some(12.0);
+        view.controller.restored_reservations = 7;
+        let full = render(&view);
+        assert!(full.contains("7 reservations reloaded"), "{full}");
+        assert!(full.contains("127.0.0.1:9559"), "{full}");
+        let text = render(&view.scope_to("acme"));
+        assert!(text.contains("the view of tenant acme"), "{text}");
+        assert!(
+            text.contains("every switch reconciled after 12.0 ms"),
+            "{text}"
+        );
+        assert!(!text.contains("reloaded"), "{text}");
+        assert!(!text.contains("127.0.0.1:9559"), "{text}");
+        let switches = table_lines(&text, "ADDRESS");
+        assert!(
+            switches[1].contains("leaf1") && switches[1].contains(" - "),
             "{text}"
         );
     }

@@ -10,6 +10,7 @@
 pub mod certs;
 pub mod http;
 pub mod replica;
+pub mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -2,6 +2,7 @@
 //! `run` function in the module.
 
 mod admin_client;
+mod client_tls;
 mod controller;
 mod demo;
 mod entries;
@@ -16,6 +17,7 @@ mod status;
 mod switch;
 mod table;
 mod target_args;
+mod tls_failure;
 mod topo;
 
 use clap::Subcommand;

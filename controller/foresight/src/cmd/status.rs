@@ -3,8 +3,10 @@
 
 use clap::Args;
 
+use super::admin_client::Admin;
+use super::client_tls::ClientTls;
 use super::controller::DEFAULT_HTTP;
-use super::{admin_client, table};
+use super::table;
 use crate::daemon::api::StatusView;
 
 #[derive(Args)]
@@ -12,6 +14,8 @@ pub struct StatusCmd {
     /// The controller's metrics/admin HTTP address.
     #[arg(long, default_value = DEFAULT_HTTP)]
     http: String,
+    #[command(flatten)]
+    tls: ClientTls,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -19,7 +23,11 @@ pub struct StatusCmd {
 
 pub fn run(cmd: StatusCmd) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
-    let body = runtime.block_on(admin_client::get(&cmd.http, "/v1/status"))?;
+    let admin = Admin {
+        addr: &cmd.http,
+        tls: &cmd.tls,
+    };
+    let body = runtime.block_on(admin.get("/v1/status"))?;
     if cmd.json {
         println!("{}", String::from_utf8_lossy(&body));
         return Ok(());

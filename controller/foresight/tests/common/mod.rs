@@ -9,6 +9,7 @@
 
 pub mod certs;
 pub mod http;
+pub mod openssl;
 pub mod replica;
 pub mod tls;
 

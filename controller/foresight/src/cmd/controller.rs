@@ -61,7 +61,8 @@ pub struct ControllerCmd {
     http: SocketAddr,
     /// File with the operator's bearer token (one line, at least 16
     /// printable characters, mode 600): the admin write (`foresight link`)
-    /// then needs it. Required when --http is not a loopback address.
+    /// then needs it. Required when --http is not a loopback address and
+    /// the admin port is not mutual TLS (--tls-cert).
     #[arg(long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
     /// Intended state, reloaded and reconciled on restart ("none" to keep it in memory only).
@@ -94,6 +95,15 @@ pub struct ControllerCmd {
         requires = "tls_cert"
     )]
     operators: Vec<String>,
+    /// Client certificate identities with the scrape role: they read the
+    /// admin port's /metrics and nothing else (Prometheus; comma-separated).
+    #[arg(
+        long,
+        value_name = "NAMES",
+        value_delimiter = ',',
+        requires = "tls_cert"
+    )]
+    scrapers: Vec<String>,
     /// P4Runtime to the switches over TLS: the CA (PEM) that signed their
     /// certificates (which must name the address in the switches file).
     #[arg(long, value_name = "FILE", requires = "switches")]
@@ -501,6 +511,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
                 key,
                 ca,
                 cmd.operators.iter().cloned().collect(),
+                cmd.scrapers.iter().cloned().collect(),
             )?),
             _ => None,
         },

@@ -2,6 +2,7 @@
 //! `run` function in the module.
 
 mod admin_client;
+mod client_tls;
 mod controller;
 mod demo;
 mod entries;
@@ -17,6 +18,7 @@ mod status;
 mod switch;
 mod target_args;
 mod text_table;
+mod tls_failure;
 mod topo;
 
 use clap::Subcommand;

@@ -3,8 +3,10 @@
 
 use clap::Args;
 
+use super::admin_client::Admin;
+use super::client_tls::ClientTls;
 use super::controller::DEFAULT_HTTP;
-use super::{admin_client, text_table};
+use super::text_table;
 use crate::daemon::api::StatusView;
 
 #[derive(Args)]
@@ -12,6 +14,8 @@ pub struct StatusCmd {
     /// The controller's metrics/admin HTTP address.
     #[arg(long, default_value = DEFAULT_HTTP)]
     http: String,
+    #[command(flatten)]
+    tls: ClientTls,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -19,7 +23,11 @@ pub struct StatusCmd {
 
 pub fn run(cmd: StatusCmd) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
-    let body = runtime.block_on(admin_client::get(&cmd.http, "/v1/status"))?;
+    let admin = Admin {
+        addr: &cmd.http,
+        tls: &cmd.tls,
+    };
+    let body = runtime.block_on(admin.get("/v1/status"))?;
     if cmd.json {
         println!("{}", String::from_utf8_lossy(&body));
         return Ok(());
@@ -44,12 +52,24 @@ pub fn render(s: &StatusView) -> String {
         "controller {} — fabric {}, NDSP {}, admin http://{}, election id {}, lead time {:.1} ms, up {:.0} s",
         c.version, c.fabric, c.ndsp_addr, c.http_addr, c.election_id, c.lead_time_ms, c.uptime_s
     );
-    if let Some(ms) = c.startup_reconcile_ms {
+    if let Some(tenant) = &s.tenant {
         let _ = writeln!(
             o,
-            "  start-up: {} reservations reloaded, every switch reconciled after {ms:.1} ms",
-            c.restored_reservations
+            "  the view of tenant {tenant} (its client certificate): its reservations only; links and their loads are the fabric's"
         );
+    }
+    match (c.startup_reconcile_ms, &s.tenant) {
+        (Some(ms), None) => {
+            let _ = writeln!(
+                o,
+                "  start-up: {} reservations reloaded, every switch reconciled after {ms:.1} ms",
+                c.restored_reservations
+            );
+        }
+        (Some(ms), Some(_)) => {
+            let _ = writeln!(o, "  start-up: every switch reconciled after {ms:.1} ms");
+        }
+        (None, _) => {}
     }
     for id in &c.restored_diverged {
         let _ = writeln!(
@@ -86,7 +106,11 @@ pub fn render(s: &StatusView) -> String {
             });
         switches.add_row(vec![
             sw.name.clone(),
-            sw.addr.clone(),
+            if sw.addr.is_empty() {
+                "-".to_string()
+            } else {
+                sw.addr.clone()
+            },
             sw.device_id.to_string(),
             sw.role.clone(),
             sw.status.entities.to_string(),
@@ -202,6 +226,31 @@ mod tests {
         assert_eq!(links.len(), 3, "{text}");
         assert!(
             links[1].contains("4.00 Gb/s") && links[1].contains("100 Mb/s (1%)"),
+            "{text}"
+        );
+        assert!(!text.contains("the view of tenant"), "{text}");
+    }
+
+    /// A tenant's view says whose it is and hides what it does not hold.
+    #[test]
+    fn a_tenant_view_says_so_and_shows_no_switch_address() {
+        let mut view = sample();
+        view.controller.startup_reconcile_ms = Some(12.0);
+        view.controller.restored_reservations = 7;
+        let full = render(&view);
+        assert!(full.contains("7 reservations reloaded"), "{full}");
+        assert!(full.contains("127.0.0.1:9559"), "{full}");
+        let text = render(&view.scope_to("acme"));
+        assert!(text.contains("the view of tenant acme"), "{text}");
+        assert!(
+            text.contains("every switch reconciled after 12.0 ms"),
+            "{text}"
+        );
+        assert!(!text.contains("reloaded"), "{text}");
+        assert!(!text.contains("127.0.0.1:9559"), "{text}");
+        let switches = table_lines(&text, "ADDRESS");
+        assert!(
+            switches[1].contains("leaf1") && switches[1].contains(" - "),
             "{text}"
         );
     }

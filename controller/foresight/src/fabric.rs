@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
+use installer::device::Artifacts;
 use installer::reconcile::{reconcile, Diff};
-use installer::target::Artifacts;
 use installer::{Devices, Intent};
 use p4rt::{P4Info, Switch, SwitchOptions};
 

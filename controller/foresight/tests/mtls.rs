@@ -3,7 +3,9 @@
 //! controller's (127.0.0.1), tenants `acme` and `globex`, an operator `ops`,
 //! and `acme` signed by another CA. The tenant is the certificate's, not
 //! the header's; only operators act for others; no or a foreign
-//! certificate gets no session.
+//! certificate gets no session. On the admin port a tenant reads its own
+//! reservations only; entries are the operators', metrics theirs and the
+//! scrape role's (`prometheus`), which gets no NDSP answer.
 
 mod common;
 
@@ -13,7 +15,7 @@ use common::certs::{ca, leaf};
 use common::{demand, header, Controller};
 use ndsp::proto::{self, demand_signaling_client::DemandSignalingClient};
 use ndsp::Validate;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+use tonic::transport::Channel;
 
 fn as_tenant(tenant: &str) -> Option<proto::RequestHeader> {
     let mut h = header();
@@ -26,18 +28,7 @@ async fn client(
     ca_pem: &str,
     id: Option<&(String, String)>,
 ) -> Result<DemandSignalingClient<Channel>, tonic::transport::Error> {
-    let mut tls = ClientTlsConfig::new()
-        .ca_certificate(Certificate::from_pem(ca_pem))
-        .domain_name("127.0.0.1");
-    if let Some((cert, key)) = id {
-        tls = tls.identity(Identity::from_pem(cert, key));
-    }
-    let channel = Channel::from_shared(format!("https://{addr}"))
-        .unwrap()
-        .tls_config(tls)?
-        .connect()
-        .await?;
-    Ok(DemandSignalingClient::new(channel))
+    common::tls::ndsp(addr, ca_pem, id).await
 }
 
 /// `method path` on the admin port over TLS: (status, body), or why not.
@@ -48,52 +39,7 @@ async fn https(
     method: &str,
     path: &str,
 ) -> Result<(u16, String), String> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
-        .unwrap();
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots);
-    let config = match id {
-        Some((cert, key)) => builder
-            .with_client_auth_cert(
-                vec![CertificateDer::from_pem_slice(cert.as_bytes()).unwrap()],
-                PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
-            )
-            .unwrap(),
-        None => builder.with_no_client_auth(),
-    };
-    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
-    let tcp = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    let name = ServerName::try_from("127.0.0.1").unwrap();
-    let mut tls = connector
-        .connect(name, tcp)
-        .await
-        .map_err(|e| e.to_string())?;
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
-    );
-    tls.write_all(request.as_bytes())
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut text = String::new();
-    tls.read_to_string(&mut text)
-        .await
-        .map_err(|e| e.to_string())?;
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("no HTTP answer: {text:?}"))?;
-    Ok((code, text))
+    common::tls::https(addr, ca_pem, id, method, path, None).await
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -149,6 +95,7 @@ async fn the_tenant_is_the_client_certificate() {
     let acme = leaf(&root, "acme", &[]);
     let globex = leaf(&root, "globex", &[]);
     let ops = leaf(&root, "ops", &[]);
+    let prometheus = leaf(&root, "prometheus", &[]);
     let foreign_acme = leaf(&other, "acme", &[]);
     let switches = common::unreachable_switches(dir.path());
     let (cert, key, client_ca) = (
@@ -171,6 +118,8 @@ async fn the_tenant_is_the_client_certificate() {
             &client_ca,
             "--operators",
             "ops",
+            "--scrapers",
+            "prometheus",
         ],
     );
     let addr = controller.ndsp.clone();
@@ -210,7 +159,7 @@ async fn the_tenant_is_the_client_certificate() {
     // The operator acts for acme and sees its reservation, unchanged.
     let mut o = client(&addr, &root.pem, Some(&ops)).await.unwrap();
     assert_eq!(list(&mut o, "acme").await.unwrap(), vec![mine.clone()]);
-    assert_eq!(list(&mut a, "acme").await.unwrap(), vec![mine]);
+    assert_eq!(list(&mut a, "acme").await.unwrap(), vec![mine.clone()]);
 
     // The CLI, with acme's certificate: as acme yes, as globex no.
     let (acme_cert, acme_key) = (
@@ -258,13 +207,66 @@ async fn the_tenant_is_the_client_certificate() {
     assert_eq!(list(&mut a, "acme").await.unwrap().len(), 2);
     assert!(list(&mut g, "globex").await.unwrap().is_empty());
 
-    // The admin port takes the same certificates: reads for any client
-    // certificate, the write for an operator's only.
+    // The scrape role's certificate gets no NDSP answer, in any name.
+    let mut p = client(&addr, &root.pem, Some(&prometheus)).await.unwrap();
+    for tenant in ["prometheus", "acme"] {
+        let err = list(&mut p, tenant).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+        assert!(err.message().contains("scrape role"), "{err:?}");
+    }
+
+    // The admin port takes the same certificates: a tenant reads its own
+    // reservations; entries and metrics are not a tenant's; the write is
+    // an operator's only.
     let http = controller.http.clone();
     let (code, body) = https(&http, &root.pem, Some(&acme), "GET", "/healthz")
         .await
         .unwrap();
     assert_eq!(code, 200, "{body}");
+    let tenants_in_status = |body: &str| -> Vec<String> {
+        let json = body.split_once("\r\n\r\n").unwrap().1;
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        let mut t: Vec<String> = v["reservations"]["list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["tenant"].as_str().unwrap().to_string())
+            .collect();
+        t.sort();
+        t.dedup();
+        t
+    };
+    let status = |who| https(&http, &root.pem, Some(who), "GET", "/v1/status");
+    let (code, body) = status(&acme).await.unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(tenants_in_status(&body), ["acme"], "{body}");
+    assert!(body.contains("\"tenant\": \"acme\""), "{body}");
+    assert!(!body.contains("127.0.0.1:1"), "switch addresses: {body}");
+    let (code, body) = status(&globex).await.unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(tenants_in_status(&body).is_empty(), "{body}");
+    assert!(!body.contains("d-acme") && !body.contains(&mine), "{body}");
+    let (code, body) = status(&ops).await.unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(tenants_in_status(&body), ["acme"], "{body}");
+    assert!(body.contains("127.0.0.1:1"), "{body}");
+    let (code, body) = status(&prometheus).await.unwrap();
+    assert_eq!(code, 403, "{body}");
+    for (name, who, path, want) in [
+        ("acme", &acme, "/v1/entries/leaf1", 403),
+        ("globex", &globex, "/v1/entries/leaf1", 403),
+        ("prometheus", &prometheus, "/v1/entries/leaf1", 403),
+        // The switches are unreachable: the operator is let through.
+        ("ops", &ops, "/v1/entries/leaf1", 503),
+        ("acme", &acme, "/metrics", 403),
+        ("prometheus", &prometheus, "/metrics", 200),
+        ("ops", &ops, "/metrics", 200),
+    ] {
+        let (code, body) = https(&http, &root.pem, Some(who), "GET", path)
+            .await
+            .unwrap();
+        assert_eq!(code, want, "{name} {path}: {body}");
+    }
     let (code, body) = https(
         &http,
         &root.pem,

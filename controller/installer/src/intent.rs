@@ -9,7 +9,7 @@ use p4rt::proto::p4::v1 as p4;
 use p4rt::{EntrySpec, P4Info, Value};
 use prost::Message;
 
-use crate::target::{Devices, NotAPort};
+use crate::device::{Devices, NotAPort};
 
 /// One object the controller wants on a switch, by P4Info names.
 #[derive(Debug, Clone, PartialEq)]

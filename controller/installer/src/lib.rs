@@ -14,11 +14,12 @@
 //!   would otherwise keep;
 //! * [`reconcile`] — read a switch, diff against intent, apply the minimal
 //!   changes (no duplicates, nothing lost); diff two intended states;
-//! * [`target`] — what differs between BMv2 and Tofino (device config,
+//! * [`device`] — what differs between BMv2 and Tofino (device config,
 //!   port numbering, queues, report sessions), applied when intents are
 //!   resolved.
 
 pub mod addressing;
+pub mod device;
 pub mod ecn;
 pub mod intent;
 pub mod names;
@@ -26,9 +27,8 @@ pub mod pipeline;
 pub mod reconcile;
 pub mod reservations;
 pub mod static_state;
-pub mod target;
 
+pub use device::{Devices, Target};
 pub use intent::{Intent, IntentError, Object};
 pub use reconcile::{reconcile, Diff};
 pub use reservations::ReservedFlow;
-pub use target::{Devices, Target};

@@ -26,8 +26,8 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use installer::device::{Devices, Target, PORT_BITS, PORT_MATCHES, PORT_PARAMS};
 use installer::names;
-use installer::target::{Devices, Target, PORT_BITS, PORT_MATCHES, PORT_PARAMS};
 use installer::{Intent, Object};
 use p4rt::p4info::{match_type, name_of};
 use p4rt::proto::p4::config::v1 as cfg;
@@ -434,7 +434,7 @@ fn the_tna_p4info_has_every_name_the_installer_writes() {
         if is_port && !listed {
             problems.push(format!(
                 "{object} `{field}` is {PORT_BITS} bits wide but not a port the target module \
-                 translates (installer::target::PORT_PARAMS / PORT_MATCHES)"
+                 translates (installer::device::PORT_PARAMS / PORT_MATCHES)"
             ));
         }
         if listed && (*v1_bits, *tna_bits) != (PORT_BITS, PORT_BITS) {

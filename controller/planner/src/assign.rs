@@ -144,6 +144,20 @@ impl Assigner {
         self.added[e as usize] -= bps;
     }
 
+    /// Adds (`load_path`) or takes back (`unload_path`) a flow's rate on
+    /// every edge of its path: how a flow is placed and moved.
+    fn load_path(&mut self, p: &Path, bps: u64) {
+        for &e in p.edges() {
+            self.add(e, bps);
+        }
+    }
+
+    fn unload_path(&mut self, p: &Path, bps: u64) {
+        for &e in p.edges() {
+            self.sub(e, bps);
+        }
+    }
+
     fn cur_added(&self, e: EdgeId) -> u64 {
         if self.touched_stamp[e as usize] == self.stamp {
             self.added[e as usize]
@@ -332,9 +346,7 @@ impl Assigner {
         }
         for (i, f) in flows.iter().enumerate() {
             self.add(topo.host_up_edge(f.src), f.rate_bps);
-            for &e in paths[i].edges() {
-                self.add(e, f.rate_bps);
-            }
+            self.load_path(&paths[i], f.rate_bps);
         }
     }
 
@@ -436,9 +448,7 @@ impl Assigner {
             let f = flows[i as usize];
             self.add(topo.host_up_edge(f.src), f.rate_bps);
             let (_, p) = self.best_path(topo, ledger, w, &f);
-            for &e in p.edges() {
-                self.add(e, f.rate_bps);
-            }
+            self.load_path(&p, f.rate_bps);
             paths[i as usize] = p;
         }
         self.repair(topo, ledger, w, flows, paths);
@@ -460,13 +470,9 @@ impl Assigner {
             if !old.edges().iter().any(|&e| self.down[e as usize]) {
                 continue;
             }
-            for &e in old.edges() {
-                self.sub(e, f.rate_bps);
-            }
+            self.unload_path(&old, f.rate_bps);
             let (_, p) = self.best_path(topo, ledger, w, f);
-            for &e in p.edges() {
-                self.add(e, f.rate_bps);
-            }
+            self.load_path(&p, f.rate_bps);
             paths[i] = p;
             moved += 1;
         }
@@ -509,14 +515,10 @@ impl Assigner {
             for i in list {
                 let f = flows[i as usize];
                 let old = paths[i as usize];
-                for &e in old.edges() {
-                    self.sub(e, f.rate_bps);
-                }
+                self.unload_path(&old, f.rate_bps);
                 let (m, p) = self.best_path(topo, ledger, w, &f);
                 if m < peak - 1e-12 && !p.edges().contains(&e_star) {
-                    for &e in p.edges() {
-                        self.add(e, f.rate_bps);
-                    }
+                    self.load_path(&p, f.rate_bps);
                     for &e in old.edges() {
                         if let Some(v) = on_edge.get_mut(&e) {
                             v.retain(|&x| x != i);
@@ -529,9 +531,7 @@ impl Assigner {
                     moved = true;
                     break;
                 }
-                for &e in old.edges() {
-                    self.add(e, f.rate_bps);
-                }
+                self.load_path(&old, f.rate_bps);
             }
             if !moved {
                 break;

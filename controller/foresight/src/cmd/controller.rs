@@ -6,15 +6,16 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::Args;
+use installer::device::{Artifacts, PortMap, Target};
 use installer::ecn::{EcnProfile, PREDRAIN_ALWAYS};
 use installer::static_state::{Collector, EcmpMode};
-use installer::target::{Artifacts, PortMap, Target};
 use installer::Devices;
 use planner::ecmp::{HashMode, SeedPolicy};
 use planner::topology::yaml;
 use planner::PlannerConfig;
 use serde::Deserialize;
 
+use super::millis::{ms_to_ns, MAX_MS};
 use super::target_args::TargetArgs;
 use crate::daemon::learning::{LearnFrom, LearningConfig};
 use crate::daemon::limits::Limits;
@@ -27,6 +28,9 @@ use planner::periodic::LearnerConfig;
 pub const DEFAULT_NDSP: &str = "127.0.0.1:50051";
 /// Default metrics and admin HTTP address.
 pub const DEFAULT_HTTP: &str = "127.0.0.1:9090";
+
+/// The most a millisecond setting of the controller may be: an hour.
+const MAX_SETTING_MS: f64 = 3_600_000.0;
 
 #[derive(Args)]
 pub struct ControllerCmd {
@@ -57,7 +61,8 @@ pub struct ControllerCmd {
     http: SocketAddr,
     /// File with the operator's bearer token (one line, at least 16
     /// printable characters, mode 600): the admin write (`foresight link`)
-    /// then needs it. Required when --http is not a loopback address.
+    /// then needs it. Required when --http is not a loopback address and
+    /// the admin port is not mutual TLS (--tls-cert).
     #[arg(long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
     /// Intended state, reloaded and reconciled on restart ("none" to keep it in memory only).
@@ -90,6 +95,15 @@ pub struct ControllerCmd {
         requires = "tls_cert"
     )]
     operators: Vec<String>,
+    /// Client certificate identities with the scrape role: they read the
+    /// admin port's /metrics and nothing else (Prometheus; comma-separated).
+    #[arg(
+        long,
+        value_name = "NAMES",
+        value_delimiter = ',',
+        requires = "tls_cert"
+    )]
+    scrapers: Vec<String>,
     /// P4Runtime to the switches over TLS: the CA (PEM) that signed their
     /// certificates (which must name the address in the switches file).
     #[arg(long, value_name = "FILE", requires = "switches")]
@@ -370,13 +384,6 @@ impl ControllerCmd {
 }
 
 /// Milliseconds (finite, 0 to 1 hour) as ns.
-fn ms_to_ns(flag: &str, ms: f64) -> anyhow::Result<u64> {
-    if !ms.is_finite() || !(0.0..=3_600_000.0).contains(&ms) {
-        bail!("{flag}: want milliseconds from 0 to 3600000, not {ms}");
-    }
-    Ok((ms * 1e6) as u64)
-}
-
 fn parse_profile(s: &str) -> Result<EcnProfile, String> {
     let v: Vec<u32> = s
         .split(',')
@@ -516,9 +523,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
     if !(cmd.headroom > 0.0 && cmd.headroom <= 1.0) {
         bail!("--headroom {} must be in (0, 1]", cmd.headroom);
     }
-    if !(cmd.lead_time_ms >= 0.0 && cmd.lead_time_ms.is_finite()) {
-        bail!("--lead-time-ms must be a non-negative number of milliseconds");
-    }
+    let lead_ns = ms_to_ns("--lead-time-ms", cmd.lead_time_ms, MAX_MS)?;
     let collector = match &cmd.int_collector {
         None => None,
         Some(name) => Some(Collector {
@@ -555,6 +560,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
                 key,
                 ca,
                 cmd.operators.iter().cloned().collect(),
+                cmd.scrapers.iter().cloned().collect(),
             )?),
             _ => None,
         },
@@ -567,7 +573,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         },
         reoptimize: cmd.reoptimize,
         policy: Policy {
-            lead_ns: (cmd.lead_time_ms * 1e6) as u64,
+            lead_ns,
             ecn: cmd.ecn,
             lowered: cmd.lowered_ecn,
             predrain_probability: cmd.predrain_probability,
@@ -580,11 +586,15 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         },
         telemetry: TelemetryConfig {
             congestion_queue_packets: cmd.congestion_queue_packets,
-            congestion_gap_ns: ms_to_ns("--congestion-gap-ms", cmd.congestion_gap_ms)?,
+            congestion_gap_ns: ms_to_ns(
+                "--congestion-gap-ms",
+                cmd.congestion_gap_ms,
+                MAX_SETTING_MS,
+            )?,
             report_every: cmd.int_report_every,
         },
         mismatch: MismatchTolerance {
-            start_ns: ms_to_ns("--mismatch-start-ms", cmd.mismatch_start_ms)?,
+            start_ns: ms_to_ns("--mismatch-start-ms", cmd.mismatch_start_ms, MAX_SETTING_MS)?,
             rate_fraction: if cmd.mismatch_rate_fraction.is_finite()
                 && cmd.mismatch_rate_fraction >= 0.0
             {
@@ -612,10 +622,11 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
                     )?,
                     horizon: cmd.learn_horizon as usize,
                 },
-                idle_ns: ms_to_ns("--learn-idle-ms", cmd.learn_idle_ms)?,
+                idle_ns: ms_to_ns("--learn-idle-ms", cmd.learn_idle_ms, MAX_SETTING_MS)?,
                 from: match cmd.learn_from {
                     LearnSource::Counters => {
-                        let poll_ns = ms_to_ns("--learn-poll-ms", cmd.learn_poll_ms)?;
+                        let poll_ns =
+                            ms_to_ns("--learn-poll-ms", cmd.learn_poll_ms, MAX_SETTING_MS)?;
                         if poll_ns < 1_000_000 {
                             bail!("--learn-poll-ms: at least 1 ms, got {}", cmd.learn_poll_ms);
                         }

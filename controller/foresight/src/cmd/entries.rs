@@ -4,7 +4,8 @@
 
 use clap::Args;
 
-use super::admin_client;
+use super::admin_client::Admin;
+use super::client_tls::ClientTls;
 use super::controller::DEFAULT_HTTP;
 use crate::daemon::api::EntriesView;
 
@@ -18,6 +19,8 @@ pub struct EntriesCmd {
     /// The controller's metrics/admin HTTP address.
     #[arg(long, default_value = DEFAULT_HTTP)]
     http: String,
+    #[command(flatten)]
+    tls: ClientTls,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -25,10 +28,11 @@ pub struct EntriesCmd {
 
 pub fn run(cmd: EntriesCmd) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
-    let body = runtime.block_on(admin_client::get(
-        &cmd.http,
-        &format!("/v1/entries/{}", cmd.switch),
-    ))?;
+    let admin = Admin {
+        addr: &cmd.http,
+        tls: &cmd.tls,
+    };
+    let body = runtime.block_on(admin.get(&format!("/v1/entries/{}", cmd.switch)))?;
     let mut view: EntriesView = serde_json::from_slice(&body)
         .map_err(|e| anyhow::anyhow!("{} did not answer with Foresight entries ({e}); is --http the controller's admin address?", cmd.http))?;
     if let Some(t) = &cmd.table {

@@ -4,7 +4,8 @@
 
 use clap::{Args, ValueEnum};
 
-use super::admin_client;
+use super::admin_client::Admin;
+use super::client_tls::ClientTls;
 use super::controller::DEFAULT_HTTP;
 use crate::daemon::admin_token::AdminToken;
 use crate::daemon::api::LinkChangeView;
@@ -28,6 +29,8 @@ pub struct LinkCmd {
     /// The controller's metrics/admin HTTP address.
     #[arg(long, default_value = DEFAULT_HTTP)]
     http: String,
+    #[command(flatten)]
+    tls: ClientTls,
     /// File with the operator's bearer token, when the controller has one
     /// (its --admin-token-file).
     #[arg(long, value_name = "FILE", env = "FORESIGHT_ADMIN_TOKEN_FILE")]
@@ -64,11 +67,12 @@ pub fn run(cmd: LinkCmd) -> anyhow::Result<()> {
         .map(AdminToken::from_file)
         .transpose()?;
     let runtime = tokio::runtime::Runtime::new()?;
-    let body = runtime.block_on(admin_client::post(
-        &cmd.http,
-        &format!("/v1/links/{node}:{port}/{verb}"),
-        token.as_ref(),
-    ))?;
+    let admin = Admin {
+        addr: &cmd.http,
+        tls: &cmd.tls,
+    };
+    let body =
+        runtime.block_on(admin.post(&format!("/v1/links/{node}:{port}/{verb}"), token.as_ref()))?;
     if cmd.json {
         println!("{}", String::from_utf8_lossy(&body));
         return Ok(());

@@ -2,11 +2,13 @@
 //! `run` function in the module.
 
 mod admin_client;
+mod client_tls;
 mod controller;
 mod demo;
 mod entries;
 mod int_collect;
 mod link;
+mod millis;
 mod plan;
 mod reserve;
 mod sim;
@@ -14,8 +16,9 @@ mod sim_lab;
 mod sim_t5;
 mod status;
 mod switch;
-mod table;
 mod target_args;
+mod text_table;
+mod tls_failure;
 mod topo;
 
 use clap::Subcommand;

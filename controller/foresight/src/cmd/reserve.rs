@@ -2,7 +2,7 @@
 //! requests to a running controller over NDSP.
 
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
@@ -13,8 +13,11 @@ use ndsp::Validate;
 use serde::Serialize;
 use tonic::transport::{Channel, ClientTlsConfig};
 
+use super::client_tls::ClientTls;
 use super::controller::DEFAULT_NDSP;
-use super::table;
+use super::millis::{ms_to_ns, MAX_MS};
+use super::text_table;
+use super::tls_failure::{self, TlsFailure};
 use crate::daemon::now_unix_ns;
 use crate::daemon::service::INSTALL_US_METADATA;
 
@@ -31,28 +34,8 @@ pub struct Target {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-    /// Talk TLS to the controller: the CA (PEM) that signed its certificate.
-    #[arg(long, value_name = "FILE")]
-    tls_ca: Option<PathBuf>,
-    /// This client's certificate (PEM), for a controller that requires one
-    /// (its common name is the tenant; with --tls-key).
-    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca"])]
-    tls_cert: Option<PathBuf>,
-    /// The private key of --tls-cert (PEM).
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-}
-
-impl Target {
-    /// The TLS settings of the NDSP connection, if any.
-    fn tls(&self) -> anyhow::Result<Option<ClientTlsConfig>> {
-        crate::fabric::client_tls(
-            "--tls",
-            self.tls_ca.as_deref(),
-            self.tls_cert.as_deref(),
-            self.tls_key.as_deref(),
-        )
-    }
+    #[command(flatten)]
+    tls: ClientTls,
 }
 
 #[derive(Args)]
@@ -126,7 +109,8 @@ impl BatchDemand {
         let start = match (self.start_unix_ns, self.start_in_ms) {
             (Some(t), None) => demand_signal::Start::StartUnixNs(t),
             (None, Some(ms)) => demand_signal::Start::StartOffsetNs(
-                ms_to_ns(ms, "start-in-ms").with_context(|| format!("{at}.start_in_ms"))?,
+                ms_to_ns("--start-in-ms", ms, MAX_MS)
+                    .with_context(|| format!("{at}.start_in_ms"))?,
             ),
             _ => bail!("{at}: give exactly one of start_unix_ns and start_in_ms"),
         };
@@ -136,7 +120,8 @@ impl BatchDemand {
             }
             (Some(_), None) => bail!("{at}.rate_gbps: must be a positive number"),
             (None, Some(d)) => demand_signal::Pacing::DurationNs(
-                ms_to_ns(d, "duration-ms").with_context(|| format!("{at}.duration_ms"))?,
+                ms_to_ns("--duration-ms", d, MAX_MS)
+                    .with_context(|| format!("{at}.duration_ms"))?,
             ),
             _ => bail!("{at}: give exactly one of rate_gbps and duration_ms"),
         };
@@ -449,13 +434,6 @@ fn header(tenant: &str) -> Option<proto::RequestHeader> {
     })
 }
 
-fn ms_to_ns(ms: f64, flag: &str) -> anyhow::Result<u64> {
-    if !(ms.is_finite() && ms >= 0.0) {
-        bail!("--{flag} must be a non-negative number of milliseconds");
-    }
-    Ok((ms * 1e6).round() as u64)
-}
-
 fn default_id(prefix: &str) -> String {
     format!("{prefix}-{}", now_unix_ns() / 1_000_000)
 }
@@ -498,7 +476,9 @@ const REPLICA_ANSWER: std::time::Duration = std::time::Duration::from_secs(10);
 /// tried next; an address that does not answer, or a leader that dies
 /// mid-request, gives way to the next address. Retrying is safe: demand
 /// and collective ids make a submission idempotent. Gives up after
-/// `LEADER_WAIT` with the last error.
+/// `LEADER_WAIT` with the last error. A TLS failure (a certificate
+/// refused, TLS on one side only) ends it at once: no replica would
+/// answer otherwise, and no request reached the controller.
 pub async fn call<Req: Clone, Resp>(
     target: &Target,
     request: Req,
@@ -509,7 +489,9 @@ pub async fn call<Req: Clone, Resp>(
         -> futures::future::BoxFuture<'static, Result<tonic::Response<Resp>, tonic::Status>>,
 ) -> anyhow::Result<tonic::Response<Resp>> {
     let controllers = target.controller.as_str();
-    let tls = target.tls()?;
+    let tls = target.tls.grpc()?;
+    // The same settings, for asking a failed connection what went wrong.
+    let probe = target.tls.rustls()?;
     let addrs: Vec<&str> = controllers
         .split(',')
         .map(str::trim)
@@ -529,30 +511,29 @@ pub async fn call<Req: Clone, Resp>(
             next += 1;
             addrs[(next - 1) % addrs.len()].to_string()
         });
-        let error = match connect(&addr, tls.clone()).await {
+        let attempt = connect(&addr, tls.clone()).await;
+        if let Some(failure) = tls_failed(&addr, probe.as_ref(), &attempt).await {
+            return Err(anyhow::Error::new(failure).context(format!("controller {addr}")));
+        }
+        let error = match attempt {
             // A replica that is paused accepts the connection but never
             // answers: give another one a chance.
-            Ok(client) => match tokio::time::timeout(REPLICA_ANSWER, rpc(client, request.clone()))
-                .await
-                .unwrap_or_else(|_| {
-                    Err(tonic::Status::deadline_exceeded(format!(
-                        "{addr}: no answer in {} s",
-                        REPLICA_ANSWER.as_secs()
-                    )))
-                }) {
-                Ok(response) => return Ok(response),
-                Err(status) if retryable(&status) => {
-                    answer_lost |= status.code() != tonic::Code::Unavailable;
-                    leader = status
-                        .metadata()
-                        .get(crate::daemon::leader_gate::LEADER_METADATA)
-                        .and_then(|v| v.to_str().ok())
-                        .map(String::from);
-                    explain(status)
+            Ok(client) => {
+                match answer(&addr, probe.as_ref(), rpc(client, request.clone())).await? {
+                    Ok(response) => return Ok(response),
+                    Err(status) if retryable(&status) => {
+                        answer_lost |= status.code() != tonic::Code::Unavailable;
+                        leader = status
+                            .metadata()
+                            .get(crate::daemon::leader_gate::LEADER_METADATA)
+                            .and_then(|v| v.to_str().ok())
+                            .map(String::from);
+                        explain(status)
+                    }
+                    Err(status) if answer_lost => return Err(AfterLostAnswer(status).into()),
+                    Err(status) => return Err(explain(status)),
                 }
-                Err(status) if answer_lost => return Err(AfterLostAnswer(status).into()),
-                Err(status) => return Err(explain(status)),
-            },
+            }
             Err(e) => e,
         };
         if std::time::Instant::now() >= deadline {
@@ -562,6 +543,82 @@ pub async fn call<Req: Clone, Resp>(
             )));
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// One replica's answer to an attempt, within `REPLICA_ANSWER`; a TLS
+/// failure is the error of the whole call.
+async fn answer<Resp>(
+    addr: &str,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+    attempt: futures::future::BoxFuture<'static, Result<tonic::Response<Resp>, tonic::Status>>,
+) -> anyhow::Result<Result<tonic::Response<Resp>, tonic::Status>> {
+    let answer = tokio::time::timeout(REPLICA_ANSWER, attempt)
+        .await
+        .unwrap_or_else(|_| {
+            Err(tonic::Status::deadline_exceeded(format!(
+                "{addr}: no answer in {} s",
+                REPLICA_ANSWER.as_secs()
+            )))
+        });
+    if let Some(failure) = tls_failed(addr, tls, &answer).await {
+        return Err(anyhow::Error::new(failure).context(format!("controller {addr}")));
+    }
+    Ok(answer)
+}
+
+/// An error of the connection rather than of the request?
+trait Transport {
+    /// The TLS failure among its causes.
+    fn tls_failure(&self) -> Option<TlsFailure>;
+    /// Whether the exchange itself broke (no answer from the controller's
+    /// application): then a plain-text client asks whether TLS was missing.
+    fn broke(&self) -> bool;
+}
+
+impl<T> Transport for anyhow::Result<T> {
+    fn tls_failure(&self) -> Option<TlsFailure> {
+        self.as_ref().err().and_then(tls_failure::classify_anyhow)
+    }
+    fn broke(&self) -> bool {
+        self.is_err()
+    }
+}
+
+impl<T> Transport for Result<T, tonic::Status> {
+    fn tls_failure(&self) -> Option<TlsFailure> {
+        self.as_ref().err().and_then(|s| tls_failure::classify(s))
+    }
+    fn broke(&self) -> bool {
+        use std::error::Error;
+        self.as_ref().err().is_some_and(|s| {
+            s.source().is_some()
+                || matches!(s.code(), tonic::Code::Unknown | tonic::Code::Internal)
+                    && s.message().contains("protocol error")
+        })
+    }
+}
+
+/// The TLS failure of an attempt on `addr`: found in its error, or, when
+/// its connection broke, asked of the controller: over TLS (`tls`, this
+/// client's settings), what a handshake and a first read say (HTTP/2
+/// reports a refused client certificate as a closed stream only); in
+/// plain text, whether it speaks TLS.
+async fn tls_failed(
+    addr: &str,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+    attempt: &impl Transport,
+) -> Option<TlsFailure> {
+    if let Some(failure) = attempt.tls_failure() {
+        return Some(failure);
+    }
+    if !attempt.broke() {
+        return None;
+    }
+    match tls {
+        Some(config) => tls_failure::diagnose(addr, config).await,
+        None if tls_failure::speaks_tls(addr).await => Some(TlsFailure::ServerSpeaksTls),
+        None => None,
     }
 }
 
@@ -722,7 +779,7 @@ fn print_reservation(r: &ReservationOut) {
     if r.flows.is_empty() {
         return;
     }
-    let mut flows = table::new(
+    let mut flows = text_table::new(
         &[
             "FLOW",
             "SRC -> DST",
@@ -743,14 +800,14 @@ fn print_reservation(r: &ReservationOut) {
             f.status.to_string(),
             format!(
                 "{} / {}",
-                table::rate(f.accepted_bps),
-                table::rate(f.requested_bps)
+                text_table::rate(f.accepted_bps),
+                text_table::rate(f.requested_bps)
             ),
             labels.join(" "),
             f.path.join(" "),
         ]);
     }
-    print!("{}", table::indented(&flows));
+    print!("{}", text_table::indented(&flows));
     if r.flows.len() > 64 {
         println!("  ... {} more flows (--json lists all)", r.flows.len() - 64);
     }
@@ -769,10 +826,10 @@ fn install_us<T>(r: &tonic::Response<T>) -> Option<u64> {
 type TimingFields = (u64, Option<u64>, Option<u64>, Option<proto::Recurrence>);
 
 fn timing_fields(t: &Timing) -> anyhow::Result<TimingFields> {
-    let start = ms_to_ns(t.start_in_ms, "start-in-ms")?;
+    let start = ms_to_ns("--start-in-ms", t.start_in_ms, MAX_MS)?;
     let duration = t
         .duration_ms
-        .map(|d| ms_to_ns(d, "duration-ms"))
+        .map(|d| ms_to_ns("--duration-ms", d, MAX_MS))
         .transpose()?;
     let rate = match t.rate_gbps {
         Some(r) if r.is_finite() && r > 0.0 => Some((r * 1e9).round() as u64),
@@ -784,7 +841,7 @@ fn timing_fields(t: &Timing) -> anyhow::Result<TimingFields> {
     }
     let recurrence = match (t.period_ms, t.occurrences) {
         (Some(p), Some(n)) => Some(proto::Recurrence {
-            period_ns: ms_to_ns(p, "period-ms")?,
+            period_ns: ms_to_ns("--period-ms", p, MAX_MS)?,
             occurrences: n,
         }),
         _ => None,
@@ -831,7 +888,7 @@ pub fn run(cmd: ReserveCmd) -> anyhow::Result<()> {
                             .timing
                             .deadline_ms
                             .map(|d| {
-                                ms_to_ns(d, "deadline-ms")
+                                ms_to_ns("--deadline-ms", d, MAX_MS)
                                     .map(demand_signal::Deadline::DeadlineOffsetNs)
                             })
                             .transpose()?,
@@ -906,7 +963,7 @@ pub fn run(cmd: ReserveCmd) -> anyhow::Result<()> {
                                 .timing
                                 .deadline_ms
                                 .map(|d| {
-                                    ms_to_ns(d, "deadline-ms")
+                                    ms_to_ns("--deadline-ms", d, MAX_MS)
                                         .map(collective::Deadline::DeadlineOffsetNs)
                                 })
                                 .transpose()?,

@@ -3,8 +3,10 @@
 
 use clap::Args;
 
+use super::admin_client::Admin;
+use super::client_tls::ClientTls;
 use super::controller::DEFAULT_HTTP;
-use super::{admin_client, table};
+use super::text_table;
 use crate::daemon::api::StatusView;
 
 #[derive(Args)]
@@ -12,6 +14,8 @@ pub struct StatusCmd {
     /// The controller's metrics/admin HTTP address.
     #[arg(long, default_value = DEFAULT_HTTP)]
     http: String,
+    #[command(flatten)]
+    tls: ClientTls,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -19,7 +23,11 @@ pub struct StatusCmd {
 
 pub fn run(cmd: StatusCmd) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
-    let body = runtime.block_on(admin_client::get(&cmd.http, "/v1/status"))?;
+    let admin = Admin {
+        addr: &cmd.http,
+        tls: &cmd.tls,
+    };
+    let body = runtime.block_on(admin.get("/v1/status"))?;
     if cmd.json {
         println!("{}", String::from_utf8_lossy(&body));
         return Ok(());
@@ -44,12 +52,24 @@ pub fn render(s: &StatusView) -> String {
         "controller {} — fabric {}, NDSP {}, admin http://{}, election id {}, lead time {:.1} ms, up {:.0} s",
         c.version, c.fabric, c.ndsp_addr, c.http_addr, c.election_id, c.lead_time_ms, c.uptime_s
     );
-    if let Some(ms) = c.startup_reconcile_ms {
+    if let Some(tenant) = &s.tenant {
         let _ = writeln!(
             o,
-            "  start-up: {} reservations reloaded, every switch reconciled after {ms:.1} ms",
-            c.restored_reservations
+            "  the view of tenant {tenant} (its client certificate): its reservations only; links and their loads are the fabric's"
         );
+    }
+    match (c.startup_reconcile_ms, &s.tenant) {
+        (Some(ms), None) => {
+            let _ = writeln!(
+                o,
+                "  start-up: {} reservations reloaded, every switch reconciled after {ms:.1} ms",
+                c.restored_reservations
+            );
+        }
+        (Some(ms), Some(_)) => {
+            let _ = writeln!(o, "  start-up: every switch reconciled after {ms:.1} ms");
+        }
+        (None, _) => {}
     }
     for id in &c.restored_diverged {
         let _ = writeln!(
@@ -61,7 +81,7 @@ pub fn render(s: &StatusView) -> String {
         let _ = writeln!(o, "  link down: {l}");
     }
     let _ = writeln!(o, "\nswitches:");
-    let mut switches = table::new(
+    let mut switches = text_table::new(
         &[
             "NAME",
             "ADDRESS",
@@ -86,7 +106,11 @@ pub fn render(s: &StatusView) -> String {
             });
         switches.add_row(vec![
             sw.name.clone(),
-            sw.addr.clone(),
+            if sw.addr.is_empty() {
+                "-".to_string()
+            } else {
+                sw.addr.clone()
+            },
             sw.device_id.to_string(),
             sw.role.clone(),
             sw.status.entities.to_string(),
@@ -94,7 +118,7 @@ pub fn render(s: &StatusView) -> String {
             rec,
         ]);
     }
-    o.push_str(&table::indented(&switches));
+    o.push_str(&text_table::indented(&switches));
     for sw in &s.switches {
         if let Some(e) = &sw.status.last_error {
             let _ = writeln!(o, "  {}: last error: {e}", sw.name);
@@ -113,7 +137,7 @@ pub fn render(s: &StatusView) -> String {
         s.reservations.installed_flows
     );
     if !s.reservations.list.is_empty() {
-        let mut reservations = table::new(
+        let mut reservations = text_table::new(
             &[
                 "ID", "TENANT", "SUBJECT", "STATUS", "STATE", "FLOWS", "START", "END",
             ],
@@ -131,19 +155,19 @@ pub fn render(s: &StatusView) -> String {
                 ms(r.end_unix_ns, now),
             ]);
         }
-        o.push_str(&table::indented(&reservations));
+        o.push_str(&text_table::indented(&reservations));
     }
     let _ = writeln!(o, "\nlinks (reserved now; measured from INT reports):");
     if s.links.is_empty() {
         let _ = writeln!(o, "  nothing reserved or measured");
         return o;
     }
-    let mut links = table::new(&["LINK", "RESERVED", "CAPACITY", "MEASURED"], &[1, 2]);
+    let mut links = text_table::new(&["LINK", "RESERVED", "CAPACITY", "MEASURED"], &[1, 2]);
     for l in &s.links {
         let measured = match (l.measured_bps, l.utilization) {
             (Some(m), Some(u)) => format!(
                 "{} ({:.0}%), queue {} pkts",
-                table::rate(m),
+                text_table::rate(m),
                 u * 100.0,
                 l.queue_packets.unwrap_or(0)
             ),
@@ -151,12 +175,12 @@ pub fn render(s: &StatusView) -> String {
         };
         links.add_row(vec![
             l.link.clone(),
-            table::rate(l.reserved_bps),
-            table::rate(l.capacity_bps),
+            text_table::rate(l.reserved_bps),
+            text_table::rate(l.capacity_bps),
             measured,
         ]);
     }
-    o.push_str(&table::indented(&links));
+    o.push_str(&text_table::indented(&links));
     o
 }
 
@@ -202,6 +226,31 @@ mod tests {
         assert_eq!(links.len(), 3, "{text}");
         assert!(
             links[1].contains("4.00 Gb/s") && links[1].contains("100 Mb/s (1%)"),
+            "{text}"
+        );
+        assert!(!text.contains("the view of tenant"), "{text}");
+    }
+
+    /// A tenant's view says whose it is and hides what it does not hold.
+    #[test]
+    fn a_tenant_view_says_so_and_shows_no_switch_address() {
+        let mut view = sample();
+        view.controller.startup_reconcile_ms = Some(12.0);
+        view.controller.restored_reservations = 7;
+        let full = render(&view);
+        assert!(full.contains("7 reservations reloaded"), "{full}");
+        assert!(full.contains("127.0.0.1:9559"), "{full}");
+        let text = render(&view.scope_to("acme"));
+        assert!(text.contains("the view of tenant acme"), "{text}");
+        assert!(
+            text.contains("every switch reconciled after 12.0 ms"),
+            "{text}"
+        );
+        assert!(!text.contains("reloaded"), "{text}");
+        assert!(!text.contains("127.0.0.1:9559"), "{text}");
+        let switches = table_lines(&text, "ADDRESS");
+        assert!(
+            switches[1].contains("leaf1") && switches[1].contains(" - "),
             "{text}"
         );
     }

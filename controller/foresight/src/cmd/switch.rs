@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use installer::target::Artifacts;
+use installer::device::Artifacts;
 use p4rt::proto::p4::v1 as p4;
 use p4rt::{EntrySpec, P4Info, Switch, SwitchOptions};
 

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::Args;
-use installer::target::device_config::DEFAULT_PROGRAM;
-use installer::target::{Target, TofinoFormat, TofinoOutput};
+use installer::device::device_config::DEFAULT_PROGRAM;
+use installer::device::{Target, TofinoFormat, TofinoOutput};
 
 #[derive(Args, Clone, Debug)]
 pub struct TargetArgs {

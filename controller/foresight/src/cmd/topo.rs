@@ -9,7 +9,7 @@ use planner::topology::generate::{self, LeafSpine, MultiPod, Preset, RailOptimiz
 use planner::topology::{yaml, Role, Topology, TopologyError, TopologySpec};
 use serde::Serialize;
 
-use super::table;
+use super::text_table;
 
 #[derive(Args)]
 pub struct TopoCmd {
@@ -318,7 +318,7 @@ fn show_text(t: &Topology, limit: usize) -> String {
         }
     };
     let _ = writeln!(o, "\nswitches:");
-    let mut switches = table::new(&["NAME", "ROLE", "ID", "POD", "PORTS"], &[2, 3, 4]);
+    let mut switches = text_table::new(&["NAME", "ROLE", "ID", "POD", "PORTS"], &[2, 3, 4]);
     for (i, s) in t.switches().iter().enumerate().take(limit) {
         let ports = t.switch_out_edges(i as u32).len()
             + t.hosts().iter().filter(|h| h.leaf == i as u32).count();
@@ -330,10 +330,10 @@ fn show_text(t: &Topology, limit: usize) -> String {
             ports.to_string(),
         ]);
     }
-    o.push_str(&table::indented(&switches));
+    o.push_str(&text_table::indented(&switches));
     more(&mut o, t.switches().len());
     let _ = writeln!(o, "\nhosts:");
-    let mut hosts = table::new(
+    let mut hosts = text_table::new(
         &[
             "NAME",
             "IP",
@@ -358,10 +358,10 @@ fn show_text(t: &Topology, limit: usize) -> String {
             h.server.clone().unwrap_or_else(|| "-".into()),
         ]);
     }
-    o.push_str(&table::indented(&hosts));
+    o.push_str(&text_table::indented(&hosts));
     more(&mut o, spec.hosts.len());
     let _ = writeln!(o, "\nlinks:");
-    let mut links = table::new(&["NODE1:PORT", "NODE2:PORT", "GBPS"], &[2]);
+    let mut links = text_table::new(&["NODE1:PORT", "NODE2:PORT", "GBPS"], &[2]);
     for l in spec.links.iter().take(limit) {
         links.add_row(vec![
             format!("{}:{}", l.node1, l.port1),
@@ -369,7 +369,7 @@ fn show_text(t: &Topology, limit: usize) -> String {
             l.gbps.to_string(),
         ]);
     }
-    o.push_str(&table::indented(&links));
+    o.push_str(&text_table::indented(&links));
     more(&mut o, spec.links.len());
     o
 }

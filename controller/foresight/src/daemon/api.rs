@@ -17,6 +17,28 @@ pub struct StatusView {
     pub switches: Vec<SwitchView>,
     pub reservations: ReservationsView,
     pub links: Vec<LinkView>,
+    /// Set when the view is one tenant's (its client certificate's): its
+    /// reservations only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+}
+
+impl StatusView {
+    /// The view a tenant gets, once its reservations are the only ones
+    /// in it: what tells of the controller's host and of other tenants
+    /// is taken out (the state file's path, the switches' management
+    /// addresses, how many reservations the start-up reloaded). Link
+    /// loads, links down and the switches' health stay: they are the
+    /// fabric's, which every tenant shares.
+    pub fn scope_to(mut self, tenant: &str) -> StatusView {
+        self.controller.state_file = None;
+        self.controller.restored_reservations = 0;
+        for sw in &mut self.switches {
+            sw.addr.clear();
+        }
+        self.tenant = Some(tenant.to_string());
+        self
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -407,6 +429,7 @@ pub mod tests {
                     queue_packets: None,
                 },
             ],
+            tenant: None,
         }
     }
 }

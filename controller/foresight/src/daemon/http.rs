@@ -4,7 +4,9 @@
 //! the one write: `POST /v1/links/<switch>:<port>/down` (or `/up`), the
 //! operator's link state (`foresight link`). With an admin token
 //! (`--admin-token-file`) the write needs `Authorization: Bearer <token>`
-//! (401 without it, 403 with another); reads stay open, for Prometheus.
+//! (401 without it, 403 with another). Without TLS reads stay open, for
+//! Prometheus; with mutual TLS the client certificate's role scopes them
+//! (`access.rs`): a tenant sees its own reservations only.
 //!
 //! A replica that follows (replicas on etcd) answers `GET /healthz` with
 //! "following" and everything else with 503 naming the leader (and its
@@ -32,6 +34,10 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
+
+mod access;
+
+use access::{Read, Viewer};
 
 use super::admin_token::AdminToken;
 use super::identity::{Caller, Mtls};
@@ -140,20 +146,21 @@ pub fn following(replica: Arc<super::ha::Replica>) -> Router {
 
 /// The routes, with the body limit and the handler deadline.
 pub fn router(controller: Shared, token: Option<AdminToken>, mtls: bool) -> Router {
-    let writes = Router::new()
-        .route("/v1/links/{link}/{verb}", post(change_link))
-        .route_layer(middleware::from_fn_with_state(
-            Gate {
-                token: token.map(Arc::new),
-                mtls,
-            },
-            operator_only,
-        ));
-    Router::new()
+    let gate = Gate {
+        token: token.map(Arc::new),
+        mtls,
+    };
+    let reads = Router::new()
         .route("/metrics", get(scrape))
-        .route("/healthz", get(healthz))
         .route("/v1/status", get(status))
         .route("/v1/entries/{switch}", get(entries))
+        .route_layer(middleware::from_fn_with_state(gate.clone(), identify));
+    let writes = Router::new()
+        .route("/v1/links/{link}/{verb}", post(change_link))
+        .route_layer(middleware::from_fn_with_state(gate, operator_only));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .merge(reads)
         .merge(writes)
         .fallback(unrouted)
         .method_not_allowed_fallback(unrouted)
@@ -206,7 +213,33 @@ async fn operator_only(State(gate): State<Gate>, request: Request, next: Next) -
     }
 }
 
-async fn scrape(State(controller): State<Shared>) -> Response {
+/// Who reads (`access.rs`), attached to the request for its handler; a
+/// bearer token that is not the operator's is refused here.
+async fn identify(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
+    let viewer = Viewer::of(
+        request.extensions().get::<Caller>(),
+        gate.token.as_deref(),
+        request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|v| v.as_bytes()),
+    );
+    match viewer {
+        Ok(viewer) => {
+            request.extensions_mut().insert(viewer);
+            next.run(request).await
+        }
+        Err(why) => error(403, &why),
+    }
+}
+
+async fn scrape(
+    State(controller): State<Shared>,
+    Extension(viewer): Extension<Viewer>,
+) -> Response {
+    if let Err(why) = viewer.scope(Read::Metrics) {
+        return error(403, &why);
+    }
     let status = controller.status().await;
     let body = controller.metrics.render(&status);
     ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], body).into_response()
@@ -216,11 +249,24 @@ async fn healthz() -> Response {
     ([(header::CONTENT_TYPE, "text/plain")], "ok\n").into_response()
 }
 
-async fn status(State(controller): State<Shared>) -> Response {
-    pretty_json(&controller.status().await)
+async fn status(
+    State(controller): State<Shared>,
+    Extension(viewer): Extension<Viewer>,
+) -> Response {
+    match viewer.scope(Read::Status) {
+        Ok(tenant) => pretty_json(&controller.status_for(tenant.as_deref()).await),
+        Err(why) => error(403, &why),
+    }
 }
 
-async fn entries(State(controller): State<Shared>, Path(switch): Path<String>) -> Response {
+async fn entries(
+    State(controller): State<Shared>,
+    Extension(viewer): Extension<Viewer>,
+    Path(switch): Path<String>,
+) -> Response {
+    if let Err(why) = viewer.scope(Read::Entries) {
+        return error(403, &why);
+    }
     match controller.entries(&switch).await {
         Ok(view) => pretty_json(&view),
         Err((code, message)) => error(code, &message),

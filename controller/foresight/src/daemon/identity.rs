@@ -6,7 +6,9 @@
 //! tenant. Without TLS configured the header is trusted, as before (the
 //! NDSP port listens on loopback by default). The admin/metrics port takes
 //! the same certificates: every connection needs a client certificate, and
-//! its write needs an operator's (or the bearer token).
+//! what it may read or write depends on the certificate's role
+//! (`http/access.rs`). A certificate of the scrape role (`--scrapers`)
+//! reads `/metrics` and nothing else: it gets no NDSP answer at all.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -17,22 +19,31 @@ use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Status};
 
 /// The NDSP server's TLS settings, the admin port's TLS acceptor (the same
-/// certificate and client CA) and the operator identities.
+/// certificate and client CA), the operator identities and those of the
+/// scrape role.
 #[derive(Clone)]
 pub struct Mtls {
     pub server: ServerTlsConfig,
     pub http: tokio_rustls::TlsAcceptor,
     pub operators: BTreeSet<String>,
+    pub scrapers: BTreeSet<String>,
 }
 
 impl Mtls {
-    /// Server certificate and key, and the CA that signs client certificates.
+    /// Server certificate and key, the CA that signs client certificates,
+    /// and the identities of the two roles (an identity has one role).
     pub fn from_files(
         cert: &Path,
         key: &Path,
         client_ca: &Path,
         operators: BTreeSet<String>,
+        scrapers: BTreeSet<String>,
     ) -> anyhow::Result<Mtls> {
+        if let Some(both) = operators.intersection(&scrapers).next() {
+            anyhow::bail!(
+                "{both:?} is in both --operators and --scrapers; the scrape role is for a certificate that only reads /metrics"
+            );
+        }
         let read = |p: &Path, what: &str| {
             std::fs::read(p).with_context(|| format!("{what} {}", p.display()))
         };
@@ -49,14 +60,16 @@ impl Mtls {
             server,
             http,
             operators,
+            scrapers,
         })
     }
 
-    /// The identity of a client certificate, and whether it is an operator.
+    /// The identity of a client certificate, and its role.
     pub fn caller(&self, cert_der: &[u8]) -> Result<Caller, Status> {
         let identity = identity_of(cert_der)?;
         Ok(Caller {
             operator: self.operators.contains(&identity),
+            scraper: self.scrapers.contains(&identity),
             identity,
         })
     }
@@ -67,6 +80,8 @@ impl Mtls {
 pub struct Caller {
     pub identity: String,
     pub operator: bool,
+    /// The scrape role: `/metrics` only.
+    pub scraper: bool,
 }
 
 /// rustls for the admin port: our certificate, and client certificates
@@ -168,6 +183,11 @@ pub fn authorize<T: Headed>(mtls: Option<&Mtls>, request: &Request<T>) -> Result
     let identity = identity_of(leaf.as_ref())?;
     if mtls.operators.contains(&identity) {
         return Ok(());
+    }
+    if mtls.scrapers.contains(&identity) {
+        return Err(Status::permission_denied(format!(
+            "{identity:?} has the scrape role (--scrapers): it reads the admin port's /metrics, not NDSP"
+        )));
     }
     let tenant = request.get_ref().header_tenant();
     if tenant != identity {

@@ -58,7 +58,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let (ndsp_listener, http_listener) = listen(
         config.ndsp_listen,
         config.http_listen,
-        config.admin_token.is_some(),
+        config.admin_token.is_some() || config.mtls.is_some(),
     )
     .await?;
     let ndsp_addr = ndsp_listener.local_addr()?;
@@ -271,19 +271,19 @@ fn switch_endpoints(
     Ok((endpoints, processes))
 }
 
-/// Bind the NDSP and admin ports. The admin port's write needs a token
-/// unless it listens on loopback only.
+/// Bind the NDSP and admin ports. The admin port's write needs a token or
+/// mutual TLS (an operator's certificate) unless it listens on loopback only.
 async fn listen(
     ndsp: SocketAddr,
     http: SocketAddr,
-    has_admin_token: bool,
+    write_is_guarded: bool,
 ) -> anyhow::Result<(tokio::net::TcpListener, tokio::net::TcpListener)> {
     let ndsp_listener = tokio::net::TcpListener::bind(ndsp)
         .await
         .with_context(|| format!("NDSP: cannot listen on {ndsp} (in use? pass --ndsp ADDR)"))?;
-    if !has_admin_token && !http.ip().is_loopback() {
+    if !write_is_guarded && !http.ip().is_loopback() {
         anyhow::bail!(
-            "--http {http} is not a loopback address: the admin write (POST /v1/links) would be open to the network; pass --admin-token-file FILE"
+            "--http {http} is not a loopback address: the admin write (POST /v1/links) would be open to the network; pass --admin-token-file FILE (or serve it with mutual TLS: --tls-cert, --tls-key, --tls-client-ca)"
         );
     }
     let http_listener = tokio::net::TcpListener::bind(http)

@@ -891,7 +891,7 @@ pub mod tests {
 
     #[test]
     fn reports_in_device_ports_land_on_topology_ports() {
-        use installer::target::{PortMap, Target};
+        use installer::device::{PortMap, Target};
         let topo = topo();
         let map = PortMap::new(
             "leaf1",

@@ -44,8 +44,15 @@ impl Controller {
             .collect()
     }
 
-    /// The status view.
+    /// The status view, of every tenant's reservations.
     pub async fn status(&self) -> StatusView {
+        self.status_for(None).await
+    }
+
+    /// The status view; with `tenant`, of that tenant's reservations only
+    /// (link loads stay fabric-wide; see `api::StatusView::scope_to`).
+    pub async fn status_for(&self, tenant: Option<&str>) -> StatusView {
+        let sees = |r: &&Reservation| tenant.is_none_or(|t| r.tenant == t);
         let now = now_unix_ns();
         let inner = self.inner.lock().await;
         let engine = &inner.engine;
@@ -73,7 +80,7 @@ impl Controller {
                 predicted: r.predicted,
             }
         };
-        for r in &engine.state.reservations {
+        for r in engine.state.reservations.iter().filter(sees) {
             *by_state
                 .entry(r.lifecycle(now, self.lead_ns).name().to_string())
                 .or_default() += 1;
@@ -84,15 +91,21 @@ impl Controller {
                 .count();
             list.push(summary(r));
         }
-        for r in engine.state.history.iter().rev().take(20) {
+        let history = || engine.state.history.iter().filter(sees);
+        for r in history().rev().take(20) {
             list.push(summary(r));
         }
         *by_state
             .entry(Lifecycle::Expired.name().into())
-            .or_default() += engine.state.history.iter().filter(|r| !r.cancelled).count();
+            .or_default() += history().filter(|r| !r.cancelled).count();
         *by_state
             .entry(Lifecycle::Cancelled.name().into())
-            .or_default() += engine.state.history.iter().filter(|r| r.cancelled).count();
+            .or_default() += history().filter(|r| r.cancelled).count();
+        let diverged = self
+            .restored
+            .diverged
+            .iter()
+            .filter(|id| tenant.is_none() || engine.state.find(id).as_ref().is_some_and(sees));
         let reserved: BTreeMap<u32, u64> = engine.reserved_now(now).into_iter().collect();
         let mut links = Vec::new();
         for e in 0..self.topo.edge_count() as u32 {
@@ -129,7 +142,7 @@ impl Controller {
             uptime_s: self.started.elapsed().as_secs_f64(),
             now_unix_ns: now,
             restored_reservations: self.restored.reservations,
-            restored_diverged: self.restored.diverged.clone(),
+            restored_diverged: diverged.cloned().collect(),
             links_down: engine
                 .state
                 .links_down
@@ -158,7 +171,7 @@ impl Controller {
                 }
             })
             .collect();
-        StatusView {
+        let view = StatusView {
             controller,
             switches,
             reservations: ReservationsView {
@@ -167,6 +180,11 @@ impl Controller {
                 list,
             },
             links,
+            tenant: None,
+        };
+        match tenant {
+            Some(t) => view.scope_to(t),
+            None => view,
         }
     }
 

@@ -28,3 +28,14 @@ pub fn leaf(ca: &Ca, cn: &str, sans: &[&str]) -> (String, String) {
     let cert = params.signed_by(&key, &ca.issuer).unwrap();
     (cert.pem(), key.serialize_pem())
 }
+
+/// Like [`leaf`], but its validity ended in 2020.
+pub fn expired_leaf(ca: &Ca, cn: &str) -> (String, String) {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.distinguished_name.push(DnType::CommonName, cn);
+    params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+    params.not_after = rcgen::date_time_ymd(2020, 1, 2);
+    let cert = params.signed_by(&key, &ca.issuer).unwrap();
+    (cert.pem(), key.serialize_pem())
+}

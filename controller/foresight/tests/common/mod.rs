@@ -9,7 +9,9 @@
 
 pub mod certs;
 pub mod http;
+pub mod openssl;
 pub mod replica;
+pub mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,417 @@
+//! One planning call: what it returns ([`Plan`]: per demand an
+//! [`Outcome`], the flows' paths and completions), and its phases — the
+//! demands in canonical order, admitted in full, exchanged, the set's
+//! peak lowered, the rest settled, then the per-flow plans.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::assign::Method;
+use crate::conventions::transfer_ns;
+use crate::demand::Demand;
+use crate::ledger::Window;
+use crate::paths::Path;
+
+use super::moving::{JointRun, Moved};
+use super::planner::Planner;
+
+/// Why a demand was not admitted as asked.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Reason {
+    /// A link has too little free capacity in the window.
+    Bottleneck {
+        /// The link.
+        link: String,
+        /// Window start, ns.
+        start_ns: u64,
+        /// Window end, ns.
+        end_ns: u64,
+        /// Free under the headroom, Gbit/s.
+        free_gbps: f64,
+        /// What the demand needs on it, Gbit/s.
+        needed_gbps: f64,
+    },
+    /// A flow's rate exceeds what its NIC may carry at all.
+    ExceedsNic {
+        /// The NIC link.
+        link: String,
+        /// Flow rate, Gbit/s.
+        rate_gbps: f64,
+        /// Capacity × headroom, Gbit/s.
+        limit_gbps: f64,
+    },
+    /// Even at the requested start it would finish after its deadline.
+    DeadlineBeforeCompletion {
+        /// Deadline, ns.
+        deadline_ns: u64,
+        /// Completion at the requested start, ns.
+        completion_ns: u64,
+    },
+    /// Elastic, but no start time tried fits before the deadline.
+    NoStartBeforeDeadline {
+        /// Deadline, ns (none = unbounded).
+        deadline_ns: Option<u64>,
+        /// Start times tried.
+        tried: usize,
+        /// What blocked it at the requested start.
+        blocked_by: Box<Reason>,
+    },
+    /// Partial reservations are disabled and it does not fit.
+    DoesNotFit {
+        /// What blocked it.
+        blocked_by: Box<Reason>,
+    },
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reason::Bottleneck { link, start_ns, end_ns, free_gbps, needed_gbps } => write!(
+                f,
+                "link {link} has {free_gbps:.3} Gbit/s free under the headroom in [{start_ns}, {end_ns}) ns but {needed_gbps:.3} Gbit/s are needed"
+            ),
+            Reason::ExceedsNic { link, rate_gbps, limit_gbps } => write!(
+                f,
+                "flow rate {rate_gbps:.3} Gbit/s exceeds the {limit_gbps:.3} Gbit/s NIC link {link} may carry under the headroom"
+            ),
+            Reason::DeadlineBeforeCompletion { deadline_ns, completion_ns } => write!(
+                f,
+                "would complete at {completion_ns} ns, after its deadline {deadline_ns} ns"
+            ),
+            Reason::NoStartBeforeDeadline { deadline_ns, tried, blocked_by } => match deadline_ns {
+                Some(d) => write!(f, "no start time before the deadline {d} ns fits ({tried} tried); at the requested start: {blocked_by}"),
+                None => write!(f, "no start time fits ({tried} tried); at the requested start: {blocked_by}"),
+            },
+            Reason::DoesNotFit { blocked_by } => write!(f, "does not fit and partial reservations are off: {blocked_by}"),
+        }
+    }
+}
+
+/// What happened to a demand.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Reserved in full at the requested start.
+    Admitted,
+    /// Reserved in full, starting later.
+    Deferred {
+        /// Asked-for start, ns.
+        requested_start_ns: u64,
+        /// Granted start, ns.
+        start_ns: u64,
+    },
+    /// Some flows (or some rate) reserved; the rest on ECMP.
+    Partial {
+        /// Flows with any reservation.
+        reserved_flows: usize,
+        /// Flows in the demand.
+        flows: usize,
+        /// Reserved rate / requested rate, summed over flows.
+        reserved_fraction: f64,
+        /// Why not in full.
+        reason: Reason,
+    },
+    /// Nothing reserved; ECMP fallback.
+    Rejected {
+        /// Why.
+        reason: Reason,
+    },
+}
+
+/// One flow's plan.
+#[derive(Clone, Copy, Debug)]
+pub struct FlowPlan {
+    /// Path (reserved, or the ECMP path for a fallback flow).
+    pub path: Path,
+    /// Reserved rate, bit/s (0 = ECMP fallback).
+    pub reserved_bps: u64,
+    /// Start after any deferral, ns.
+    pub start_ns: u64,
+    /// Predicted completion, ns (`None`: unbounded — its ECMP path is fully reserved).
+    pub completion_ns: Option<u64>,
+}
+
+/// One demand's plan.
+#[derive(Clone, Debug)]
+pub struct DemandPlan {
+    /// Index into the demands given to [`Planner::plan`].
+    pub demand: usize,
+    /// What happened.
+    pub outcome: Outcome,
+    /// How much later than asked it starts, ns.
+    pub shift_ns: u64,
+    /// Per flow, in the demand's flow order.
+    pub flows: Vec<FlowPlan>,
+    /// Predicted completion of the whole demand (`None`: unbounded).
+    pub completion_ns: Option<u64>,
+    /// How paths were chosen (the method of its largest batch).
+    pub method: Option<Method>,
+}
+
+/// The result of planning a set of demands.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// One per demand, in input order.
+    pub demands: Vec<DemandPlan>,
+    /// Demand indices in the order they were planned.
+    pub order: Vec<usize>,
+    /// Earlier reservations that were allowed to move and did.
+    pub moved: Vec<Moved>,
+    /// What the joint placement did for the set.
+    pub joint: JointSummary,
+}
+
+/// What joint placement did in one planning call.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct JointSummary {
+    /// Demands admitted only because already placed flows moved for them.
+    pub admitted_by_moving: Vec<String>,
+    /// Peak utilisation of the admitted set before and after the final
+    /// re-placement (`None`: it did not run).
+    pub peak_before: Option<f64>,
+    /// See `peak_before`.
+    pub peak_after: Option<f64>,
+    /// Joint searches run and move evaluations spent.
+    pub searches: u32,
+    /// See `searches`.
+    pub evaluations: u64,
+    /// The wall-clock cap stopped a search early.
+    pub cut_short: bool,
+}
+
+/// A demand's state while a set is planned.
+pub(super) struct Work {
+    pub(super) paths: Vec<Path>,
+    pub(super) reserved: Vec<u64>,
+    pub(super) shift: u64,
+    pub(super) method: Option<Method>,
+    pub(super) outcome: Option<Outcome>,
+    /// Why it was not admitted in full (settled after admission).
+    pub(super) blocked: Option<Reason>,
+}
+
+impl Work {
+    pub(super) fn new(flows: usize) -> Work {
+        Work {
+            paths: vec![Path::EMPTY; flows],
+            reserved: vec![0; flows],
+            shift: 0,
+            method: None,
+            outcome: None,
+            blocked: None,
+        }
+    }
+}
+
+pub(super) struct Batch {
+    pub(super) window: Window,
+    pub(super) flows: Vec<u32>,
+}
+
+impl<'t> Planner<'t> {
+    /// Plans `demands` as one set on top of what the ledger already holds;
+    /// earlier reservations stay where they are.
+    pub fn plan(&mut self, demands: &[Demand]) -> Plan {
+        self.plan_moving(demands, &[])
+    }
+
+    /// Plans `demands` as one set (see the module doc for the objective).
+    /// The earlier reservations named in `movable` (ids planned or
+    /// restored before) may change paths — never windows or rates — when
+    /// that admits a demand or lowers the peak; [`Plan::moved`] says which
+    /// flows moved and why. Reservations of more than `joint_max_flows`
+    /// flows, or partial ones, never move.
+    pub fn plan_moving(&mut self, demands: &[Demand], movable: &[&str]) -> Plan {
+        let deadline = Instant::now() + Duration::from_micros(self.config.joint_budget_us);
+        let order = Self::canonical_order(demands);
+        let mut pool = self.movable_pool(movable);
+        let before = self.paths_of(&pool);
+        let mut run = JointRun {
+            deadline,
+            summary: JointSummary::default(),
+            causes: HashMap::new(),
+        };
+        let mut work: Vec<Work> = demands.iter().map(|d| Work::new(d.flows.len())).collect();
+        let batches: Vec<Vec<Batch>> = demands.iter().map(Self::batches).collect();
+        // Only a demand whose id holds nothing yet can be moved as a whole.
+        let fresh: Vec<bool> = demands
+            .iter()
+            .map(|d| !self.committed.contains_key(&d.id))
+            .collect();
+        for &di in &order {
+            let (d, w) = (&demands[di], &mut work[di]);
+            self.admit_in_full(d, &batches[di], w, fresh[di], &mut pool, &mut run);
+        }
+        self.exchange(
+            demands, &batches, &order, &fresh, &mut work, &mut pool, &mut run,
+        );
+        self.lower_pool_peak(&pool, movable, &mut run);
+        for &di in &order {
+            if work[di].blocked.is_some() {
+                let (d, w) = (&demands[di], &mut work[di]);
+                self.settle(d, &batches[di], w, fresh[di], &mut pool);
+            }
+        }
+        for (di, d) in demands.iter().enumerate() {
+            if !fresh[di] || work[di].reserved.iter().all(|&r| r == 0) {
+                continue;
+            }
+            if let Some(c) = self.committed.get(&d.id) {
+                for p in &c.placed {
+                    work[di].paths[p.index as usize] = p.path;
+                }
+            }
+        }
+        let moved = self.moved_since(&before, movable, &run.causes);
+        let mut plan = self.finish(demands, work);
+        plan.order = order;
+        plan.moved = moved;
+        plan.joint = run.summary;
+        plan
+    }
+
+    /// Priority (higher first), bytes (larger first), start (earlier
+    /// first), id, then input position (only for repeated ids).
+    fn canonical_order(demands: &[Demand]) -> Vec<usize> {
+        let bytes: Vec<u128> = demands
+            .iter()
+            .map(|d| d.flows.iter().map(|f| f.bytes as u128).sum())
+            .collect();
+        let mut order: Vec<usize> = (0..demands.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (x, y) = (&demands[a], &demands[b]);
+            y.priority
+                .cmp(&x.priority)
+                .then(bytes[b].cmp(&bytes[a]))
+                .then(x.start_ns().cmp(&y.start_ns()))
+                .then(x.id.cmp(&y.id))
+                .then(a.cmp(&b))
+        });
+        order
+    }
+
+    fn batches(d: &Demand) -> Vec<Batch> {
+        let mut index: HashMap<(u64, u64, u64), usize> = HashMap::new();
+        let mut out: Vec<Batch> = Vec::new();
+        let mut last: Option<((u64, u64, u64), usize)> = None;
+        for (i, f) in d.flows.iter().enumerate() {
+            let key = (f.start_ns, f.end_ns(), f.rate_bps);
+            let b = match last {
+                Some((k, b)) if k == key => b,
+                _ => *index.entry(key).or_insert_with(|| {
+                    out.push(Batch {
+                        window: f.window(),
+                        flows: Vec::new(),
+                    });
+                    out.len() - 1
+                }),
+            };
+            out[b].flows.push(i as u32);
+            last = Some((key, b));
+        }
+        out.sort_by_key(|b| b.window);
+        out
+    }
+
+    /// Per-flow plans, ECMP predictions for what fell back, completions.
+    fn finish(&self, demands: &[Demand], work: Vec<Work>) -> Plan {
+        let mut plans: Vec<Option<DemandPlan>> = vec![None; demands.len()];
+        let mut fallback: Vec<(usize, usize)> = Vec::new();
+        for (di, (d, w)) in demands.iter().zip(work).enumerate() {
+            let flows: Vec<FlowPlan> = d
+                .flows
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let r = w.reserved[i];
+                    let start = f.start_ns + w.shift;
+                    FlowPlan {
+                        path: w.paths[i],
+                        reserved_bps: r,
+                        start_ns: start,
+                        completion_ns: if r == f.rate_bps {
+                            Some(start + f.duration_ns)
+                        } else if r > 0 {
+                            Some(start + transfer_ns(f.bytes, r))
+                        } else {
+                            None
+                        },
+                    }
+                })
+                .collect();
+            for (i, fp) in flows.iter().enumerate() {
+                if fp.reserved_bps == 0 {
+                    fallback.push((di, i));
+                }
+            }
+            plans[di] = Some(DemandPlan {
+                demand: di,
+                outcome: w.outcome.expect("every demand settled"),
+                shift_ns: w.shift,
+                flows,
+                completion_ns: None,
+                method: w.method,
+            });
+        }
+        self.predict_fallback(demands, &mut plans, &fallback);
+        let demands_out: Vec<DemandPlan> = plans
+            .into_iter()
+            .map(|p| {
+                let mut p = p.expect("every demand planned");
+                p.completion_ns = p
+                    .flows
+                    .iter()
+                    .map(|f| f.completion_ns)
+                    .try_fold(0u64, |m, c| c.map(|c| m.max(c)));
+                p
+            })
+            .collect();
+        Plan {
+            demands: demands_out,
+            order: Vec::new(),
+            moved: Vec::new(),
+            joint: JointSummary::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use crate::admission::fixtures::*;
+    use crate::admission::Outcome;
+    use crate::demand::load_str;
+
+    #[test]
+    fn input_order_does_not_change_the_plan() {
+        let t = two_by_five();
+        let d = load_str(&t, LPT_TRAP, 0.9).unwrap();
+        let mut rng = crate::rng::Rng::new(5);
+        let mut reference: Option<(Vec<Outcome>, f64)> = None;
+        for _ in 0..10 {
+            let mut shuffled = d.clone();
+            for i in (1..shuffled.len()).rev() {
+                shuffled.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+            let mut p = planner(&t);
+            let plan = p.plan(&shuffled);
+            let mut by_id: Vec<(String, Outcome)> = shuffled
+                .iter()
+                .zip(&plan.demands)
+                .map(|(dm, dp)| (dm.id.clone(), dp.outcome.clone()))
+                .collect();
+            by_id.sort_by(|a, b| a.0.cmp(&b.0));
+            let got = (
+                by_id.into_iter().map(|x| x.1).collect(),
+                uplink_peak(&t, &p),
+            );
+            match &reference {
+                None => reference = Some(got),
+                Some(r) => assert_eq!(r, &got),
+            }
+        }
+    }
+}

@@ -11,7 +11,7 @@
 //! * [`qps`] — the K QPs of a connection under `qp-hash-K`.
 //! * [`workload`] — the planner's collectives (ring all-reduce,
 //!   all-to-all, KV transfer) plus background flows.
-//! * [`validate`] — Monte-Carlo ECMP collisions vs `S!/((S−N)!·S^N)`.
+//! * [`ecmp_collisions`] — Monte-Carlo ECMP collisions vs `S!/((S−N)!·S^N)`.
 //! * [`output`] — table, CSV and SVG plots.
 //! * [`t5`] — a job that announces nothing, learned and reserved ahead
 //!   by the controller (T+5).
@@ -35,6 +35,7 @@
 //! The ideal is the same traffic on one non-blocking switch (only the NIC
 //! links constrain).
 
+pub mod ecmp_collisions;
 pub mod engine;
 pub mod fabrics;
 pub mod lab;
@@ -49,7 +50,6 @@ pub mod reorder;
 pub mod routing;
 pub mod suite;
 pub mod t5;
-pub mod validate;
 pub mod workload;
 
 use std::collections::HashMap;

@@ -228,7 +228,7 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
         What::Validate { trials } => {
             println!("paths flows  trials   monte-carlo  formula   |diff|/sigma");
             for (s, n) in [(8u32, 8u32), (16, 8), (32, 8), (64, 8), (8, 4), (4, 2)] {
-                let c = sim::validate::collision_monte_carlo(
+                let c = sim::ecmp_collisions::collision_monte_carlo(
                     s,
                     n,
                     trials,

@@ -20,7 +20,7 @@ use super::desired::Compiler;
 use super::engine::{Engine, Restored};
 use super::events::Event;
 use super::learning::Learning;
-use super::limits::Admission;
+use super::limits::TenantLimits;
 use super::metrics::Metrics;
 use super::store::Store;
 use super::switches::SwitchHandle;
@@ -55,7 +55,7 @@ pub struct Controller {
     /// Leaves that hold the watch entries of learned jobs.
     pub(super) watched_leaves: StdMutex<BTreeSet<String>>,
     /// Per-tenant limits and request rates.
-    pub admission: Admission,
+    pub admission: TenantLimits,
 }
 
 /// Acknowledgements of one commit, by switch.

@@ -46,7 +46,7 @@ struct Bucket {
 }
 
 /// The limits applied, with each tenant's token bucket.
-pub struct Admission {
+pub struct TenantLimits {
     pub limits: Limits,
     buckets: Mutex<HashMap<String, Bucket>>,
 }
@@ -55,9 +55,9 @@ fn exhausted(what: String) -> Status {
     Status::resource_exhausted(what)
 }
 
-impl Admission {
-    pub fn new(limits: Limits) -> Admission {
-        Admission {
+impl TenantLimits {
+    pub fn new(limits: Limits) -> TenantLimits {
+        TenantLimits {
             limits,
             buckets: Mutex::new(HashMap::new()),
         }
@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn a_tenant_over_its_rate_is_refused_and_others_are_not() {
-        let a = Admission::new(Limits {
+        let a = TenantLimits::new(Limits {
             requests_per_s: 10.0,
             burst: 5.0,
             ..Limits::default()
@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn live_and_per_request_limits_name_their_flags() {
-        let a = Admission::new(Limits {
+        let a = TenantLimits::new(Limits {
             live_per_tenant: 10,
             new_per_request: 4,
             ..Limits::default()
@@ -163,7 +163,7 @@ mod tests {
         );
         let e = a.reservations("t", 0, 5).unwrap_err();
         assert!(e.message().contains("--max-new-reservations-per-request"));
-        let off = Admission::new(Limits {
+        let off = TenantLimits::new(Limits {
             live_per_tenant: 0,
             new_per_request: 0,
             requests_per_s: 0.0,

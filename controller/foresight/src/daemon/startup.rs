@@ -29,7 +29,7 @@ use super::http;
 use super::identity::Mtls;
 use super::leader_gate::LeaderGate;
 use super::learning::{LearnFrom, Learning, LearningConfig};
-use super::limits::Admission;
+use super::limits::TenantLimits;
 use super::metrics::Metrics;
 use super::requests;
 use super::service;
@@ -173,7 +173,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         election_id: leading.election_id,
         learning,
         watched_leaves: StdMutex::new(BTreeSet::new()),
-        admission: Admission::new(config.limits),
+        admission: TenantLimits::new(config.limits),
     });
     if let Some(l) = config.learning {
         start_predictions(&controller, l).await?;

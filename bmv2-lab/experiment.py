@@ -346,7 +346,8 @@ class Experiment:
                 [self.rocegen, "run", "--spec", spec_path, "--host", h, "--out", raw,
                  "--timeout-s", f"{timeout:.0f}", "--rto-ms", str(self.args.rto_ms),
                  "--linger-ms", str(3 * self.args.rto_ms),
-                 "--ack-every", "16", "--ack-delay-ms", str(self.args.ack_delay_ms), "--quiet",
+                 "--ack-every", "16", "--ack-delay-ms", str(self.args.ack_delay_ms),
+                 "--tlp-ms", str(labmod.tail_probe_ms(self.args.ack_delay_ms)), "--quiet",
                  *self.ack_class(), *self.nic_args()], stdout=logf, stderr=subprocess.STDOUT)
         codes = {h: p.wait() for h, p in procs.items()}
         if shaped:

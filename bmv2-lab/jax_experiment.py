@@ -187,7 +187,8 @@ class JaxExperiment:
                 procs.append(self.lab.host(h).popen(
                     [self.rocegen, "run", "--spec", spec_path, "--host", h, "--out", raw,
                      "--timeout-s", f"{self.args.background_s + 30:.0f}", "--rto-ms", "1000",
-                     "--ack-every", "16", "--ack-delay-ms", "100", "--quiet"],
+                     "--ack-every", "16", "--ack-delay-ms", "100",
+                     "--tlp-ms", str(labmod.tail_probe_ms(100)), "--quiet"],
                     stdout=logf, stderr=subprocess.STDOUT))
         time.sleep(2.0)  # the background is running before the job starts
         return procs, ids

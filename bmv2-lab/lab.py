@@ -50,6 +50,17 @@ INT_PORT = 32766
 FABRIC_MTU = 9000
 MGMT_FABRIC_IP, MGMT_HOST_IP = "192.168.254.1", "192.168.254.2"   # Lab.management_link
 PRIORITIES = 8
+# The lab's longest unloaded round trip (pod3's cross-pod paths: 5 switches
+# of 250-packets/s ports plus BMv2's processing; leaf-spine's is about 20 ms).
+LAB_RTT_MS = 30.0
+
+
+def tail_probe_ms(ack_delay_ms):
+    """rocegen's tail-loss probe for the lab: a sender at its tail waits for
+    a sparse ACK (up to ack_delay_ms) plus a round trip, so a probe sooner
+    than that is always spurious (rocegen's 20 ms default, made for
+    microsecond RTTs, sent ~30 needless probes per host and run)."""
+    return ack_delay_ms + 2 * LAB_RTT_MS
 
 
 def log(msg):

@@ -338,6 +338,7 @@ class Experiment:
                  "--csv", os.path.join(raw, "int.csv"), "--topology", self.lab.fabric.path],
                 os.path.join(raw, "int-collect.log"))
         before = self.tx_counters()
+        load = labmod.load_1m()
         procs = {}
         timeout = self.args.background_lead_ms / 1e3 + ideal * 6 + 30
         for h in self.hosts:
@@ -358,7 +359,7 @@ class Experiment:
             collector.wait(timeout=10)
         bad = {h: c for h, c in codes.items() if c != 0}
         fct = self.collect(raw, ring_start)
-        row = {"seed": seed, "mode": mode, "nic": self.args.nic, "predrain": int(predrain),
+        row = {"seed": seed, "mode": mode, "nic": self.args.nic, "predrain": int(predrain), "load_1m": load,
                "ideal_s": round(ideal, 4),
                "completion_s": round(fct["completion_s"], 4) if fct else "",
                "slowdown": round(fct["completion_s"] / ideal, 4) if fct else "",
@@ -465,7 +466,7 @@ def cmd_allreduce(args):
                 progress(f"[{done}/{total}] seed {seed} {mode:<9} completion {row['completion_s']} s "
                          f"= {row['slowdown']}x ideal ({row['ideal_s']} s)"
                          f"{' reserved ' + str(row['reserved_flows']) + '/' + str(row['forecast_flows']) if mode == 'foresight' else ''}"
-                         f"{' FAILED ' + row['failed_hosts'] if row['failed_hosts'] else ''}; ETA {eta:.0f} s")
+                         f"{' FAILED ' + row['failed_hosts'] if row['failed_hosts'] else ''}; load {row['load_1m']}; ETA {eta:.0f} s")
                 write_csv(os.path.join(args.out, "runs.csv"), runs)
                 write_csv(os.path.join(args.out, "links.csv"), links)
     import plots

@@ -288,8 +288,9 @@ def cmd_jax(args):
         total, done, t0 = args.seeds * len(args.modes), 0, time.time()
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for mode in args.modes:
+                load = labmod.load_1m()
                 steps, failed, raw = exp.run_one(seed, mode)
-                row = run_summary(seed, mode, steps, failed)
+                row = {**run_summary(seed, mode, steps, failed), "load_1m": load}
                 steps_all += steps
                 runs.append(row)
                 fill_ratios(runs, args.reference)

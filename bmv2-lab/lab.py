@@ -55,6 +55,12 @@ PRIORITIES = 8
 LAB_RTT_MS = 30.0
 
 
+def load_1m():
+    """The machine's 1-minute load average, recorded with every run: lab
+    figures are only comparable from an otherwise idle machine."""
+    return round(os.getloadavg()[0], 2)
+
+
 def tail_probe_ms(ack_delay_ms):
     """rocegen's tail-loss probe for the lab: a sender at its tail waits for
     a sparse ACK (up to ack_delay_ms) plus a round trip, so a probe sooner

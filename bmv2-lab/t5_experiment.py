@@ -300,9 +300,10 @@ def cmd_t5(args):
         total, done, t0 = args.seeds * len(args.modes), 0, time.time()
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for mode in args.modes:
+                load = labmod.load_1m()
                 steps, failed, polls, killed_ns = exp.run_one_t5(seed, mode)
                 annotate(steps, polls, args.change_at)
-                row = run_summary(seed, mode, steps, failed, polls, killed_ns, args.change_at)
+                row = {**run_summary(seed, mode, steps, failed, polls, killed_ns, args.change_at), "load_1m": load}
                 steps_all += steps
                 runs.append(row)
                 fill_ratios(steps_all, runs)

@@ -49,9 +49,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import experiment as expmod  # noqa: E402
-import jax_experiment as jaxmod  # noqa: E402
 import lab as labmod  # noqa: E402
+import labkit  # noqa: E402
 import shaper as shapermod  # noqa: E402
 
 MODES = ("isolated", "ecmp5", "qp", "t5")
@@ -78,7 +77,7 @@ while True:
 """ % labmod.HTTP_ADDR
 
 
-class T5Experiment(jaxmod.JaxExperiment):
+class T5Experiment(labkit.JaxJobLab):
     def __init__(self, args):
         super().__init__(args)
         self.shaped = {}  # the ports shaped for the current run (shaper.py)
@@ -90,7 +89,7 @@ class T5Experiment(jaxmod.JaxExperiment):
         self.lab.stop_controller()
         a = self.args
         extra = ["--ecmp-hash", "five-tuple" if key == "ecmp5" else "qp-aware", "--hash-seed", a.hash_seed,
-                 "--reserved-tc", str(expmod.ROCE_QUEUE), "--background-tc", str(a.background_tc),
+                 "--reserved-tc", str(labkit.ROCE_QUEUE), "--background-tc", str(a.background_tc),
                  "--headroom", "1.0", "--lead-time-ms", str(a.lead_time_ms), "--lowered-ecn", "10,50,13107"]
         if key == "t5":
             extra += ["--learn-iterations", "--learn-from", "counters", "--learn-poll-ms", str(a.learn_poll_ms),
@@ -107,11 +106,11 @@ class T5Experiment(jaxmod.JaxExperiment):
         the rest of the port, as a strict-priority port would give it at
         least, and no port sends more than its rate."""
         ids = super().forecast_background(spec, raw, tag)
-        if self.args.background_tc != expmod.ROCE_QUEUE:
+        if self.args.background_tc != labkit.ROCE_QUEUE:
             with open(os.path.join(raw, "reservations.json")) as fh:
                 reservations = json.load(fh)
             self.shaped = shapermod.shape_lab(self.lab, reservations, self.args.pps_per_gbps,
-                                              self.args.background_tc, expmod.ROCE_QUEUE)
+                                              self.args.background_tc, labkit.ROCE_QUEUE)
             with open(os.path.join(raw, "shaped.json"), "w") as fh:
                 json.dump([{"port": f"{sw}:{p}", "queue_pps": qs} for (sw, p), qs in sorted(self.shaped.items())],
                           fh, indent=1)
@@ -308,13 +307,13 @@ def cmd_t5(args):
                 fill_ratios(steps_all, runs)
                 done += 1
                 eta = (time.time() - t0) / done * (total - done)
-                expmod.progress(f"[{done}/{total}] seed {seed} {mode:<8} {row['steps']} steps, "
+                labkit.progress(f"[{done}/{total}] seed {seed} {mode:<8} {row['steps']} steps, "
                                 f"{row['predicted_steps']} covered by predictions (first {row['first_predicted_step']}, "
                                 f"after the change {row['first_predicted_after_change']}), withdrawn "
                                 f"{row['withdrawn_after_kill_s']} s after the kill"
                                 f"{' FAILED ' + row['failed'] if row['failed'] else ''}; ETA {eta:.0f} s")
-                expmod.write_csv(os.path.join(args.out, "steps.csv"), steps_all)
-                expmod.write_csv(os.path.join(args.out, "runs.csv"), runs)
+                labkit.write_csv(os.path.join(args.out, "steps.csv"), steps_all)
+                labkit.write_csv(os.path.join(args.out, "runs.csv"), runs)
     import plots
     plots.t5_steps(args.out, args.change_at)
     print_runs(runs)
@@ -346,8 +345,8 @@ def reanalyse(args):
         runs.append(run_summary(int(seed), mode, steps, [], polls, killed, args.change_at))
         steps_all += steps
     fill_ratios(steps_all, runs)
-    expmod.write_csv(os.path.join(args.out, "steps.csv"), steps_all)
-    expmod.write_csv(os.path.join(args.out, "runs.csv"), runs)
+    labkit.write_csv(os.path.join(args.out, "steps.csv"), steps_all)
+    labkit.write_csv(os.path.join(args.out, "runs.csv"), runs)
     import plots
     plots.t5_steps(args.out, args.change_at)
     return runs
@@ -355,7 +354,7 @@ def reanalyse(args):
 
 def add_parser(sub):
     p = sub.add_parser("t5", help="T+5: a JAX job that announces nothing, learned by the controller")
-    jaxmod.add_lab_arguments(p, "ft", "t5", 2, MODES, MODES, 400.0, 400.0)
+    labkit.add_lab_arguments(p, "ft", "t5", 2, MODES, MODES, 400.0, 400.0)
     p.add_argument("--steps", type=int, default=36)
     p.add_argument("--compute-s", type=float, default=1.5)
     p.add_argument("--change-at", type=int, default=18)

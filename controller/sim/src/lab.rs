@@ -58,8 +58,7 @@ use planner::topology::{EdgeId, HostIdx, NodeRef, Topology};
 use serde::Deserialize;
 
 use crate::engine::{simulate, Factors, Job, Links, Options, Router, SimFlow};
-use crate::maxmin::{Route, Use};
-use crate::parts::Parts;
+use crate::parts::{Parts, Route, Use};
 use crate::reorder::{Nic, RandomPaths, ReorderModel};
 use crate::routing::Fabric;
 

@@ -66,8 +66,7 @@ use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 use planner::{Planner, PlannerConfig};
 
 use engine::{simulate, Factors, Failure, Job, Links, Options, Router, SimFlow};
-use maxmin::{Route as SimRoute, Use};
-use parts::{PartId, Parts};
+use parts::{PartId, Parts, Route as SimRoute, Use};
 use qps::{key_on_qp, qp_blocks};
 use reorder::{Nic, RandomPaths, ReorderModel};
 use routing::{Fabric, FlowHash};

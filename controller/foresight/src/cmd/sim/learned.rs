@@ -14,7 +14,7 @@ use sim::t5::{self, Job, Phase, Summary};
 use sim::workload::{build, WorkloadKind, WorkloadSpec};
 use sim::{FailSpec, Policy};
 
-use super::topo::FabricPreset;
+use crate::cmd::topo::FabricPreset;
 
 #[derive(Args)]
 pub struct T5Args {
@@ -136,7 +136,7 @@ pub fn run(a: T5Args) -> anyhow::Result<()> {
         bail!("--iterations and --seeds must be at least 1");
     }
     let bytes = parse_bytes(&a.bytes).map_err(|e| anyhow::anyhow!("--bytes {}: {e}", a.bytes))?;
-    let topo = super::sim::generated_fabric(a.fabric, a.gpus)?;
+    let topo = sim::fabrics::generated(a.fabric.preset(), a.gpus, 1)?;
     eprintln!("simulating one iteration of the ring under ECMP and Foresight...");
     let mut phases = vec![phase(&topo, bytes, a.hash_seed)?];
     let change_at = (!a.no_change).then_some(a.change_at);

@@ -4,7 +4,7 @@
     sudo bmv2-lab/experiment.py allreduce [--seeds 10] [--out bmv2-lab/results/allreduce] [--nic gbn|ooo]
     sudo bmv2-lab/experiment.py predrain  [--seeds 3]  [--out bmv2-lab/results/predrain]
     sudo bmv2-lab/experiment.py jax       [--seeds 5]  [--out bmv2-lab/results/jax]   (jax_experiment.py)
-    sudo bmv2-lab/experiment.py t5        [--seeds 2]  [--out bmv2-lab/results/t5]    (t5_experiment.py)
+    sudo bmv2-lab/experiment.py t5        [--seeds 2]  [--out bmv2-lab/results/t5]    (learned_experiment.py)
     sudo bmv2-lab/experiment.py plot --out DIR          # plots again from DIR/*.csv
 
 One lab (bmv2-lab/lab.py) is brought up for the whole experiment and taken
@@ -531,9 +531,9 @@ def main():
                        help="time from the forecast to the first packet")
         p.set_defaults(func=cmd_allreduce if name == "allreduce" else cmd_predrain)
     import jax_experiment
-    import t5_experiment
+    import learned_experiment
     jax_experiment.add_parser(sub)
-    t5_experiment.add_parser(sub)
+    learned_experiment.add_parser(sub)
     pl = sub.add_parser("plot")
     pl.add_argument("--out", required=True)
     pl.set_defaults(func=None)
@@ -546,8 +546,8 @@ def main():
             plots.predrain(args.out)
         if os.path.exists(os.path.join(args.out, "steps.csv")):
             with open(os.path.join(args.out, "steps.csv")) as fh:
-                t5 = "comm_vs_isolated" in fh.readline()
-            plots.t5_steps(args.out) if t5 else plots.jax_steps(args.out)
+                learned = "comm_vs_isolated" in fh.readline()
+            plots.learned_steps(args.out) if learned else plots.jax_steps(args.out)
         return 0
     if args.cmd in ("allreduce", "predrain") and args.out is None:
         # Runs on the other kind of NIC never overwrite the go-back-N ones.

@@ -1,7 +1,7 @@
 """What the bmv2-lab experiments share: the lab's queues and DCQCN, ring
 order, progress lines, NDSP forecasts (`foresight reserve batch`), CSVs,
 command-line arguments, and the lab of the JAX job's experiments
-(jax_experiment.py, t5_experiment.py). The experiments import this
+(jax_experiment.py, learned_experiment.py). The experiments import this
 module, never each other.
 """
 

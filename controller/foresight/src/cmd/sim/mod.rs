@@ -35,7 +35,8 @@ enum What {
     Lab(lab::LabArgs),
     /// A job that announces nothing, learned and reserved ahead (T+5):
     /// iterations to learn, reserved share, cost of a wrong prediction.
-    T5(learned::T5Args),
+    #[command(name = "t5")]
+    Learned(learned::LearnedArgs),
     /// Monte-Carlo ECMP collisions vs S!/((S−N)!·S^N).
     Validate {
         /// Trials per case.
@@ -176,7 +177,7 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
         What::Run(a) => run_one(a),
         What::Table(a) => table(a),
         What::Lab(a) => lab::run(a),
-        What::T5(a) => learned::run(a),
+        What::Learned(a) => learned::run(a),
         What::Validate { trials } => {
             println!("paths flows  trials   monte-carlo  formula   |diff|/sigma");
             for (s, n) in [(8u32, 8u32), (16, 8), (32, 8), (64, 8), (8, 4), (4, 2)] {

@@ -1,6 +1,6 @@
-"""T+5 in the lab: the JAX job announces nothing but its registration, and
-the controller learns its iterations from the traffic and reserves the
-next ones by itself.
+"""Learned periodic schedules in the lab (T+5): the JAX job announces
+nothing but its registration, and the controller learns its iterations
+from the traffic and reserves the next ones by itself.
 
     sudo bmv2-lab/experiment.py t5 [--seeds 2] [--out bmv2-lab/results/t5]
 
@@ -77,7 +77,9 @@ while True:
 """ % labmod.HTTP_ADDR
 
 
-class T5Experiment(labkit.JaxJobLab):
+class LearnedExperiment(labkit.JaxJobLab):
+    """The controller, the job and the runs of the learned-schedule experiment."""
+
     def __init__(self, args):
         super().__init__(args)
         self.shaped = {}  # the ports shaped for the current run (shaper.py)
@@ -128,7 +130,7 @@ class T5Experiment(labkit.JaxJobLab):
                 cmd += ["--controller", self.controller_addr, "--register-only", "--job", f"jax-{tag}"]
         return cmd
 
-    def run_job_t5(self, mode, raw, tag):
+    def run_job(self, mode, raw, tag):
         """The job; in t5 mode SIGKILLed after step --kill-after-step.
         Returns (exit codes, kill time in Unix ns or None)."""
         procs = self.start_job(mode, raw, tag)
@@ -152,7 +154,7 @@ class T5Experiment(labkit.JaxJobLab):
                 codes.append(0 if killed_ns else p.returncode)
         return codes, killed_ns
 
-    def run_one_t5(self, seed, mode):
+    def run_one(self, seed, mode):
         tag = f"s{seed}-{mode}"
         raw = os.path.join(self.out, "raw", tag)
         os.makedirs(raw, exist_ok=True)
@@ -161,7 +163,7 @@ class T5Experiment(labkit.JaxJobLab):
         poller = self.lab.fabric_popen([sys.executable, "-c", STATUS_POLLER, timeline],
                                        os.path.join(raw, "status-poller.log"))
         bg_procs, bg_ids = self.start_background(seed, "foresight-bg" if mode == "t5" else mode, raw, tag)
-        codes, killed_ns = self.run_job_t5(mode, raw, tag)
+        codes, killed_ns = self.run_job(mode, raw, tag)
         if killed_ns:
             with open(os.path.join(raw, "killed_unix_ns"), "w") as fh:
                 fh.write(str(killed_ns))
@@ -288,18 +290,18 @@ def run_summary(seed, mode, steps, failed, polls, killed_ns, change_at):
             "last_period_s": round(period[-1] / 1e9, 3) if period else ""}
 
 
-def cmd_t5(args):
+def cmd_learned(args):
     if args.reanalyse:
         print_runs(reanalyse(args))
         return
-    exp = T5Experiment(args)
+    exp = LearnedExperiment(args)
     steps_all, runs = [], []
     with exp.lab:
         exp.setup_hosts()
         total, done, t0 = args.seeds * len(args.modes), 0, time.time()
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for mode in args.modes:
-                steps, failed, polls, killed_ns = exp.run_one_t5(seed, mode)
+                steps, failed, polls, killed_ns = exp.run_one(seed, mode)
                 annotate(steps, polls, args.change_at)
                 row = run_summary(seed, mode, steps, failed, polls, killed_ns, args.change_at)
                 steps_all += steps
@@ -315,7 +317,7 @@ def cmd_t5(args):
                 labkit.write_csv(os.path.join(args.out, "steps.csv"), steps_all)
                 labkit.write_csv(os.path.join(args.out, "runs.csv"), runs)
     import plots
-    plots.t5_steps(args.out, args.change_at)
+    plots.learned_steps(args.out, args.change_at)
     print_runs(runs)
 
 
@@ -348,7 +350,7 @@ def reanalyse(args):
     labkit.write_csv(os.path.join(args.out, "steps.csv"), steps_all)
     labkit.write_csv(os.path.join(args.out, "runs.csv"), runs)
     import plots
-    plots.t5_steps(args.out, args.change_at)
+    plots.learned_steps(args.out, args.change_at)
     return runs
 
 
@@ -375,4 +377,4 @@ def add_parser(sub):
                    help="the job's TCP acknowledgements: reserved with its transfers, or left to ECMP")
     p.add_argument("--reanalyse", action="store_true",
                    help="no runs: recompute the CSVs and the plot from --out's raw/")
-    p.set_defaults(func=cmd_t5)
+    p.set_defaults(func=cmd_learned)

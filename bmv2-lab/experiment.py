@@ -4,7 +4,7 @@
     sudo bmv2-lab/experiment.py allreduce [--seeds 10] [--out bmv2-lab/results/allreduce] [--nic gbn|ooo]
     sudo bmv2-lab/experiment.py predrain  [--seeds 3]  [--out bmv2-lab/results/predrain]
     sudo bmv2-lab/experiment.py jax       [--seeds 5]  [--out bmv2-lab/results/jax]   (jax_experiment.py)
-    sudo bmv2-lab/experiment.py t5        [--seeds 2]  [--out bmv2-lab/results/t5]    (t5_experiment.py)
+    sudo bmv2-lab/experiment.py t5        [--seeds 2]  [--out bmv2-lab/results/t5]    (learned_experiment.py)
     sudo bmv2-lab/experiment.py plot --out DIR          # plots again from DIR/*.csv
 
 One lab (bmv2-lab/lab.py) is brought up for the whole experiment and taken
@@ -66,6 +66,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import lab as labmod  # noqa: E402
+import labkit  # noqa: E402
 import shaper as shapermod  # noqa: E402
 
 MODES = ("ecmp5", "qp", "foresight", "flowlet", "spray")
@@ -83,39 +84,8 @@ ECMP_HASH = {"ecmp5": "five-tuple", "qp": "qp-aware", "foresight": "qp-aware",
 # cross-pod paths, 5 switches, about 30 ms). A channel at its full rate
 # (2 channels share 90 % of 250 packets/s) sends every 9 ms, well inside.
 FLOWLET_TIMEOUT_MS = 40.0
-# The RoCE queue (DSCP 24, data and ACKs) and the queue of reserved traffic
-# when it has its own (the controller's default traffic class).
-ROCE_QUEUE, RESERVED_QUEUE = 3, 5
 # Ingress drop reasons worth counting per run (p4src/README.md, "Drop reasons").
 DROP_REASONS = (1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13)
-
-# DCQCN at lab scale. A lab packet takes 4 ms on a 250 pps port, against
-# 80 ns for 1 KB at 100 Gbit/s, so hardware timers cannot be scaled
-# uniformly; these keep hardware's proportions to the packet time and RTT
-# instead: at most one CNP per flow every 5 packet times (hardware: 50 us),
-# rate increase every 10 (300 us), and a 5 % floor.
-LAB_DCQCN = {"g": 1 / 16, "initial_alpha": 1.0, "alpha_timer_ns": 20_000_000,
-             "increase_timer_ns": 40_000_000, "fast_recovery_steps": 5, "rai_frac": 0.05,
-             "rhai_frac": 0.25, "rmin_frac": 0.05, "cnp_interval_ns": 20_000_000}
-
-
-def progress(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def ring_order(fabric, hosts):
-    """Ranks alternate between leaves (h1, h5, h2, h6, ...) so every ring
-    hop crosses the spine layer, where ECMP chooses."""
-    by_leaf = {}
-    for h in sorted(hosts, key=lambda n: (fabric.hosts[n]["leaf"], fabric.hosts[n]["port"])):
-        by_leaf.setdefault(fabric.hosts[h]["leaf"], []).append(h)
-    columns = list(by_leaf.values())
-    order = []
-    for i in range(max(len(c) for c in columns)):
-        for c in columns:
-            if i < len(c):
-                order.append(c[i])
-    return order
 
 
 class Experiment:
@@ -128,7 +98,7 @@ class Experiment:
         self.lab = labmod.Lab(args.topology, name=args.name, pps_per_gbps=args.pps_per_gbps,
                               queue_depth=args.queue_depth)
         f = self.lab.fabric
-        self.hosts = ring_order(f, [h for h in f.hosts if h != self.lab.collector])
+        self.hosts = labkit.ring_order(f, [h for h in f.hosts if h != self.lab.collector])
         gbps = {float(f.hosts[h].get("gbps", 100.0)) for h in self.hosts}
         if len(gbps) != 1:
             raise SystemExit("the experiment wants every ring host at the same NIC speed")
@@ -148,7 +118,7 @@ class Experiment:
         # Reserved traffic in the RoCE queue (3) like everything else; or,
         # with --reserved-queue own, in a queue of its own (5) with its own
         # ECN profile and the port shaped across queues (shaper.py).
-        tc = RESERVED_QUEUE if self.args.reserved_queue == "own" else ROCE_QUEUE
+        tc = labkit.RESERVED_QUEUE if self.args.reserved_queue == "own" else labkit.ROCE_QUEUE
         extra = ["--ecmp-hash", ECMP_HASH[mode],
                  "--flowlet-timeout-us", str(int(self.args.flowlet_timeout_ms * 1000)),
                  "--hash-seed", self.args.hash_seed, "--reserved-tc", str(tc), "--background-tc", str(tc),
@@ -213,7 +183,7 @@ class Experiment:
     def prepare(self, spec, mode, start_ns):
         s = json.loads(json.dumps(spec))
         s["start_unix_ns"] = start_ns
-        s["dcqcn"] = LAB_DCQCN
+        s["dcqcn"] = labkit.LAB_DCQCN
         coll = [fl for fl in s["flows"] if fl["kind"] == "collective"]
         bg = [fl for fl in s["flows"] if fl["kind"] != "collective"]
         ring_start = start_ns + self.args.background_lead_ms * 1_000_000
@@ -263,7 +233,7 @@ class Experiment:
                 demands.append({"id": f"{tag}-bg-{src}-{dst}-{qp}", "src": f.ip(src), "dst": f.ip(dst), "qp": qp,
                                 "bytes": int(gbps * 1e9 / 8 * dur_ms / 1e3), "rate_gbps": gbps,
                                 "start_unix_ns": c["start"], "priority": "background"})
-        res = reserve_batch(self.lab, demands, path)
+        res = labkit.reserve_batch(self.lab, demands, path)
         flows = [fl for rv in res for fl in rv["flows"]]
         reserved = sum(1 for fl in flows if fl["accepted_bps"] > 0)
         # The NDSP contract: a sender keeps to the bandwidth it was granted
@@ -294,7 +264,8 @@ class Experiment:
         the rates set."""
         with open(reservations_path) as fh:
             reservations = json.load(fh)
-        return shapermod.shape_lab(self.lab, reservations, self.args.pps_per_gbps, RESERVED_QUEUE, ROCE_QUEUE)
+        return shapermod.shape_lab(self.lab, reservations, self.args.pps_per_gbps, labkit.RESERVED_QUEUE,
+                                   labkit.ROCE_QUEUE)
 
     def tx_counters(self):
         """Packets sent per (switch, port) from the P4 tx_port counters."""
@@ -410,29 +381,6 @@ class Experiment:
                 "resent_bytes": resent}
 
 
-def reserve_batch(lab, demands, forecast_path):
-    """`foresight reserve batch` with `demands` (written to forecast_path);
-    the answer is kept next to it as reservations.json and returned."""
-    with open(forecast_path, "w") as fh:
-        json.dump(demands, fh, indent=1)
-    r = lab.fabric_cmd([labmod.foresight_bin("foresight"), "reserve", "batch", "--file", forecast_path, "--json",
-                        "--controller", labmod.NDSP_ADDR], check=False)
-    if r.returncode != 0:
-        raise RuntimeError(f"foresight reserve batch: {r.stderr.strip()}")
-    with open(os.path.join(os.path.dirname(forecast_path), "reservations.json"), "w") as fh:
-        fh.write(r.stdout)
-    return json.loads(r.stdout)
-
-
-def write_csv(path, rows):
-    if not rows:
-        return
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        w.writerows(rows)
-
-
 def int_queue_rows(raw, tag_fields):
     """Per INT report hop: time and queue occupancy at each (switch, port)."""
     path = os.path.join(raw, "int.csv")
@@ -463,12 +411,12 @@ def cmd_allreduce(args):
                 links += lk
                 done += 1
                 eta = (time.time() - t0) / done * (total - done)
-                progress(f"[{done}/{total}] seed {seed} {mode:<9} completion {row['completion_s']} s "
+                labkit.progress(f"[{done}/{total}] seed {seed} {mode:<9} completion {row['completion_s']} s "
                          f"= {row['slowdown']}x ideal ({row['ideal_s']} s)"
                          f"{' reserved ' + str(row['reserved_flows']) + '/' + str(row['forecast_flows']) if mode == 'foresight' else ''}"
                          f"{' FAILED ' + row['failed_hosts'] if row['failed_hosts'] else ''}; load {row['load_1m']}; ETA {eta:.0f} s")
-                write_csv(os.path.join(args.out, "runs.csv"), runs)
-                write_csv(os.path.join(args.out, "links.csv"), links)
+                labkit.write_csv(os.path.join(args.out, "runs.csv"), runs)
+                labkit.write_csv(os.path.join(args.out, "links.csv"), links)
     import plots
     plots.allreduce(args.out)
     summarize(runs)
@@ -495,16 +443,16 @@ def cmd_predrain(args):
                 queue += q
                 done += 1
                 peak = max((r["queue_occupancy"] for r in q), default=0)
-                progress(f"[{done}/{total}] seed {seed} pre-drain {'on ' if predrain else 'off'} completion "
+                labkit.progress(f"[{done}/{total}] seed {seed} pre-drain {'on ' if predrain else 'off'} completion "
                          f"{row['completion_s']} s = {row['slowdown']}x ideal; peak INT queue {peak} packets; "
                          f"{len(q)} INT hop records")
-                write_csv(os.path.join(args.out, "runs.csv"), runs)
+                labkit.write_csv(os.path.join(args.out, "runs.csv"), runs)
                 # Every INT hop (megabytes) stays in raw/; the plots use the
                 # timeline (deepest queue per 50 ms) and per-run statistics.
-                write_csv(os.path.join(args.out, "raw", "queue.csv"), queue)
+                labkit.write_csv(os.path.join(args.out, "raw", "queue.csv"), queue)
                 import plots
-                write_csv(os.path.join(args.out, "queue_timeline.csv"), plots.queue_timeline(queue))
-                write_csv(os.path.join(args.out, "queue_stats.csv"), [
+                labkit.write_csv(os.path.join(args.out, "queue_timeline.csv"), plots.queue_timeline(queue))
+                labkit.write_csv(os.path.join(args.out, "queue_stats.csv"), [
                     {"seed": k[0], "predrain": k[1], **v} for k, v in sorted(plots.queue_stats(queue).items())])
     import plots
     plots.predrain(args.out)
@@ -524,15 +472,6 @@ def summarize(runs, key="mode"):
               f"min {v[0]:.3f}, max {v[-1]:.3f}, mean {sum(v) / len(v):.3f}")
 
 
-def mode_list(text):
-    """An argparse type: a comma-separated list of MODES."""
-    modes = text.split(",")
-    unknown = [m for m in modes if m not in MODES]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
-    return modes
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -549,7 +488,7 @@ def main():
                             "--reserved-queue own, steps that outlive it get only the RoCE queue's share")
         p.add_argument("--first-seed", type=int, default=1,
                        help="seeds FIRST..FIRST+SEEDS-1 (to re-run one seed of an earlier experiment)")
-        p.add_argument("--modes", type=mode_list, default=list(DEFAULT_MODES),
+        p.add_argument("--modes", type=labkit.mode_list(MODES), default=list(DEFAULT_MODES),
                        help=f"comma-separated, of {', '.join(MODES)} (default: {','.join(DEFAULT_MODES)})")
         p.add_argument("--flowlet-timeout-ms", type=float, default=FLOWLET_TIMEOUT_MS,
                        help="flowlet mode: a pause longer than this starts a new flowlet "
@@ -593,9 +532,9 @@ def main():
                        help="time from the forecast to the first packet")
         p.set_defaults(func=cmd_allreduce if name == "allreduce" else cmd_predrain)
     import jax_experiment
-    import t5_experiment
+    import learned_experiment
     jax_experiment.add_parser(sub)
-    t5_experiment.add_parser(sub)
+    learned_experiment.add_parser(sub)
     pl = sub.add_parser("plot")
     pl.add_argument("--out", required=True)
     pl.set_defaults(func=None)
@@ -608,8 +547,8 @@ def main():
             plots.predrain(args.out)
         if os.path.exists(os.path.join(args.out, "steps.csv")):
             with open(os.path.join(args.out, "steps.csv")) as fh:
-                t5 = "comm_vs_isolated" in fh.readline()
-            plots.t5_steps(args.out) if t5 else plots.jax_steps(args.out)
+                learned = "comm_vs_isolated" in fh.readline()
+            plots.learned_steps(args.out) if learned else plots.jax_steps(args.out)
         return 0
     if args.cmd in ("allreduce", "predrain") and args.out is None:
         # Runs on the other kind of NIC never overwrite the go-back-N ones.

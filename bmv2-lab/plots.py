@@ -188,12 +188,12 @@ def jax_steps(out):
     plt.close(fig)
 
 
-T5_LABEL = {"isolated": "isolated (reference)", "ecmp5": MODE_LABEL["ecmp5"], "qp": MODE_LABEL["qp"],
-            "t5": "Foresight T+5 (learned, nothing announced)"}
-T5_COLORS = {"isolated": "#3a3a3a", "ecmp5": COLORS["ecmp5"], "qp": COLORS["qp"], "t5": COLORS["foresight"]}
+LEARNED_LABEL = {"isolated": "isolated (reference)", "ecmp5": MODE_LABEL["ecmp5"], "qp": MODE_LABEL["qp"],
+                 "t5": "Foresight T+5 (learned, nothing announced)"}
+LEARNED_COLORS = {"isolated": "#3a3a3a", "ecmp5": COLORS["ecmp5"], "qp": COLORS["qp"], "t5": COLORS["foresight"]}
 
 
-def t5_steps(out, change_at=None):
+def learned_steps(out, change_at=None):
     """Communication time per iteration over the isolated median (median over seeds, min-max band);
     dots where a predicted reservation covered the t5 run's step; the change and the kill marked."""
     steps = _read(os.path.join(out, "steps.csv"))
@@ -201,7 +201,7 @@ def t5_steps(out, change_at=None):
         after = [int(r["step"]) for r in steps if r["phase"] == "after"]
         change_at = min(after) if after else None
     fig, ax = plt.subplots(figsize=(11, 5.2))
-    for m in T5_LABEL:
+    for m in LEARNED_LABEL:
         by_step = {}
         for r in steps:
             if r["mode"] == m and r["comm_vs_isolated"] != "":
@@ -210,8 +210,8 @@ def t5_steps(out, change_at=None):
         if not xs:
             continue
         med = [statistics.median(by_step[x]) for x in xs]
-        ax.plot(xs, med, color=T5_COLORS[m], label=T5_LABEL[m], lw=1.5, marker=".")
-        ax.fill_between(xs, [min(by_step[x]) for x in xs], [max(by_step[x]) for x in xs], color=T5_COLORS[m],
+        ax.plot(xs, med, color=LEARNED_COLORS[m], label=LEARNED_LABEL[m], lw=1.5, marker=".")
+        ax.fill_between(xs, [min(by_step[x]) for x in xs], [max(by_step[x]) for x in xs], color=LEARNED_COLORS[m],
                         alpha=0.15)
     covered = {}
     for r in steps:
@@ -219,16 +219,16 @@ def t5_steps(out, change_at=None):
             covered.setdefault(int(r["step"]), []).append(int(r["predicted"]))
     xs = [x for x, v in sorted(covered.items()) if sum(v) * 2 > len(v)]
     if xs:
-        ax.scatter(xs, [0.9] * len(xs), marker="s", s=16, color=T5_COLORS["t5"],
+        ax.scatter(xs, [0.9] * len(xs), marker="s", s=16, color=LEARNED_COLORS["t5"],
                    label="t5: a predicted reservation covered the step (most seeds)")
     if change_at is not None:
         ax.axvline(change_at - 0.5, color="grey", ls="--", lw=1)
         ax.text(change_at - 0.4, ax.get_ylim()[1] * 0.95, "model and batch change", fontsize=8, va="top")
-    t5_last = [max(int(r["step"]) for r in steps if r["mode"] == "t5" and r["seed"] == s)
+    killed_at = [max(int(r["step"]) for r in steps if r["mode"] == "t5" and r["seed"] == s)
                for s in {r["seed"] for r in steps if r["mode"] == "t5"}]
-    if t5_last:
-        ax.axvline(statistics.median(t5_last) + 0.5, color="#c44", ls=":", lw=1)
-        ax.text(statistics.median(t5_last) + 0.6, ax.get_ylim()[1] * 0.95, "t5 job killed", fontsize=8,
+    if killed_at:
+        ax.axvline(statistics.median(killed_at) + 0.5, color="#c44", ls=":", lw=1)
+        ax.text(statistics.median(killed_at) + 0.6, ax.get_ylim()[1] * 0.95, "t5 job killed", fontsize=8,
                 va="top", color="#c44")
     ax.axhline(1.0, color="grey", lw=0.8, ls=":")
     ax.axhline(1.05, color="grey", lw=0.6, ls="-.")

@@ -18,7 +18,7 @@ competing traffic gets only the unreserved rest for the whole run, even
 when the reserved queue idles. CNPs and ACKs (queue 7 in this mode) keep
 their own small limiter, as before.
 
-The same split puts reserved background in its place (t5_experiment.py,
+The same split puts reserved background in its place (learned_experiment.py,
 `--background-tc 1`): its queue gets what it reserved, the job's queue the
 rest, as a strict-priority port would give the job at least.
 

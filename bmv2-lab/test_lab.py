@@ -52,7 +52,7 @@ def reachability(topology, name):
               f"{len(lab.fabric.switches)} BMv2 switches", not missing, f"no reply from {missing}" if missing else "")
         if topology == TOPOLOGIES[0]:
             full_size_reserved_frames(lab, src, hosts[-1])
-            t5_learns_a_tcp_job(lab, src, hosts[-1])
+            controller_learns_a_tcp_job(lab, src, hosts[-1])
         r = lab.fabric_cmd([labmod.foresight_bin(), "status", "--json"], check=False)
         check(f"{topology}: `foresight status` answers inside the fabric namespace", r.returncode == 0,
               r.stderr.strip()[:200])
@@ -103,15 +103,16 @@ c.close()
 """
 
 
-def t5_learns_a_tcp_job(lab, src, dst):
-    """T+5 on real TCP: a registered job that announces nothing sends a burst
-    every 1.5 s; the controller learns it from the watch counters (gloo is
-    TCP, which INT does not carry), reserves the next bursts by itself, and
-    withdraws them once the bursts stop."""
+def controller_learns_a_tcp_job(lab, src, dst):
+    """A learned periodic schedule (T+5) on real TCP: a registered job that
+    announces nothing sends a burst every 1.5 s; the controller learns it
+    from the watch counters (gloo is TCP, which INT does not carry),
+    reserves the next bursts by itself, and withdraws them once the bursts
+    stop."""
     lab.stop_controller()
     lab.start_controller("--learn-iterations", "--learn-idle-ms", "400", "--learn-jitter", "0.2",
-                         "--learn-bytes-tolerance", "0.3", "--learn-horizon", "1", log_name="controller-t5")
-    job = "labtest-t5"
+                         "--learn-bytes-tolerance", "0.3", "--learn-horizon", "1", log_name="controller-learned")
+    job = "labtest-learned"
     r = lab.fabric_cmd([labmod.foresight_bin(), "register", "--job", job, "--hosts",
                         f"{lab.fabric.ip(src)},{lab.fabric.ip(dst)}", "--library", "gloo",
                         "--controller", labmod.NDSP_ADDR], check=False)

@@ -86,6 +86,12 @@ impl Spec {
         Ok(spec)
     }
 
+    /// Reads a spec without validating it, for readers that check what
+    /// they use (the simulator's lab scenarios); errors name `what`.
+    pub fn parse(text: &str, what: &str) -> Result<Spec> {
+        serde_json::from_str(text).with_context(|| format!("{what}: not a rocegen spec"))
+    }
+
     pub fn ip(&self, host: &str) -> Option<Ipv4Addr> {
         self.hosts.get(host).and_then(|s| s.parse().ok())
     }

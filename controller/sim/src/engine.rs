@@ -21,8 +21,8 @@ use std::collections::BinaryHeap;
 
 use indicatif::ProgressBar;
 
-use crate::maxmin::{FlowId, MaxMin, Route};
-use crate::parts::Parts;
+use crate::maxmin::{FlowId, MaxMin};
+use crate::parts::{Parts, Route};
 use crate::radix::RadixHeap;
 
 /// A repeating job: iteration `n + 1` starts `gap_ns` after the last flow
@@ -690,7 +690,7 @@ pub fn simulate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::maxmin::Use;
+    use crate::parts::Use;
     use crate::reference;
 
     /// A candidate route: own edges and fractional pieces.

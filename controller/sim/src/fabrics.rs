@@ -1,9 +1,22 @@
-//! Fabrics the simulator generates beyond the planner's presets: the
-//! `clos3` shape with oversubscribed leaves.
+//! Fabrics the simulator generates: the planner's presets, and beyond them
+//! the `clos3` shape with oversubscribed leaves.
 
 use anyhow::bail;
 use planner::topology::generate::{multi_pod, preset, MultiPod, Preset};
 use planner::topology::Topology;
+
+/// The `shape` preset for `gpus` GPUs, `oversubscription`:1 at the leaves
+/// (only `clos3` is generated oversubscribed).
+pub fn generated(shape: Preset, gpus: u32, oversubscription: u32) -> anyhow::Result<Topology> {
+    if matches!(shape, Preset::Clos3) {
+        return clos3(gpus, oversubscription);
+    }
+    if oversubscription != 1 {
+        bail!("--oversubscription {oversubscription}: only the clos3 fabric is generated oversubscribed");
+    }
+    let spec = preset(shape, gpus).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Topology::from_spec(spec)?)
+}
 
 /// The `clos3` preset for `gpus` GPUs (8 per server, 400G NICs, 32 NICs
 /// per leaf, pods of 16 leaves), with `oversubscription`:1 at the leaves:

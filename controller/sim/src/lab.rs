@@ -55,11 +55,11 @@ use anyhow::{bail, Context, Result};
 use planner::conventions::{IP_PROTO_UDP, ROCEV2_UDP_PORT};
 use planner::ecmp::{ecmp_path, HashKey, HashMode, SeedPolicy, SwitchHash};
 use planner::topology::{EdgeId, HostIdx, NodeRef, Topology};
+use rocegen::spec::{Flow, Kind};
 use serde::Deserialize;
 
 use crate::engine::{simulate, Factors, Job, Links, Options, Router, SimFlow};
-use crate::maxmin::{Route, Use};
-use crate::parts::Parts;
+use crate::parts::{Parts, Route, Use};
 use crate::reorder::{Nic, RandomPaths, ReorderModel};
 use crate::routing::Fabric;
 
@@ -129,79 +129,10 @@ impl fmt::Display for LabMode {
     }
 }
 
-/// The part of a rocegen spec (`controller/rocegen/src/spec.rs`) the
-/// simulator needs; other fields are ignored.
-#[derive(Clone, Debug, Deserialize)]
-pub struct Spec {
-    /// Bytes per packet.
-    pub payload_bytes: u32,
-    /// Host name to IPv4 address.
-    pub hosts: BTreeMap<String, String>,
-    /// Every message to send.
-    pub flows: Vec<SpecFlow>,
-    /// DCQCN parameters; only the rate floor is used.
-    #[serde(default)]
-    pub dcqcn: Dcqcn,
-}
-
-/// One message of a rocegen spec.
-#[derive(Clone, Debug, Deserialize)]
-pub struct SpecFlow {
-    /// Unique name (dependencies refer to it).
-    pub id: String,
-    /// `collective` or `background`.
-    pub kind: String,
-    /// Sending host.
-    pub src: String,
-    /// Receiving host.
-    pub dst: String,
-    /// Sender's QP (with `src`, the connection).
-    pub src_qp: u32,
-    /// Receiver's QP.
-    pub dest_qp: u32,
-    /// UDP source port of the data packets.
-    pub udp_src_port: u16,
-    /// Message size.
-    pub bytes: u64,
-    /// The sender's rate for this connection, packets/s.
-    pub line_rate_pps: f64,
-    /// Earliest start after the spec's start, ns.
-    #[serde(default)]
-    pub start_offset_ns: u64,
-    /// A time-bounded flow stops this long after the spec's start.
-    #[serde(default)]
-    pub stop_offset_ns: Option<u64>,
-    /// Messages that must have arrived before this one starts.
-    #[serde(default)]
-    pub after: Vec<String>,
-}
-
-/// DCQCN parameters of the spec (rate floor only).
-#[derive(Clone, Debug, Deserialize)]
-pub struct Dcqcn {
-    /// Lowest rate DCQCN cuts a sender to, as a fraction of its line rate.
-    #[serde(default = "default_rmin")]
-    pub rmin_frac: f64,
-}
-
-fn default_rmin() -> f64 {
-    0.05
-}
-
-impl Default for Dcqcn {
-    fn default() -> Dcqcn {
-        Dcqcn {
-            rmin_frac: default_rmin(),
-        }
-    }
-}
-
-impl Spec {
-    /// Parses a spec; errors name `what` (usually the file).
-    pub fn parse(text: &str, what: &str) -> Result<Spec> {
-        serde_json::from_str(text).with_context(|| format!("{what}: not a rocegen spec"))
-    }
-}
+/// One lab run's traffic: rocegen's spec, read with
+/// [`Spec::parse`](rocegen::spec::Spec::parse) (not validated: the
+/// scenario checks what it uses).
+pub use rocegen::spec::Spec;
 
 /// One reservation as `foresight reserve batch --json` prints it.
 #[derive(Clone, Debug, Deserialize)]
@@ -485,11 +416,7 @@ impl<'t> Scenario<'t> {
             if !(f.line_rate_pps > 0.0 && f.line_rate_pps.is_finite()) {
                 bail!("{what}: line_rate_pps {} must be positive", f.line_rate_pps);
             }
-            let collective = match f.kind.as_str() {
-                "collective" => true,
-                "background" => false,
-                k => bail!("{what}: kind '{k}', want collective or background"),
-            };
+            let collective = f.kind == Kind::Collective;
             let k = match by_conn.get(&(src, f.src_qp)) {
                 Some(&k) => k,
                 None => {
@@ -679,7 +606,7 @@ impl<'t> Scenario<'t> {
     /// Packets the fluid model sends before a message's last packet leaves:
     /// all but the last one when latency is modelled (it then crosses the
     /// path on its own, [`Scenario::latency_ns`]).
-    fn paced(&self, f: &SpecFlow) -> f64 {
+    fn paced(&self, f: &Flow) -> f64 {
         let n = self.packets(f);
         if self.settings.hop_latency && n > 1.0 {
             n - 1.0
@@ -688,7 +615,7 @@ impl<'t> Scenario<'t> {
         }
     }
 
-    fn packets(&self, f: &SpecFlow) -> f64 {
+    fn packets(&self, f: &Flow) -> f64 {
         f.bytes.div_ceil(u64::from(self.spec.payload_bytes.max(1))) as f64
     }
 

@@ -13,8 +13,8 @@
 //!   all-to-all, KV transfer) plus background flows.
 //! * [`ecmp_collisions`] — Monte-Carlo ECMP collisions vs `S!/((S−N)!·S^N)`.
 //! * [`output`] — table, CSV and SVG plots.
-//! * [`t5`] — a job that announces nothing, learned and reserved ahead
-//!   by the controller (T+5).
+//! * [`learned`] — a job that announces nothing, its periodic schedule
+//!   learned and reserved ahead by the controller (T+5).
 //! * [`lab`] — one BMv2 lab run (its topology, rocegen spec and
 //!   reservations) as a scenario, to check the simulator against the lab.
 //! * [`reorder`] — what reordering costs sprayed and flowlet traffic on
@@ -39,6 +39,7 @@ pub mod ecmp_collisions;
 pub mod engine;
 pub mod fabrics;
 pub mod lab;
+pub mod learned;
 pub mod maxmin;
 pub mod output;
 pub mod parts;
@@ -49,7 +50,6 @@ mod reference;
 pub mod reorder;
 pub mod routing;
 pub mod suite;
-pub mod t5;
 pub mod workload;
 
 use std::collections::HashMap;
@@ -66,8 +66,7 @@ use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 use planner::{Planner, PlannerConfig};
 
 use engine::{simulate, Factors, Failure, Job, Links, Options, Router, SimFlow};
-use maxmin::{Route as SimRoute, Use};
-use parts::{PartId, Parts};
+use parts::{PartId, Parts, Route as SimRoute, Use};
 use qps::{key_on_qp, qp_blocks};
 use reorder::{Nic, RandomPaths, ReorderModel};
 use routing::{Fabric, FlowHash};

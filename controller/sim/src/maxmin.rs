@@ -31,41 +31,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::parts::{PartId, Parts};
-
-/// One link a flow loads: edge id and the fraction of the flow's rate on it.
-pub type Use = (u32, f64);
-
-/// A flow's route as the solver stores it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Route {
-    /// Links the whole flow crosses.
-    pub edges: Vec<u32>,
-    /// Shared fractional pieces (sprayed traffic).
-    pub parts: Vec<PartId>,
-}
-
-impl Route {
-    /// Empties it.
-    pub fn clear(&mut self) {
-        self.edges.clear();
-        self.parts.clear();
-    }
-
-    /// Every (edge, coefficient) it loads, parts expanded, into `out`.
-    pub fn uses(&self, parts: &Parts, out: &mut Vec<Use>) {
-        out.clear();
-        out.extend(self.edges.iter().map(|&e| (e, 1.0)));
-        for &p in &self.parts {
-            out.extend_from_slice(parts.get(p));
-        }
-    }
-
-    /// True when it loads no link.
-    pub fn is_empty(&self) -> bool {
-        self.edges.is_empty() && self.parts.is_empty()
-    }
-}
+use crate::parts::{PartId, Parts, Route};
 
 /// Flow handle inside a [`MaxMin`].
 pub type FlowId = u32;

@@ -1,4 +1,5 @@
-//! Shared fractional route pieces.
+//! A flow's route: the links it crosses whole, and shared fractional
+//! route pieces.
 //!
 //! A sprayed flow loads hundreds of fabric links with fractional shares,
 //! and every flow between the same two leaves loads them identically.
@@ -9,7 +10,39 @@
 
 use std::collections::HashMap;
 
-use crate::maxmin::Use;
+/// One link a flow loads: edge id and the fraction of the flow's rate on it.
+pub type Use = (u32, f64);
+
+/// A flow's route as the solver stores it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Route {
+    /// Links the whole flow crosses.
+    pub edges: Vec<u32>,
+    /// Shared fractional pieces (sprayed traffic).
+    pub parts: Vec<PartId>,
+}
+
+impl Route {
+    /// Empties it.
+    pub fn clear(&mut self) {
+        self.edges.clear();
+        self.parts.clear();
+    }
+
+    /// Every (edge, coefficient) it loads, parts expanded, into `out`.
+    pub fn uses(&self, parts: &Parts, out: &mut Vec<Use>) {
+        out.clear();
+        out.extend(self.edges.iter().map(|&e| (e, 1.0)));
+        for &p in &self.parts {
+            out.extend_from_slice(parts.get(p));
+        }
+    }
+
+    /// True when it loads no link.
+    pub fn is_empty(&self) -> bool {
+        self.edges.is_empty() && self.parts.is_empty()
+    }
+}
 
 /// Index of a part in [`Parts`].
 pub type PartId = u32;

@@ -10,8 +10,7 @@ use std::collections::BinaryHeap;
 use crate::engine::{
     rate_moved, tolerance, Factors, Failure, Job, Links, Outcome, Router, SimFlow,
 };
-use crate::maxmin::{Route, Use};
-use crate::parts::Parts;
+use crate::parts::{Parts, Route, Use};
 
 #[derive(Clone, Copy, PartialEq)]
 struct Key(f64, u32);

@@ -61,7 +61,7 @@
 use planner::topology::{EdgeId, NodeRef, Topology};
 
 use crate::engine::{Factors, Links};
-use crate::maxmin::Use;
+use crate::parts::Use;
 
 /// How a receiving NIC takes out-of-order packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -13,7 +13,7 @@ use planner::ecmp::{member_index, HashKey, SeedPolicy, SwitchHash};
 use planner::paths::Path;
 use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 
-use crate::maxmin::Use;
+use crate::parts::Use;
 
 /// A flow's hash key as the simulator carries it: [`HashKey::hash`] with
 /// seed 0. CRC-32 is affine over GF(2) for inputs of one length, so the

@@ -12,8 +12,6 @@ mod millis;
 mod plan;
 mod reserve;
 mod sim;
-mod sim_lab;
-mod sim_t5;
 mod status;
 mod switch;
 mod target_args;

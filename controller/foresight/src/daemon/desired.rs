@@ -72,7 +72,8 @@ pub struct Policy {
 
 type Resolved1 = (Key, Arc<p4::Entity>);
 
-/// Planner priority of NDSP's BACKGROUND class (see `engine.rs`).
+/// Planner priority of NDSP's BACKGROUND class (see `planner_priority` in
+/// `engine/outcome.rs`).
 pub const BACKGROUND_PRIORITY: u8 = 32;
 
 /// Cached entities of one reserved flow at its ingress leaf.

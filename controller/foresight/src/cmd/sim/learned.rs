@@ -1,5 +1,6 @@
-//! `foresight sim t5`: what learning a job's iterations buys (T+5), with
-//! the network times from the simulator and the controller's learner.
+//! `foresight sim t5`: what learning a job's periodic schedule buys
+//! (T+5), with the network times from the simulator and the controller's
+//! learner.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -10,14 +11,14 @@ use planner::demand::parse_bytes;
 use planner::ecmp::SeedPolicy;
 use planner::periodic::{LearnerConfig, Transfer};
 use planner::topology::Topology;
-use sim::t5::{self, Job, Phase, Summary};
+use sim::learned::{self, Job, Phase, Summary};
 use sim::workload::{build, WorkloadKind, WorkloadSpec};
 use sim::{FailSpec, Policy};
 
-use super::topo::FabricPreset;
+use crate::cmd::topo::FabricPreset;
 
 #[derive(Args)]
-pub struct T5Args {
+pub struct LearnedArgs {
     /// Fabric to generate.
     #[arg(long, value_enum, default_value = "clos3")]
     fabric: FabricPreset,
@@ -120,7 +121,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-pub fn run(a: T5Args) -> anyhow::Result<()> {
+pub fn run(a: LearnedArgs) -> anyhow::Result<()> {
     let jitters: Vec<f64> = a
         .jitter
         .split(',')
@@ -136,7 +137,7 @@ pub fn run(a: T5Args) -> anyhow::Result<()> {
         bail!("--iterations and --seeds must be at least 1");
     }
     let bytes = parse_bytes(&a.bytes).map_err(|e| anyhow::anyhow!("--bytes {}: {e}", a.bytes))?;
-    let topo = super::sim::generated_fabric(a.fabric, a.gpus)?;
+    let topo = sim::fabrics::generated(a.fabric.preset(), a.gpus, 1)?;
     eprintln!("simulating one iteration of the ring under ECMP and Foresight...");
     let mut phases = vec![phase(&topo, bytes, a.hash_seed)?];
     let change_at = (!a.no_change).then_some(a.change_at);
@@ -180,7 +181,7 @@ pub fn run(a: T5Args) -> anyhow::Result<()> {
                 change_at,
                 seed: 1 + seed,
             };
-            let (rows, s) = t5::study(&phases, job, learner);
+            let (rows, s) = learned::study(&phases, job, learner);
             let opt = |v: Option<usize>| v.map_or(String::new(), |x| x.to_string());
             let _ = writeln!(
                 csv,
@@ -198,7 +199,7 @@ pub fn run(a: T5Args) -> anyhow::Result<()> {
             );
             if seed == 0 {
                 let name = format!("t5_jitter_{jitter}.svg");
-                t5::plot(
+                learned::plot(
                     &a.out.join(&name),
                     &rows,
                     &phases,

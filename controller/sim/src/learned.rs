@@ -1,5 +1,6 @@
-//! What T+5 buys: a training job that announces nothing, whose iterations
-//! the controller learns ([`planner::periodic`]) and reserves ahead.
+//! What a learned periodic schedule buys (T+5): a training job that
+//! announces nothing, whose iterations the controller learns
+//! ([`planner::periodic`]) and reserves ahead.
 //!
 //! The network side comes from the simulator: one iteration's
 //! communication time under ECMP, under Foresight's reservations and on

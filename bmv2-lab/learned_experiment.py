@@ -1,6 +1,6 @@
-"""T+5 in the lab: the JAX job announces nothing but its registration, and
-the controller learns its iterations from the traffic and reserves the
-next ones by itself.
+"""Learned periodic schedules in the lab (T+5): the JAX job announces
+nothing but its registration, and the controller learns its iterations
+from the traffic and reserves the next ones by itself.
 
     sudo bmv2-lab/experiment.py t5 [--seeds 2] [--out bmv2-lab/results/t5]
 
@@ -49,9 +49,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import experiment as expmod  # noqa: E402
-import jax_experiment as jaxmod  # noqa: E402
 import lab as labmod  # noqa: E402
+import labkit  # noqa: E402
 import shaper as shapermod  # noqa: E402
 
 MODES = ("isolated", "ecmp5", "qp", "t5")
@@ -78,7 +77,9 @@ while True:
 """ % labmod.HTTP_ADDR
 
 
-class T5Experiment(jaxmod.JaxExperiment):
+class LearnedExperiment(labkit.JaxJobLab):
+    """The controller, the job and the runs of the learned-schedule experiment."""
+
     def __init__(self, args):
         super().__init__(args)
         self.shaped = {}  # the ports shaped for the current run (shaper.py)
@@ -90,7 +91,7 @@ class T5Experiment(jaxmod.JaxExperiment):
         self.lab.stop_controller()
         a = self.args
         extra = ["--ecmp-hash", "five-tuple" if key == "ecmp5" else "qp-aware", "--hash-seed", a.hash_seed,
-                 "--reserved-tc", str(expmod.ROCE_QUEUE), "--background-tc", str(a.background_tc),
+                 "--reserved-tc", str(labkit.ROCE_QUEUE), "--background-tc", str(a.background_tc),
                  "--headroom", "1.0", "--lead-time-ms", str(a.lead_time_ms), "--lowered-ecn", "10,50,13107"]
         if key == "t5":
             extra += ["--learn-iterations", "--learn-from", "counters", "--learn-poll-ms", str(a.learn_poll_ms),
@@ -107,11 +108,11 @@ class T5Experiment(jaxmod.JaxExperiment):
         the rest of the port, as a strict-priority port would give it at
         least, and no port sends more than its rate."""
         ids = super().forecast_background(spec, raw, tag)
-        if self.args.background_tc != expmod.ROCE_QUEUE:
+        if self.args.background_tc != labkit.ROCE_QUEUE:
             with open(os.path.join(raw, "reservations.json")) as fh:
                 reservations = json.load(fh)
             self.shaped = shapermod.shape_lab(self.lab, reservations, self.args.pps_per_gbps,
-                                              self.args.background_tc, expmod.ROCE_QUEUE)
+                                              self.args.background_tc, labkit.ROCE_QUEUE)
             with open(os.path.join(raw, "shaped.json"), "w") as fh:
                 json.dump([{"port": f"{sw}:{p}", "queue_pps": qs} for (sw, p), qs in sorted(self.shaped.items())],
                           fh, indent=1)
@@ -129,7 +130,7 @@ class T5Experiment(jaxmod.JaxExperiment):
                 cmd += ["--controller", self.controller_addr, "--register-only", "--job", f"jax-{tag}"]
         return cmd
 
-    def run_job_t5(self, mode, raw, tag):
+    def run_job(self, mode, raw, tag):
         """The job; in t5 mode SIGKILLed after step --kill-after-step.
         Returns (exit codes, kill time in Unix ns or None)."""
         procs = self.start_job(mode, raw, tag)
@@ -153,7 +154,7 @@ class T5Experiment(jaxmod.JaxExperiment):
                 codes.append(0 if killed_ns else p.returncode)
         return codes, killed_ns
 
-    def run_one_t5(self, seed, mode):
+    def run_one(self, seed, mode):
         tag = f"s{seed}-{mode}"
         raw = os.path.join(self.out, "raw", tag)
         os.makedirs(raw, exist_ok=True)
@@ -162,7 +163,7 @@ class T5Experiment(jaxmod.JaxExperiment):
         poller = self.lab.fabric_popen([sys.executable, "-c", STATUS_POLLER, timeline],
                                        os.path.join(raw, "status-poller.log"))
         bg_procs, bg_ids = self.start_background(seed, "foresight-bg" if mode == "t5" else mode, raw, tag)
-        codes, killed_ns = self.run_job_t5(mode, raw, tag)
+        codes, killed_ns = self.run_job(mode, raw, tag)
         if killed_ns:
             with open(os.path.join(raw, "killed_unix_ns"), "w") as fh:
                 fh.write(str(killed_ns))
@@ -289,11 +290,11 @@ def run_summary(seed, mode, steps, failed, polls, killed_ns, change_at):
             "last_period_s": round(period[-1] / 1e9, 3) if period else ""}
 
 
-def cmd_t5(args):
+def cmd_learned(args):
     if args.reanalyse:
         print_runs(reanalyse(args))
         return
-    exp = T5Experiment(args)
+    exp = LearnedExperiment(args)
     steps_all, runs = [], []
     with exp.lab:
         exp.setup_hosts()
@@ -301,7 +302,7 @@ def cmd_t5(args):
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for mode in args.modes:
                 load = labmod.load_1m()
-                steps, failed, polls, killed_ns = exp.run_one_t5(seed, mode)
+                steps, failed, polls, killed_ns = exp.run_one(seed, mode)
                 annotate(steps, polls, args.change_at)
                 row = {**run_summary(seed, mode, steps, failed, polls, killed_ns, args.change_at), "load_1m": load}
                 steps_all += steps
@@ -309,15 +310,15 @@ def cmd_t5(args):
                 fill_ratios(steps_all, runs)
                 done += 1
                 eta = (time.time() - t0) / done * (total - done)
-                expmod.progress(f"[{done}/{total}] seed {seed} {mode:<8} {row['steps']} steps, "
+                labkit.progress(f"[{done}/{total}] seed {seed} {mode:<8} {row['steps']} steps, "
                                 f"{row['predicted_steps']} covered by predictions (first {row['first_predicted_step']}, "
                                 f"after the change {row['first_predicted_after_change']}), withdrawn "
                                 f"{row['withdrawn_after_kill_s']} s after the kill"
                                 f"{' FAILED ' + row['failed'] if row['failed'] else ''}; ETA {eta:.0f} s")
-                expmod.write_csv(os.path.join(args.out, "steps.csv"), steps_all)
-                expmod.write_csv(os.path.join(args.out, "runs.csv"), runs)
+                labkit.write_csv(os.path.join(args.out, "steps.csv"), steps_all)
+                labkit.write_csv(os.path.join(args.out, "runs.csv"), runs)
     import plots
-    plots.t5_steps(args.out, args.change_at)
+    plots.learned_steps(args.out, args.change_at)
     print_runs(runs)
 
 
@@ -347,16 +348,16 @@ def reanalyse(args):
         runs.append(run_summary(int(seed), mode, steps, [], polls, killed, args.change_at))
         steps_all += steps
     fill_ratios(steps_all, runs)
-    expmod.write_csv(os.path.join(args.out, "steps.csv"), steps_all)
-    expmod.write_csv(os.path.join(args.out, "runs.csv"), runs)
+    labkit.write_csv(os.path.join(args.out, "steps.csv"), steps_all)
+    labkit.write_csv(os.path.join(args.out, "runs.csv"), runs)
     import plots
-    plots.t5_steps(args.out, args.change_at)
+    plots.learned_steps(args.out, args.change_at)
     return runs
 
 
 def add_parser(sub):
     p = sub.add_parser("t5", help="T+5: a JAX job that announces nothing, learned by the controller")
-    jaxmod.add_lab_arguments(p, "ft", "t5", 2, MODES, MODES, 400.0, 400.0)
+    labkit.add_lab_arguments(p, "ft", "t5", 2, MODES, MODES, 400.0, 400.0)
     p.add_argument("--steps", type=int, default=36)
     p.add_argument("--compute-s", type=float, default=1.5)
     p.add_argument("--change-at", type=int, default=18)
@@ -377,4 +378,4 @@ def add_parser(sub):
                    help="the job's TCP acknowledgements: reserved with its transfers, or left to ECMP")
     p.add_argument("--reanalyse", action="store_true",
                    help="no runs: recompute the CSVs and the plot from --out's raw/")
-    p.set_defaults(func=cmd_t5)
+    p.set_defaults(func=cmd_learned)

@@ -8,12 +8,16 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use planner::demand::parse_bytes;
 use planner::ecmp::SeedPolicy;
-use planner::topology::{generate, yaml, Topology};
-use sim::reorder::ReorderModel;
+use planner::topology::yaml;
 use sim::workload::{build, WorkloadKind, WorkloadSpec};
 use sim::{FailSpec, Policy};
 
 use super::topo::FabricPreset;
+use reorder_args::ReorderArgs;
+
+mod lab;
+mod learned;
+mod reorder_args;
 
 #[derive(Args)]
 pub struct SimCmd {
@@ -28,10 +32,11 @@ enum What {
     /// Iteration time ÷ ideal, policy × fabric size (a Markdown table).
     Table(TableArgs),
     /// One BMv2 lab run (topology, rocegen spec, reservations) simulated.
-    Lab(super::sim_lab::LabArgs),
+    Lab(lab::LabArgs),
     /// A job that announces nothing, learned and reserved ahead (T+5):
     /// iterations to learn, reserved share, cost of a wrong prediction.
-    T5(super::sim_t5::T5Args),
+    #[command(name = "t5")]
+    Learned(learned::LearnedArgs),
     /// Monte-Carlo ECMP collisions vs S!/((S−N)!·S^N).
     Validate {
         /// Trials per case.
@@ -49,58 +54,6 @@ enum Workload {
     Mix,
     /// Two training jobs (different iteration periods) and inference KV transfers.
     MultiJob,
-}
-
-/// The reordering model of spraying and flowlets on go-back-N NICs
-/// (`controller/sim/README.md`, `sim::reorder`).
-#[derive(Args, Clone)]
-pub(super) struct ReorderArgs {
-    /// Packet payload, bytes (a go-back-N rewind resends whole packets).
-    #[arg(long, default_value_t = 4096)]
-    mtu: u32,
-    /// Base round-trip time, µs: a rewind resends the flow's rate × RTT.
-    #[arg(long, default_value_t = 8.0)]
-    rtt_us: f64,
-    /// Mean wait at a saturated port, packets (DCQCN's standing queue; caps
-    /// the M/D/1 queueing delay a fluid bottleneck would make infinite).
-    #[arg(long, default_value_t = 25.0)]
-    max_queue_pkts: f64,
-    /// Packets a NIC sends back to back from one QP (1: evenly interleaved).
-    #[arg(long, default_value_t = 1)]
-    nic_burst: u32,
-    /// Flowlet timeout, µs: a new flowlet overtakes the old one only when
-    /// two paths' delays differ by more.
-    #[arg(long, default_value_t = 50.0)]
-    flowlet_timeout_us: f64,
-    /// Go-back-N NICs also send a CNP on an out-of-order packet (DCQCN cuts
-    /// the sender's rate).
-    #[arg(long)]
-    cnp_on_ooo: bool,
-    /// Least time between two CNPs of a QP, µs.
-    #[arg(long, default_value_t = 50.0)]
-    cnp_interval_us: f64,
-    /// DCQCN's lowest rate, fraction of the sender's share.
-    #[arg(long, default_value_t = 0.05)]
-    cnp_floor: f64,
-}
-
-impl ReorderArgs {
-    /// The model, with `seed` for the flowlet draws.
-    pub(super) fn model(&self, seed: u64) -> anyhow::Result<ReorderModel> {
-        let m = ReorderModel {
-            packet_bits: f64::from(self.mtu) * 8.0,
-            rtt_ns: self.rtt_us * 1e3,
-            max_queue_pkts: self.max_queue_pkts,
-            nic_burst: self.nic_burst,
-            flowlet_timeout_ns: self.flowlet_timeout_us * 1e3,
-            cnp_on_ooo: self.cnp_on_ooo,
-            cnp_interval_ns: self.cnp_interval_us * 1e3,
-            cnp_floor: self.cnp_floor,
-            seed,
-        };
-        m.check()?;
-        Ok(m)
-    }
 }
 
 /// What is compared and how it runs (run and table).
@@ -223,8 +176,8 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
     match cmd.what {
         What::Run(a) => run_one(a),
         What::Table(a) => table(a),
-        What::Lab(a) => super::sim_lab::run(a),
-        What::T5(a) => super::sim_t5::run(a),
+        What::Lab(a) => lab::run(a),
+        What::Learned(a) => learned::run(a),
         What::Validate { trials } => {
             println!("paths flows  trials   monte-carlo  formula   |diff|/sigma");
             for (s, n) in [(8u32, 8u32), (16, 8), (32, 8), (64, 8), (8, 4), (4, 2)] {
@@ -280,22 +233,6 @@ fn spec(c: &Common) -> anyhow::Result<WorkloadSpec> {
     })
 }
 
-/// A generated fabric of `gpus` GPUs, not oversubscribed.
-pub(super) fn generated_fabric(preset: FabricPreset, gpus: u32) -> anyhow::Result<Topology> {
-    fabric(preset, gpus, 1)
-}
-
-fn fabric(preset: FabricPreset, gpus: u32, oversubscription: u32) -> anyhow::Result<Topology> {
-    if matches!(preset, FabricPreset::Clos3) {
-        return sim::fabrics::clos3(gpus, oversubscription);
-    }
-    if oversubscription != 1 {
-        bail!("--oversubscription {oversubscription}: only the clos3 fabric is generated oversubscribed");
-    }
-    let spec = generate::preset(preset.preset(), gpus).map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(Topology::from_spec(spec)?)
-}
-
 fn progress() -> bool {
     std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
@@ -316,7 +253,9 @@ fn run_one(a: RunArgs) -> anyhow::Result<()> {
             }
             yaml::load_file(p).with_context(|| format!("loading {}", p.display()))?
         }
-        None => fabric(a.common.fabric, a.gpus, a.common.oversubscription)?,
+        None => {
+            sim::fabrics::generated(a.common.fabric.preset(), a.gpus, a.common.oversubscription)?
+        }
     };
     let build_s = t0.elapsed().as_secs_f64();
     let w = build(&topo, &ws)?;
@@ -448,26 +387,4 @@ fn table(a: TableArgs) -> anyhow::Result<()> {
         out.display()
     );
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        reorder: ReorderArgs,
-    }
-
-    /// The flags' defaults are the model's documented defaults.
-    #[test]
-    fn reorder_flag_defaults_are_the_model_defaults() {
-        let cli = Cli::try_parse_from(["sim"]).unwrap();
-        assert_eq!(cli.reorder.model(0).unwrap(), ReorderModel::default());
-        let cli = Cli::try_parse_from(["sim", "--nic-burst", "0"]).unwrap();
-        let e = cli.reorder.model(0).unwrap_err().to_string();
-        assert!(e.contains("--nic-burst"), "{e}");
-    }
 }

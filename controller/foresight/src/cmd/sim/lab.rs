@@ -12,7 +12,7 @@ use planner::topology::yaml;
 use sim::lab::{parse_reservations, LabMode, Scenario, Settings, Spec};
 use sim::reorder::Nic;
 
-use super::sim::ReorderArgs;
+use super::reorder_args::ReorderArgs;
 
 #[derive(Args)]
 pub struct LabArgs {

@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""The lab rows of the README's headline table, from experiment results.
+
+    bmv2-lab/headline.py "LABEL=DIR[,DIR...]" [...]
+
+Each argument is one row: a label and the all-reduce result directories
+(`experiment.py allreduce --out DIR`, e.g. the go-back-N run and its
+`--nic ooo` companion) whose runs fill it. A cell is completion ÷ ideal,
+median [min, max] over seeds, and below it the simulator on the same runs
+(DIR/sim_vs_lab.csv from compare_sim.py) when it is there. The last column
+gives the seeds and the machine's 1-minute load average over the row's
+runs (runs.csv load_1m), so every figure carries the load it was taken at.
+"""
+
+import csv
+import os
+import statistics
+import sys
+
+# Columns: (mode as runs.csv names it, NIC or None for "any").
+COLUMNS = (("ecmp5", None), ("qp", None), ("flowlet", "gbn"), ("flowlet", "ooo"),
+           ("spray", "gbn"), ("spray", "ooo"), ("foresight", "gbn"), ("foresight", "ooo"))
+HEADER = ("ECMP, 5-tuple", "QP-aware ECMP (S)", "flowlet, go-back-N NIC (S)", "flowlet, OOO NIC (S, N)",
+          "spraying, go-back-N NIC (S)", "spraying, OOO NIC (S, N)", "Foresight, go-back-N NIC (S)",
+          "Foresight, OOO NIC (S, N)")
+
+
+def read(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+def summary(values):
+    if not values:
+        return "–"
+    return f"{statistics.median(values):.3f} [{min(values):.3f}, {max(values):.3f}]"
+
+
+def nic_of(run, default):
+    return run.get("nic") or default
+
+
+def row(label, dirs):
+    lab, sim, loads, seeds = {}, {}, [], set()
+    for d in dirs:
+        runs = read(os.path.join(d, "runs.csv"))
+        if not runs:
+            sys.exit(f"{d}: no runs.csv (is it an `experiment.py allreduce --out` directory?)")
+        for r in runs:
+            if not r.get("slowdown"):
+                continue  # a failed run: no completion to count
+            key = (r["mode"], nic_of(r, "gbn"))
+            lab.setdefault(key, []).append(float(r["slowdown"]))
+            seeds.add(int(r["seed"]))
+            if r.get("load_1m"):
+                loads.append(float(r["load_1m"]))
+        for r in read(os.path.join(d, "sim_vs_lab.csv")):
+            mode, _, nic = r["mode"].partition("-")
+            nic = nic or ("gbn" if mode in ("ecmp5", "qp", "foresight") else "")
+            if not nic:
+                sys.exit(f"{d}/sim_vs_lab.csv: mode {r['mode']} without its NIC")
+            sim.setdefault((mode, nic), []).append(float(r["sim_slowdown"]))
+    cells = []
+    for mode, nic in COLUMNS:
+        keys = [k for k in lab if k[0] == mode and (nic is None or k[1] == nic)]
+        values = [v for k in keys for v in lab[k]]
+        sim_values = [v for k in keys for v in sim.get(k, [])]
+        cell = summary(values)
+        if sim_values:
+            cell += f"<br>sim {summary(sim_values)}"
+        cells.append(cell)
+    load = f"load {min(loads):.1f}–{max(loads):.1f}" if loads else "load not recorded"
+    return f"| {label}, {len(seeds)} seeds, {load} | " + " | ".join(cells) + " |"
+
+
+def main(argv):
+    if not argv or any("=" not in a for a in argv):
+        sys.exit(__doc__)
+    print("| workload | " + " | ".join(HEADER) + " |")
+    print("|---|" + "---|" * len(HEADER))
+    for a in argv:
+        label, dirs = a.split("=", 1)
+        print(row(label, [d for d in dirs.split(",") if d]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

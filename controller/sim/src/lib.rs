@@ -900,6 +900,44 @@ mod tests {
         Topology::from_spec(preset(Preset::LeafSpine, 256).unwrap()).unwrap()
     }
 
+    /// The three jobs of multi-job (the two training rings are both
+    /// `ring-allreduce` demands) each follow their own planned paths: every
+    /// iteration of every job is as fast as in the ideal fabric (the 64-GPU
+    /// fabric of `foresight sim run --gpus 64`, its default sizes).
+    #[test]
+    fn foresight_is_ideal_on_multi_job() {
+        let t = fabrics::generated(Preset::Clos3, 64, 1).unwrap();
+        let w = build(
+            &t,
+            &WorkloadSpec {
+                kind: WorkloadKind::MultiJob,
+                kv_bytes: 256 << 20,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let r = run_all(
+            &t,
+            &w,
+            &[Policy::Foresight],
+            SeedPolicy::PerSwitch,
+            &ReorderModel::default(),
+            &FailSpec::default(),
+            false,
+            1,
+        );
+        let f = r.iter().find(|p| p.policy == "foresight").unwrap();
+        assert_eq!(f.jobs.len(), 3);
+        for j in &f.jobs {
+            assert!(
+                j.ratio.iter().all(|&x| x <= 1.0 + 1e-6),
+                "{}: {:?}",
+                j.name,
+                j.ratio
+            );
+        }
+    }
+
     #[test]
     fn foresight_and_spray_are_ideal_ecmp_is_worse_on_average() {
         let t = leaf_spine_256();

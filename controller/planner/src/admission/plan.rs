@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::assign::Method;
 use crate::conventions::transfer_ns;
 use crate::demand::Demand;
+use crate::joint::JointFlow;
 use crate::ledger::Window;
 use crate::paths::Path;
 
@@ -255,22 +256,52 @@ impl<'t> Planner<'t> {
                 self.settle(d, &batches[di], w, fresh[di], &mut pool);
             }
         }
-        for (di, d) in demands.iter().enumerate() {
-            if !fresh[di] || work[di].reserved.iter().all(|&r| r == 0) {
-                continue;
-            }
-            if let Some(c) = self.committed.get(&d.id) {
-                for p in &c.placed {
-                    work[di].paths[p.index as usize] = p.path;
-                }
-            }
-        }
+        self.take_back_moved_paths(demands, &fresh, &mut work);
         let moved = self.moved_since(&before, movable, &run.causes);
         let mut plan = self.finish(demands, work);
         plan.order = order;
         plan.moved = moved;
         plan.joint = run.summary;
         plan
+    }
+
+    /// Each fresh demand takes back its flows' paths from its record, where
+    /// joint placement may have moved them. Demands that repeat an id share
+    /// one record (their flows appended one after the other), so a placed
+    /// flow is matched by its index and the flow itself, and taken once: a
+    /// demand never takes another's paths.
+    fn take_back_moved_paths(&self, demands: &[Demand], fresh: &[bool], work: &mut [Work]) {
+        let mut taken: HashMap<&str, Vec<bool>> = HashMap::new();
+        for (di, d) in demands.iter().enumerate() {
+            let w = &mut work[di];
+            if !fresh[di] || w.reserved.iter().all(|&r| r == 0) {
+                continue;
+            }
+            let Some(c) = self.committed.get(&d.id) else {
+                continue;
+            };
+            let used = taken
+                .entry(d.id.as_str())
+                .or_insert_with(|| vec![false; c.placed.len()]);
+            let mut claimed = vec![false; d.flows.len()];
+            for (k, p) in c.placed.iter().enumerate() {
+                let i = p.index as usize;
+                let Some(f) = d.flows.get(i) else {
+                    continue;
+                };
+                let own = JointFlow {
+                    src: f.src,
+                    dst: f.dst,
+                    rate_bps: f.rate_bps,
+                    window: f.window().shifted(w.shift),
+                };
+                if !used[k] && p.flow == own && !claimed[i] {
+                    used[k] = true;
+                    claimed[i] = true;
+                    w.paths[i] = p.path;
+                }
+            }
+        }
     }
 
     /// Priority (higher first), bytes (larger first), start (earlier
@@ -384,6 +415,35 @@ mod tests {
     use crate::admission::fixtures::*;
     use crate::admission::Outcome;
     use crate::demand::load_str;
+    use crate::topology::NodeRef;
+
+    /// Demands that repeat an id share one reservation record; each still
+    /// gets paths that take its own flows to their own destinations.
+    #[test]
+    fn demands_repeating_an_id_keep_their_own_paths() {
+        let t = two_by_five();
+        let mut d = load_str(
+            &t,
+            "demands:\n  - {id: a, src: h1, dst: h6, bytes: 1GB, rate_gbps: 30}\n  - {id: b, src: h2, dst: h9, bytes: 1GB, rate_gbps: 30}\n",
+            0.9,
+        )
+        .unwrap();
+        d[1].id = d[0].id.clone();
+        let plan = planner(&t).plan(&d);
+        for (dm, dp) in d.iter().zip(&plan.demands) {
+            for (f, fp) in dm.flows.iter().zip(&dp.flows) {
+                assert_eq!(fp.reserved_bps, f.rate_bps, "{:?}", dp.outcome);
+                let last = *fp.path.edges().last().expect("a path");
+                assert_eq!(
+                    t.edge(last).to,
+                    NodeRef::Host(f.dst),
+                    "the flow to {} follows {:?}",
+                    f.dst,
+                    fp.path
+                );
+            }
+        }
+    }
 
     #[test]
     fn input_order_does_not_change_the_plan() {

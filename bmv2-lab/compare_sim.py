@@ -214,8 +214,10 @@ def compare(out, foresight, args):
     lab_links = {}
     links_path = os.path.join(out, "links.csv")
     if os.path.exists(links_path):
+        # links.csv rows name their NIC through their run (runs.csv).
+        nics = {(r["seed"], r["mode"]): r.get("nic", "") for r in runs}
         for r in read_csv(links_path):
-            mode = mode_of(r, args)
+            mode = mode_of({**r, "nic": r.get("nic") or nics.get((r["seed"], r["mode"]), "")}, args)
             lab_links[(r["seed"], mode, f"{r['switch']}:{r['port']}")] = int(r["packets"])
     rows, link_rows = [], []
     topo_name = None

@@ -340,7 +340,7 @@ class Experiment:
                "background_packets": fct["background_bytes"] if fct else "",
                "reserved_flows": reserved, "forecast_flows": total,
                "failed_hosts": " ".join(f"{h}:{c}" for h, c in bad.items())}
-        links = [{"seed": seed, "mode": mode, "predrain": int(predrain), "switch": s, "port": p,
+        links = [{"seed": seed, "mode": mode, "nic": self.args.nic, "predrain": int(predrain), "switch": s, "port": p,
                   "packets": after[(s, p)] - before.get((s, p), 0)}
                  for (s, p) in sorted(k for k in after if isinstance(k[1], int))]
         drops = {f"{s}:{k}": after[(s, k)] - before.get((s, k), 0) for (s, k) in after

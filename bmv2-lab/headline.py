@@ -17,12 +17,13 @@ import os
 import statistics
 import sys
 
-# Columns: (mode as runs.csv names it, NIC or None for "any").
-COLUMNS = (("ecmp5", None), ("qp", None), ("flowlet", "gbn"), ("flowlet", "ooo"),
-           ("spray", "gbn"), ("spray", "ooo"), ("foresight", "gbn"), ("foresight", "ooo"))
-HEADER = ("ECMP, 5-tuple", "QP-aware ECMP (S)", "flowlet, go-back-N NIC (S)", "flowlet, OOO NIC (S, N)",
-          "spraying, go-back-N NIC (S)", "spraying, OOO NIC (S, N)", "Foresight, go-back-N NIC (S)",
-          "Foresight, OOO NIC (S, N)")
+# Columns: (mode as runs.csv names it, NIC or None for "any"); the
+# simulator's columns in the same order (adaptive routing has no lab mode).
+# Foresight's column is its go-back-N runs: it needs no special NIC.
+COLUMNS = (("ecmp5", None), ("qp", None), ("adaptive", None), ("flowlet", "gbn"), ("flowlet", "ooo"),
+           ("spray", "gbn"), ("spray", "ooo"), ("foresight", "gbn"))
+HEADER = ("ECMP, 5-tuple", "QP-aware ECMP (S)", "adaptive (S)", "flowlet, go-back-N NIC (S)",
+          "flowlet, OOO NIC (S, N)", "spraying, go-back-N NIC (S)", "spraying, OOO NIC (S, N)", "Foresight (S)")
 
 
 def read(path):
@@ -56,11 +57,14 @@ def row(label, dirs):
             seeds.add(int(r["seed"]))
             if r.get("load_1m"):
                 loads.append(float(r["load_1m"]))
+        nics = {(r["seed"], r["mode"]): nic_of(r, "gbn") for r in runs}
         for r in read(os.path.join(d, "sim_vs_lab.csv")):
+            # compare_sim names spraying's and flowlets' NICs in the mode
+            # (spray-gbn); the other modes' NICs are their run's.
             mode, _, nic = r["mode"].partition("-")
-            nic = nic or ("gbn" if mode in ("ecmp5", "qp", "foresight") else "")
+            nic = nic or nics.get((r["seed"], mode))
             if not nic:
-                sys.exit(f"{d}/sim_vs_lab.csv: mode {r['mode']} without its NIC")
+                sys.exit(f"{d}/sim_vs_lab.csv: seed {r['seed']} mode {r['mode']} has no run in runs.csv")
             sim.setdefault((mode, nic), []).append(float(r["sim_slowdown"]))
     cells = []
     for mode, nic in COLUMNS:

@@ -159,7 +159,7 @@ def cmd_jax(args):
                 labkit.progress(f"[{done}/{total}] seed {seed} {mode:<9} median step {row['median_step_s']} s "
                                 f"({row['median_vs_ref']}x {args.reference}), mean {row['mean_step_s']} s, max "
                                 f"{row['max_step_s']} s{' FAILED ' + row['failed'] if row['failed'] else ''}; "
-                                f"ETA {eta:.0f} s")
+                                f"load {row['load_1m']}; ETA {eta:.0f} s")
                 labkit.write_csv(os.path.join(args.out, "steps.csv"), steps_all)
                 labkit.write_csv(os.path.join(args.out, "runs.csv"), runs)
     import plots

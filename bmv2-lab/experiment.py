@@ -1,7 +1,9 @@
 #!/usr/bin/python3
-"""bmv2-lab experiments: ring all-reduce under ECMP, QP-aware ECMP, flowlets, spraying and Foresight.
+"""bmv2-lab experiments: ring all-reduce and all-to-all under ECMP, QP-aware ECMP, flowlets, spraying and Foresight.
 
     sudo bmv2-lab/experiment.py allreduce [--seeds 10] [--out bmv2-lab/results/allreduce] [--nic gbn|ooo]
+                                          [--tenants] [--link-down SWITCH:PORT]
+    sudo bmv2-lab/experiment.py alltoall  [--seeds 5]  [--moe-skew 0.3] [--link-down SWITCH:PORT]
     sudo bmv2-lab/experiment.py predrain  [--seeds 3]  [--out bmv2-lab/results/predrain]
     sudo bmv2-lab/experiment.py jax       [--seeds 5]  [--out bmv2-lab/results/jax]   (jax_experiment.py)
     sudo bmv2-lab/experiment.py t5        [--seeds 2]  [--out bmv2-lab/results/t5]    (learned_experiment.py)
@@ -42,10 +44,25 @@ only missing packets are resent (what spraying needs). runs.csv records it
 with the NAKs, rewinds and resent bytes of every run; ooo results go to
 results/<experiment>-ooo unless --out says otherwise.
 
-The ideal completion time is the bytes each rank sends (2(N-1)/N of its
-buffer) divided by the bottleneck bandwidth, its NIC's rate: the lab's
+Workloads. allreduce: a ring over every host (ranks alternate leaves, so
+every hop crosses the spines), with two long background flows of another
+tenant (known to Foresight, priority background). --tenants: two tenants
+sharing the leaves instead: the last host of each leaf serves inference and
+the others train; the inference tenant moves KV caches between its hosts
+(--kv-bursts of --kv-bytes at the NIC's full rate, at random moments during
+the ring, announced to nobody). alltoall: every host sends to every other
+at once (MoE's dispatch), each destination's share weighted by a seeded
+log-normal expert popularity (--moe-skew, 0 for an even all-to-all), every
+flow at the rate that ends them together at the busiest NIC's pace.
+--link-down takes one fabric link down for the whole experiment (the
+controller is told, drops it from routes and groups and plans around it),
+so the fabric has less than it was built with; the simulator gets the topology without it.
+
+The ideal completion time is the collective packets through the busiest NIC
+(for the ring, 2(N-1)/N of the buffer) divided by the NIC's rate: the lab's
 switch ports drain slightly faster than a NIC sends (--nic-fraction), as a
-port's line rate exceeds a NIC's goodput, and the uplinks are non-blocking.
+port's line rate exceeds a NIC's goodput, and the uplinks are non-blocking
+(with --link-down they no longer are: the ideal stays the NIC's).
 
 Results: DIR/runs.csv (one row per seed and mode), DIR/links.csv (bytes per
 switch port and run, from the P4 tx counters), DIR/queue.csv (INT queue
@@ -99,6 +116,10 @@ class Experiment:
                               queue_depth=args.queue_depth)
         f = self.lab.fabric
         self.hosts = labkit.ring_order(f, [h for h in f.hosts if h != self.lab.collector])
+        # With --tenants, the last host of each leaf serves inference and the
+        # rest train: the tenants share leaves and uplinks, not NICs.
+        self.inference = tenant_hosts(f, self.hosts) if getattr(args, "tenants", False) else []
+        self.ranks = [h for h in self.hosts if h not in self.inference]
         gbps = {float(f.hosts[h].get("gbps", 100.0)) for h in self.hosts}
         if len(gbps) != 1:
             raise SystemExit("the experiment wants every ring host at the same NIC speed")
@@ -106,7 +127,9 @@ class Experiment:
         self.port_pps = self.lab.rate_pps(self.host_gbps)
         self.nic_pps = self.port_pps * args.nic_fraction
         self.flow_pps = self.nic_pps / args.channels
+        self.collective = "all-to-all" if args.cmd == "alltoall" else "ring-allreduce"
         self.controller_mode = None
+        self.down_link = find_link(f, args.link_down) if getattr(args, "link_down", None) else None
         self.int_reports = args.cmd == "predrain" and self.lab.collector is not None
 
     # -- controller per mode ----------------------------------------------
@@ -135,19 +158,66 @@ class Experiment:
             extra += ["--int-collector", self.lab.collector]
         self.lab.start_controller(*extra)
         self.controller_mode = key
+        if self.args.link_down:
+            self.take_link_down()
+
+    def take_link_down(self):
+        """--link-down: the controller is told the link failed, as a link
+        monitor would tell it; it drops the link from routes and ECMP groups
+        and plans reservations around it, so no packet takes it. The veths
+        stay up: BMv2 1.15 stops forwarding on every port once one of its
+        interfaces goes down, and does not recover when it comes back up.
+        links.csv shows the link carried nothing."""
+        self.lab.fabric_cmd([self.foresight, "link", "down", self.args.link_down, "--http", labmod.HTTP_ADDR])
 
     # -- one run -----------------------------------------------------------
     def spec(self, seed):
         f = self.lab.fabric
-        hosts = ",".join(f"{h}={f.ip(h)}" for h in self.hosts)
-        args = [self.rocegen, "spec", "ring-allreduce", "--hosts", hosts,
-                "--bytes", str(self.args.bytes), "--channels", str(self.args.channels),
-                "--qp-seed", str(seed), "--line-rate-pps", f"{self.flow_pps:.3f}",
-                "--start-in-ms", "0", "-o", "-"]
-        for bg in self.background(seed):
+        hosts = ",".join(f"{h}={f.ip(h)}" for h in self.ranks)
+        if self.collective == "ring-allreduce":
+            shape = ["--channels", str(self.args.channels), "--line-rate-pps", f"{self.flow_pps:.3f}"]
+        else:
+            shape = ["--line-rate-pps", f"{self.nic_pps / (len(self.ranks) - 1):.3f}"]
+        args = [self.rocegen, "spec", self.collective, "--hosts", hosts, "--bytes", str(self.args.bytes),
+                "--qp-seed", str(seed), *shape, "--start-in-ms", "0", "-o", "-"]
+        for bg in [] if self.inference else self.background(seed):
             args += ["--background", bg]
         spec = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+        if self.collective == "all-to-all":
+            moe_reweight(spec, self.args.moe_skew, seed, self.nic_pps)
+        if self.inference:
+            self.add_kv_bursts(spec, seed)
         return spec
+
+    def add_kv_bursts(self, spec, seed):
+        """--tenants: the inference tenant's KV-cache transfers, prefill to
+        decode between its hosts on different leaves, each --kv-bytes at
+        the full NIC rate on a QP pair of its own. They start at random
+        moments while the all-reduce should run (uniform over its ideal
+        time, drawn from the seed), as requests finishing prefill would,
+        and are not announced to Foresight."""
+        import random
+        rng = random.Random(seed * 7919 + 2)
+        ideal_ns = self.ideal_s(spec) * 1e9
+        used = {(fl[h], fl[q]) for fl in spec["flows"] for h, q in (("src", "src_qp"), ("dst", "dest_qp"))}
+
+        def qp(host):
+            while True:
+                n = rng.randrange(0x100, 1 << 24)
+                if (host, n) not in used:
+                    used.add((host, n))
+                    return n
+        f = self.lab.fabric
+        for h in self.inference:
+            spec["hosts"][h] = f.ip(h)
+        for k in range(self.args.kv_bursts):
+            src, dst = rng.sample(self.inference, 2)
+            src_qp, dest_qp = qp(src), qp(dst)
+            spec["flows"].append({
+                "id": f"kv{k}-{src}-{dst}", "kind": "background", "src": src, "dst": dst,
+                "src_qp": src_qp, "dest_qp": dest_qp, "udp_src_port": 49152 + dest_qp % 16384,  # rocegen gen::udp_port_for
+                "bytes": self.args.kv_bytes, "line_rate_pps": round(self.nic_pps, 3),
+                "dscp": spec["flows"][0]["dscp"], "start_offset_ns": int(rng.uniform(0, ideal_ns)), "after": []})
 
     def background(self, seed):
         """Long flows of another tenant between hosts of different leaves, at
@@ -156,7 +226,7 @@ class Experiment:
         rng = random.Random(seed * 7919 + 1)
         out = []
         leaves = {}
-        for h in self.hosts:
+        for h in self.ranks:
             leaves.setdefault(self.lab.fabric.hosts[h]["leaf"], []).append(h)
         groups = list(leaves.values())
         used = set()
@@ -171,23 +241,36 @@ class Experiment:
             out.append(f"{src}:{dst}:{10**9}:{self.nic_pps * self.args.background_share:.3f}")
         return out
 
+    def topology_as_run(self):
+        """The topology the runs saw, for the simulator (compare_sim.py): the
+        lab's file, or with --link-down a copy without the down link."""
+        if not self.down_link:
+            return self.lab.fabric.path
+        import yaml
+        with open(self.lab.fabric.path) as fh:
+            doc = yaml.safe_load(fh)
+        doc["links"] = [l for l in doc["links"] if l != self.down_link]
+        doc["name"] = f"{doc.get('name', 'lab')}-{self.args.link_down.replace(':', '-')}-down"
+        path = os.path.join(self.out, f"{doc['name']}.yaml")
+        with open(path, "w") as fh:
+            fh.write(f"# {self.lab.fabric.path} with {self.args.link_down} down (experiment.py --link-down)\n")
+            yaml.safe_dump(doc, fh, sort_keys=False)
+        return path
+
     def ideal_s(self, spec):
-        """Bytes each rank sends / its NIC rate (the bottleneck)."""
-        per_host = {}
-        payload = spec["payload_bytes"]
-        for fl in spec["flows"]:
-            if fl["kind"] == "collective":
-                per_host[fl["src"]] = per_host.get(fl["src"], 0) + math.ceil(fl["bytes"] / payload)
-        return max(per_host.values()) / self.nic_pps
+        """The busiest NIC's collective packets (sent or received: MoE's hot
+        experts receive more than they send) / its rate, the bottleneck."""
+        return collective_packets_busiest_nic(spec) / self.nic_pps
 
     def prepare(self, spec, mode, start_ns):
         s = json.loads(json.dumps(spec))
         s["start_unix_ns"] = start_ns
         s["dcqcn"] = labkit.LAB_DCQCN
         coll = [fl for fl in s["flows"] if fl["kind"] == "collective"]
-        bg = [fl for fl in s["flows"] if fl["kind"] != "collective"]
+        kv = [fl for fl in s["flows"] if is_kv_burst(fl)]
+        bg = [fl for fl in s["flows"] if fl["kind"] != "collective" and not is_kv_burst(fl)]
         ring_start = start_ns + self.args.background_lead_ms * 1_000_000
-        for fl in coll:
+        for fl in coll + kv:
             fl["start_offset_ns"] += self.args.background_lead_ms * 1_000_000
         if mode == "ecmp5":
             # One UDP source port per neighbour pair, shared by its channels.
@@ -209,6 +292,8 @@ class Experiment:
         f = self.lab.fabric
         conns = {}
         for fl in spec["flows"]:
+            if is_kv_burst(fl):
+                continue  # the inference tenant announces nothing
             key = (fl["src"], fl["dst"], fl["dest_qp"])
             c = conns.setdefault(key, {"bytes": 0, "kind": fl["kind"], "pps": fl["line_rate_pps"],
                                        "start": spec["start_unix_ns"] + fl["start_offset_ns"]})
@@ -219,11 +304,13 @@ class Experiment:
             gbps = c["pps"] / self.port_pps * self.host_gbps
             if c["kind"] == "collective":
                 # The job forecasts its NIC's line rate, shared by the
-                # channels; with the port shaped (--reserved-queue own), the
-                # rate the NIC sends at, as a reservation of the full line
-                # rate would leave the port's other traffic nothing.
+                # connections in the proportion they send at (the ring's
+                # channels equally, MoE's by their tokens); with the port
+                # shaped (--reserved-queue own), the rate the NIC sends at,
+                # as a reservation of the full line rate would leave the
+                # port's other traffic nothing.
                 share = self.args.nic_fraction if self.args.reserved_queue == "own" else 1.0
-                gbps = self.host_gbps * share / self.args.channels
+                gbps = self.host_gbps * share * c["pps"] / self.nic_pps
                 dur_ms = ideal * 1e3 * (1 + self.args.window_margin)
                 demands.append({"id": f"{tag}-ring-{src}-{dst}-{qp}", "src": f.ip(src), "dst": f.ip(dst), "qp": qp,
                                 "bytes": int(gbps * 1e9 / 8 * dur_ms / 1e3), "rate_gbps": gbps,
@@ -290,7 +377,7 @@ class Experiment:
         start_ns = time.time_ns() + int(self.args.setup_ms * 1e6)
         s, ring_start, ideal = self.prepare(spec, mode, start_ns)
         with open(os.path.join(raw, "topology.txt"), "w") as fh:
-            fh.write(self.lab.fabric.path + "\n")
+            fh.write(self.topology_as_run() + "\n")
         reserved = total = 0
         demand_ids = []
         shaped = {}
@@ -379,6 +466,67 @@ class Experiment:
         return {"completion_s": (last - ring_start) / 1e9, "retransmits": retx, "cnps": cnps,
                 "ce_marked": ce, "background_bytes": bg, "naks": naks, "rewinds": rewinds,
                 "resent_bytes": resent}
+
+
+def tenant_hosts(fabric, hosts):
+    """--tenants: the inference tenant's hosts, the last of each leaf."""
+    last = {}
+    for h in sorted(hosts, key=lambda n: (fabric.hosts[n]["leaf"], fabric.hosts[n]["port"])):
+        last[fabric.hosts[h]["leaf"]] = h
+    if len(last) < 2:
+        raise SystemExit("--tenants needs hosts on two leaves at least (KV transfers cross the spines)")
+    return sorted(last.values())
+
+
+def is_kv_burst(flow):
+    return flow["kind"] != "collective" and flow["id"].startswith("kv")
+
+
+def find_link(fabric, end):
+    """The topology link with `end` (`switch:port`) at one of its ends."""
+    sw, _, port = end.partition(":")
+    if not port.isdigit():
+        raise SystemExit(f"--link-down {end}: expected <switch>:<port>")
+    for l in fabric.links:
+        if (l["node1"], l["port1"]) == (sw, int(port)) or (l["node2"], l["port2"]) == (sw, int(port)):
+            return l
+    raise SystemExit(f"--link-down {end}: no link of {fabric.path} ends there")
+
+
+def collective_packets_busiest_nic(spec):
+    """Collective packets through the busiest NIC, sent or received."""
+    through = {}
+    payload = spec["payload_bytes"]
+    for fl in spec["flows"]:
+        if fl["kind"] == "collective":
+            n = math.ceil(fl["bytes"] / payload)
+            through[("tx", fl["src"])] = through.get(("tx", fl["src"]), 0) + n
+            through[("rx", fl["dst"])] = through.get(("rx", fl["dst"]), 0) + n
+    return max(through.values())
+
+
+def moe_reweight(spec, skew, seed, nic_pps):
+    """MoE's uneven tokens on an all-to-all spec (skew 0 leaves it even):
+    each destination host's expert popularity is log-normal with mean 1 and
+    log standard deviation `skew`, each source's routing varies around it
+    with `skew / 2` (the simulator's model, sim::workload::moe_weights).
+    Every flow then sends at the rate that ends all of them together at the
+    pace of the busiest NIC, so no NIC is asked more than its rate."""
+    import random
+    rng = random.Random(seed * 7919 + 4)
+
+    def lognormal(sigma):
+        return math.exp(sigma * rng.gauss(0.0, 1.0) - sigma * sigma / 2)
+    coll = [fl for fl in spec["flows"] if fl["kind"] == "collective"]
+    popularity = {h: lognormal(skew) for h in sorted(spec["hosts"])}
+    routing = {(a, b): lognormal(skew / 2) for a in sorted(spec["hosts"]) for b in sorted(spec["hosts"])}
+    payload = spec["payload_bytes"]
+    for fl in coll:
+        w = popularity[fl["dst"]] * routing[(fl["src"], fl["dst"])]
+        fl["bytes"] = max(payload, int(round(fl["bytes"] * w / payload)) * payload)
+    duration_s = collective_packets_busiest_nic(spec) / nic_pps
+    for fl in coll:
+        fl["line_rate_pps"] = round(math.ceil(fl["bytes"] / payload) / duration_s, 3)
 
 
 def int_queue_rows(raw, tag_fields):
@@ -476,7 +624,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name, default_seeds in (("allreduce", 10), ("predrain", 3)):
+    for name, default_seeds in (("allreduce", 10), ("alltoall", 5), ("predrain", 3)):
         p = sub.add_parser(name)
         p.add_argument("--topology", default=os.path.join(HERE, "topologies", "leaf-spine-lab.yaml"))
         p.add_argument("--name", default="fx", help="lab name (namespace <name>-fabric)")
@@ -493,8 +641,25 @@ def main():
         p.add_argument("--flowlet-timeout-ms", type=float, default=FLOWLET_TIMEOUT_MS,
                        help="flowlet mode: a pause longer than this starts a new flowlet "
                             "(default: twice the lab's round trip, see FLOWLET_TIMEOUT_MS)")
-        p.add_argument("--bytes", type=int, default=8 * 2 * 48 * 1024,
-                       help="buffer per rank; each ring step moves bytes/N per rank")
+        if name == "alltoall":
+            p.add_argument("--bytes", type=int, default=7 * 192 * 1024,
+                           help="bytes each rank sends, bytes/(N-1) to every other before --moe-skew "
+                                "(default: as much as a rank sends in the all-reduce)")
+            p.add_argument("--moe-skew", type=float, default=0.3,
+                           help="MoE's uneven tokens: log standard deviation of expert popularity per "
+                                "destination (0: an even all-to-all; the simulator's --moe-skew)")
+        else:
+            p.add_argument("--bytes", type=int, default=8 * 2 * 48 * 1024,
+                           help="buffer per rank; each ring step moves bytes/N per rank")
+        if name == "allreduce":
+            p.add_argument("--tenants", action="store_true",
+                           help="two tenants sharing the leaves: the last host of each leaf serves inference "
+                                "(KV-cache bursts between them, not announced), the others train (the ring)")
+            p.add_argument("--kv-bursts", type=int, default=8, help="--tenants: KV transfers per run")
+            p.add_argument("--kv-bytes", type=int, default=128 * 1024, help="--tenants: bytes per KV transfer")
+        p.add_argument("--link-down", metavar="SWITCH:PORT",
+                       help="this fabric link is down for the whole experiment (the controller is told with "
+                            "`foresight link down` after every start; no route or ECMP group uses it)")
         p.add_argument("--channels", type=int, default=2)
         p.add_argument("--background", type=int, default=2, help="background flows per run")
         p.add_argument("--background-share", type=float, default=0.3,
@@ -530,7 +695,7 @@ def main():
                             "tier offsets), seeds-only (no offsets) or same:N")
         p.add_argument("--setup-ms", type=float, default=1500.0,
                        help="time from the forecast to the first packet")
-        p.set_defaults(func=cmd_allreduce if name == "allreduce" else cmd_predrain)
+        p.set_defaults(func=cmd_predrain if name == "predrain" else cmd_allreduce)
     import jax_experiment
     import learned_experiment
     jax_experiment.add_parser(sub)
@@ -550,7 +715,7 @@ def main():
                 learned = "comm_vs_isolated" in fh.readline()
             plots.learned_steps(args.out) if learned else plots.jax_steps(args.out)
         return 0
-    if args.cmd in ("allreduce", "predrain") and args.out is None:
+    if args.cmd in ("allreduce", "alltoall", "predrain") and args.out is None:
         # Runs on the other kind of NIC never overwrite the go-back-N ones.
         args.out = os.path.join(HERE, "results", args.cmd + ("-ooo" if args.nic == "ooo" else ""))
     if os.geteuid() != 0:

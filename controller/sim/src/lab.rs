@@ -272,7 +272,7 @@ fn whole(path: &[EdgeId]) -> Vec<Use> {
 pub struct LabOutcome {
     /// The mode.
     pub mode: String,
-    /// The lab's ideal: the busiest rank's packets over its NIC rate, s.
+    /// The lab's ideal: the busiest NIC's collective packets (sent or received) over its rate, s.
     pub ideal_s: f64,
     /// From the ring's start to the last collective packet received, s.
     pub completion_s: f64,
@@ -584,19 +584,21 @@ impl<'t> Scenario<'t> {
         }
     }
 
-    /// The lab's ideal: the busiest rank's collective packets over its NIC
-    /// rate (`nic_fraction` of its port's), s.
+    /// The lab's ideal: the collective packets through the busiest NIC,
+    /// sent or received (MoE's hot experts receive more than they send),
+    /// over its rate (`nic_fraction` of its port's), s.
     pub fn ideal_s(&self) -> f64 {
-        let mut per_host: HashMap<HostIdx, f64> = HashMap::new();
+        let mut through: HashMap<(HostIdx, bool), f64> = HashMap::new();
         for (f, &k) in self.spec.flows.iter().zip(&self.flow_conn) {
             let c = &self.connections[k];
             if c.collective {
-                *per_host.entry(c.src).or_default() += self.packets(f);
+                *through.entry((c.src, true)).or_default() += self.packets(f);
+                *through.entry((c.dst, false)).or_default() += self.packets(f);
             }
         }
-        per_host
+        through
             .iter()
-            .map(|(&h, &n)| {
+            .map(|(&(h, _), &n)| {
                 let port = self.edge_pps[self.topo.host_down_edge(h) as usize];
                 n / (port * self.settings.nic_fraction)
             })

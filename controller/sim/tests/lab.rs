@@ -168,6 +168,22 @@ fn ideal_is_the_labs() {
     assert!(o.slowdown >= 1.0, "{o:?}");
 }
 
+#[test]
+fn ideal_counts_what_a_nic_receives() {
+    // Two senders into one receiver (MoE's hot expert): the receiver's NIC,
+    // 200 packets at 90 % of 250 pps, bounds the run, not a sender's 100.
+    let t = topo();
+    let text = format!(
+        r#"{{"start_unix_ns": 0, "payload_bytes": 1000,
+            "hosts": {{"h1": "10.0.1.1", "h2": "10.0.1.2", "h3": "10.0.1.3"}}, "flows": [{},{}]}}"#,
+        flow("a", "h1", "h3", 10, ""),
+        flow("b", "h2", "h3", 20, "")
+    );
+    let s = Spec::parse(&text, "test").unwrap();
+    let sc = Scenario::new(&t, s, LabMode::Qp, &[], Settings::default()).unwrap();
+    assert!((sc.ideal_s() - 200.0 / 225.0).abs() < 1e-9, "{}", sc.ideal_s());
+}
+
 fn one_leaf_spec(flows: &str) -> Spec {
     let text = format!(
         r#"{{"start_unix_ns": 0, "payload_bytes": 1000,

@@ -363,6 +363,18 @@ mod tests {
         })
     }
 
+    /// The INT sink entry of egress port `port`: the simplest entry with a
+    /// port in its match, so the tests show on it where ports become
+    /// device ports and where they stay.
+    fn int_sink(port: u16) -> Object {
+        entry(
+            names::INT_SINK_PORTS,
+            &[("egress_port", &port.to_string())],
+            names::INT_SET_SINK,
+            &[],
+        )
+    }
+
     #[test]
     fn targets_parse_by_name() {
         assert_eq!("tofino".parse::<Target>(), Ok(Target::Tofino));
@@ -397,21 +409,8 @@ mod tests {
     #[test]
     fn ports_of_entries_members_and_clone_sessions_become_device_ports() {
         let devices = leaf1_map();
-        let sink = entry(
-            names::INT_SINK_PORTS,
-            &[("egress_port", "2")],
-            names::INT_SET_SINK,
-            &[],
-        );
-        assert_eq!(
-            devices.adapt("leaf1", &sink).unwrap(),
-            entry(
-                names::INT_SINK_PORTS,
-                &[("egress_port", "136")],
-                names::INT_SET_SINK,
-                &[]
-            )
-        );
+        let sink = int_sink(2);
+        assert_eq!(devices.adapt("leaf1", &sink).unwrap(), int_sink(136));
         let adjacency = entry(
             names::SR_ADJACENCY,
             &[("label", "1001")],
@@ -462,12 +461,7 @@ mod tests {
     #[test]
     fn switches_without_a_map_and_bmv2_keep_everything() {
         let devices = leaf1_map();
-        let sink = entry(
-            names::INT_SINK_PORTS,
-            &[("egress_port", "2")],
-            names::INT_SET_SINK,
-            &[],
-        );
+        let sink = int_sink(2);
         assert_eq!(devices.adapt("spine1", &sink).unwrap(), sink);
         let dcqcn = entry(
             names::DCQCN_PORT,

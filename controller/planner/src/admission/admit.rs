@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use crate::assign::{FlowReq, Method};
+use crate::assign::Method;
 use crate::conventions::bps_to_gbps;
 use crate::demand::Demand;
 use crate::joint::{self, JointFlow};
@@ -121,23 +121,7 @@ impl<'t> Planner<'t> {
         let mut largest = 0;
         for b in batches {
             let w = b.window.shifted(shift);
-            self.reqs.clear();
-            self.reqs.extend(b.flows.iter().map(|&i| {
-                let f = &d.flows[i as usize];
-                FlowReq {
-                    src: f.src,
-                    dst: f.dst,
-                    rate_bps: f.rate_bps,
-                }
-            }));
-            let m = self.assigner.assign(
-                self.topo,
-                self.clos.as_ref(),
-                &self.ledger,
-                w,
-                &self.reqs,
-                &mut self.scratch,
-            );
+            let m = self.assign_batch(d, b, w);
             if b.flows.len() > largest {
                 largest = b.flows.len();
                 method = m;
@@ -367,7 +351,7 @@ impl<'t> Planner<'t> {
 mod tests {
 
     use crate::admission::fixtures::*;
-    use crate::admission::{Outcome, Reason};
+    use crate::admission::{Outcome, PlannerConfig, Reason};
     use crate::demand::load_str;
 
     #[test]
@@ -392,13 +376,11 @@ mod tests {
 
     #[test]
     fn deadline_and_nic_reasons() {
-        let t = small();
         let yaml = "demands:
   - {id: dl, src: h1, dst: h3, bytes: 1GB, rate_gbps: 10, deadline_ns: 100}
   - {id: fat, src: h2, dst: h4, bytes: 1GB, rate_gbps: 95}
 ";
-        let d = load_str(&t, yaml, 0.9).unwrap();
-        let plan = planner(&t).plan(&d);
+        let plan = plan_small(yaml, PlannerConfig::default());
         assert!(matches!(
             &plan.demands[0].outcome,
             Outcome::Rejected {
@@ -419,13 +401,11 @@ mod tests {
 
     #[test]
     fn priority_wins_the_contended_link() {
-        let t = small();
         let yaml = "demands:
   - {id: low, src: h1, dst: h3, bytes: 1GB, rate_gbps: 80, priority: 1}
   - {id: high, src: h2, dst: h3, bytes: 1GB, rate_gbps: 80, priority: 7}
 ";
-        let d = load_str(&t, yaml, 0.9).unwrap();
-        let plan = planner(&t).plan(&d);
+        let plan = plan_small(yaml, PlannerConfig::default());
         assert_eq!(plan.demands[1].outcome, Outcome::Admitted);
         assert!(matches!(plan.demands[0].outcome, Outcome::Partial { .. }));
     }

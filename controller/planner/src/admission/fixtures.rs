@@ -1,6 +1,7 @@
 //! Fabrics and demands the admission tests share.
 
-use super::{Planner, PlannerConfig};
+use super::{Plan, Planner, PlannerConfig};
+use crate::demand::load_str;
 use crate::topology::generate::{leaf_spine, LeafSpine};
 use crate::topology::{NodeRef, Topology};
 
@@ -11,6 +12,15 @@ pub fn small() -> Topology {
 
 pub fn planner(t: &Topology) -> Planner<'_> {
     Planner::new(t, PlannerConfig::default())
+}
+
+/// The demands of `yaml` (NICs at 90 % of line rate) planned as one set
+/// on [`small`] under `config`: how the tests of one outcome or reason
+/// start, so each shows only its demands and what it checks.
+pub fn plan_small(yaml: &str, config: PlannerConfig) -> Plan {
+    let t = small();
+    let d = load_str(&t, yaml, 0.9).unwrap();
+    Planner::new(&t, config).plan(&d)
 }
 
 /// 2 leaves x 5 hosts, 2 spines, 100G.

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::assign::FlowReq;
 use crate::conventions::bps_to_gbps;
 use crate::demand::Demand;
 use crate::joint::{self, Effort, Fabric, JointFlow, JointResult};
@@ -183,23 +182,7 @@ impl<'t> Planner<'t> {
     pub(super) fn initial_paths(&mut self, d: &Demand, batches: &[Batch]) -> Vec<Path> {
         let mut paths = vec![Path::EMPTY; d.flows.len()];
         for b in batches {
-            self.reqs.clear();
-            self.reqs.extend(b.flows.iter().map(|&i| {
-                let f = &d.flows[i as usize];
-                FlowReq {
-                    src: f.src,
-                    dst: f.dst,
-                    rate_bps: f.rate_bps,
-                }
-            }));
-            self.assigner.assign(
-                self.topo,
-                self.clos.as_ref(),
-                &self.ledger,
-                b.window,
-                &self.reqs,
-                &mut self.scratch,
-            );
+            self.assign_batch(d, b, b.window);
             for (k, &i) in b.flows.iter().enumerate() {
                 paths[i as usize] = self.scratch[k];
             }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::assign::Method;
+use crate::assign::{FlowReq, Method};
 use crate::conventions::transfer_ns;
 use crate::demand::Demand;
 use crate::joint::JointFlow;
@@ -345,6 +345,31 @@ impl<'t> Planner<'t> {
         }
         out.sort_by_key(|b| b.window);
         out
+    }
+
+    /// Paths for batch `b` of `d` in window `w` (its own, or shifted) on
+    /// the current ledger, left in `self.scratch` in `b.flows` order;
+    /// nothing is reserved. Placing in full, partially and the start of a
+    /// joint search all begin with this step, then differ in what they
+    /// reserve.
+    pub(super) fn assign_batch(&mut self, d: &Demand, b: &Batch, w: Window) -> Method {
+        self.reqs.clear();
+        self.reqs.extend(b.flows.iter().map(|&i| {
+            let f = &d.flows[i as usize];
+            FlowReq {
+                src: f.src,
+                dst: f.dst,
+                rate_bps: f.rate_bps,
+            }
+        }));
+        self.assigner.assign(
+            self.topo,
+            self.clos.as_ref(),
+            &self.ledger,
+            w,
+            &self.reqs,
+            &mut self.scratch,
+        )
     }
 
     /// Per-flow plans, ECMP predictions for what fell back, completions.

@@ -2,7 +2,6 @@
 //! partial reservations, or rejected; and where the flows left to ECMP go
 //! and when they finish.
 
-use crate::assign::FlowReq;
 use crate::demand::Demand;
 use crate::ecmp::{ecmp_path, ecmp_path_avoiding, HashKey};
 use crate::ledger::Ledger;
@@ -110,23 +109,7 @@ impl<'t> Planner<'t> {
         let mut c = Committed::default();
         for b in batches {
             let w = b.window;
-            self.reqs.clear();
-            self.reqs.extend(b.flows.iter().map(|&i| {
-                let f = &d.flows[i as usize];
-                FlowReq {
-                    src: f.src,
-                    dst: f.dst,
-                    rate_bps: f.rate_bps,
-                }
-            }));
-            self.assigner.assign(
-                self.topo,
-                self.clos.as_ref(),
-                &self.ledger,
-                w,
-                &self.reqs,
-                &mut self.scratch,
-            );
+            self.assign_batch(d, b, w);
             let mut any = false;
             for (k, &i) in b.flows.iter().enumerate() {
                 let f = &d.flows[i as usize];
@@ -213,20 +196,16 @@ impl<'t> Planner<'t> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::admission::fixtures::*;
     use crate::admission::{Outcome, PlannerConfig, Reason};
-    use crate::demand::load_str;
 
     #[test]
     fn elastic_demand_is_deferred_to_when_the_nic_frees_up() {
-        let t = small();
         let yaml = "demands:
   - {id: first, src: h1, dst: h3, bytes: 1GB, rate_gbps: 80, priority: 5}
   - {id: later, src: h1, dst: h4, bytes: 1GB, rate_gbps: 80, priority: 1, elastic: true, deadline_ns: 1000000000}
 ";
-        let d = load_str(&t, yaml, 0.9).unwrap();
-        let plan = planner(&t).plan(&d);
+        let plan = plan_small(yaml, PlannerConfig::default());
         assert_eq!(plan.order, vec![0, 1]);
         assert_eq!(
             plan.demands[1].outcome,
@@ -240,13 +219,11 @@ mod tests {
 
     #[test]
     fn elastic_demand_past_deadline_is_partial_with_reason() {
-        let t = small();
         let yaml = "demands:
   - {id: first, src: h1, dst: h3, bytes: 1GB, rate_gbps: 80, priority: 5}
   - {id: late, src: h1, dst: h4, bytes: 1GB, rate_gbps: 80, elastic: true, deadline_ns: 150000000}
 ";
-        let d = load_str(&t, yaml, 0.9).unwrap();
-        let plan = planner(&t).plan(&d);
+        let plan = plan_small(yaml, PlannerConfig::default());
         match &plan.demands[1].outcome {
             Outcome::Partial {
                 reserved_flows: 1,
@@ -275,17 +252,15 @@ mod tests {
 
     #[test]
     fn rigid_demand_rejected_when_partial_is_off() {
-        let t = small();
         let yaml = "demands:
   - {id: first, src: h1, dst: h3, bytes: 1GB, rate_gbps: 80, priority: 5}
   - {id: rigid, src: h2, dst: h3, bytes: 1GB, rate_gbps: 80}
 ";
-        let d = load_str(&t, yaml, 0.9).unwrap();
         let cfg = PlannerConfig {
             allow_partial: false,
             ..Default::default()
         };
-        let plan = Planner::new(&t, cfg).plan(&d);
+        let plan = plan_small(yaml, cfg);
         match &plan.demands[1].outcome {
             Outcome::Rejected {
                 reason: Reason::DoesNotFit { blocked_by },

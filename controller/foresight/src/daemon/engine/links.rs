@@ -291,17 +291,7 @@ mod tests {
 
     #[test]
     fn a_link_down_replans_the_reservations_on_it_and_bad_names_change_nothing() {
-        let mut e = engine();
-        let d = demand(
-            "d",
-            "10.0.1.1",
-            "10.0.2.1",
-            0,
-            50 * MS,
-            40_000_000_000,
-            Some(600),
-        );
-        let r = submit(&mut e, vec![d], T0).unwrap();
+        let (mut e, r) = engine_with_one_reservation();
         let first = r[0].flows[0].hops[0].clone();
         assert_eq!(first.switch, "leaf1");
         let before = serde_json::to_string(&e.state).unwrap();

@@ -390,17 +390,7 @@ mod tests {
 
     #[test]
     fn a_reloaded_state_keeps_the_recorded_paths_in_the_ledger() {
-        let mut e = engine();
-        let d = demand(
-            "d",
-            "10.0.1.1",
-            "10.0.2.1",
-            0,
-            50 * MS,
-            40_000_000_000,
-            Some(600),
-        );
-        let r = submit(&mut e, vec![d], T0).unwrap();
+        let (e, r) = engine_with_one_reservation();
         assert_eq!(r[0].status, Status::Admitted);
         // The switches carry the other spine's path (installed by an
         // earlier run whose ledger differed): what a re-plan would not pick.

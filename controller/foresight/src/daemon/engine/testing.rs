@@ -46,6 +46,24 @@ pub fn engine() -> Engine {
     restart(topo, State::new(topo.name(), T0)).0
 }
 
+/// An engine holding one admitted 40 Gb/s, 50 ms demand from h1 to h3
+/// (leaf1 to leaf2, so over either spine) and its records: the
+/// reservation the link-failure and reload tests move between spines.
+pub fn engine_with_one_reservation() -> (Engine, Vec<Reservation>) {
+    let mut e = engine();
+    let d = demand(
+        "d",
+        "10.0.1.1",
+        "10.0.2.1",
+        0,
+        50 * MS,
+        40_000_000_000,
+        Some(600),
+    );
+    let r = submit(&mut e, vec![d], T0).unwrap();
+    (e, r)
+}
+
 pub fn compiler(topo: &'static Topology, lead_ns: u64) -> Compiler {
     seeded_compiler(topo, lead_ns, planner::ecmp::SeedPolicy::PerSwitch)
 }

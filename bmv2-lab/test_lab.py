@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 
+import yaml
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import lab as labmod  # noqa: E402
@@ -180,17 +182,62 @@ def crash(name):
           (r.stderr.strip() + " " + ", ".join(left))[:300])
 
 
-def run_experiment(name, *extra):
-    """One seed of `experiment.py allreduce` at a small size; its rows, or None."""
+def run_experiment(name, *extra, cmd="allreduce"):
+    """One seed of `experiment.py allreduce` (or `cmd`) at a small size; its rows, or None."""
     out = tempfile.mkdtemp(prefix="foresight-labexp-")
     scratch.append(out)
-    r = subprocess.run([sys.executable, os.path.join(HERE, "experiment.py"), "allreduce", "--seeds", "1",
+    r = subprocess.run([sys.executable, os.path.join(HERE, "experiment.py"), cmd, "--seeds", "1",
                         "--name", name, "--bytes", str(8 * 2 * 16 * 1024), "--background-lead-ms", "800",
                         "--out", out, *extra], capture_output=True, text=True)
     print(r.stderr[-1500:], flush=True)
-    if not check(f"experiment.py allreduce {' '.join(extra)} runs", r.returncode == 0):
+    if not check(f"experiment.py {cmd} {' '.join(extra)} runs", r.returncode == 0):
         return None, out
     return list(csv.DictReader(open(os.path.join(out, "runs.csv")))), out
+
+
+def moe_with_a_link_down(name):
+    """alltoall with uneven tokens and leaf1's uplink to spine2 down: every
+    run completes, nothing crosses the down link, the flows are uneven, and
+    the simulator is handed the topology without the link."""
+    rows, out = run_experiment(name, "--moe-skew", "0.5", "--link-down", "leaf1:6", "--modes", "ecmp5,foresight",
+                               cmd="alltoall")
+    if rows is None:
+        return
+    check("alltoall --link-down: one completed run per mode, no host failed",
+          {r["mode"] for r in rows} == {"ecmp5", "foresight"}
+          and all(r["completion_s"] and not r["failed_hosts"] for r in rows), str(rows))
+    links = list(csv.DictReader(open(os.path.join(out, "links.csv"))))
+    down = [r for r in links if (r["switch"], r["port"]) in (("leaf1", "6"), ("spine2", "1"))]
+    check("the down link carried no packet, its twin uplink did",
+          len(down) == 4 and all(r["packets"] == "0" for r in down)
+          and any(int(r["packets"]) > 0 for r in links if (r["switch"], r["port"]) == ("leaf1", "5")), str(down))
+    raw = os.path.join(out, "raw", "s1-foresight")
+    spec = json.load(open(os.path.join(raw, "spec.json")))
+    sizes = [f["bytes"] for f in spec["flows"] if f["kind"] == "collective"]
+    check("MoE's flows are uneven (--moe-skew 0.5)", len(sizes) == 56 and max(sizes) > 2 * min(sizes), str(sizes))
+    topo = yaml.safe_load(open(open(os.path.join(raw, "topology.txt")).read().strip()))
+    check("topology.txt names the fabric without the down link",
+          len(topo["links"]) == 3 and not any(l["node1"] == "leaf1" and l["port1"] == 6 for l in topo["links"]),
+          str(topo["links"]))
+
+
+def two_tenants(name):
+    """allreduce --tenants: the ring trains on 6 hosts, the last host of each
+    leaf moves KV caches; only the ring is announced and reserved."""
+    rows, out = run_experiment(name, "--tenants", "--kv-bursts", "3", "--kv-bytes", "32768", "--modes", "foresight")
+    if rows is None:
+        return
+    r = rows[0] if rows else {}
+    check("--tenants: the run completes with the KV transfers delivered",
+          r.get("completion_s") and not r.get("failed_hosts") and int(r.get("background_packets") or 0) >= 3 * 32,
+          str(rows))
+    raw = os.path.join(out, "raw", "s1-foresight")
+    forecast = open(os.path.join(raw, "forecast.json")).read()
+    spec = json.load(open(os.path.join(raw, "spec.json")))
+    ranks = {f["src"] for f in spec["flows"] if f["kind"] == "collective"}
+    check("the ring's 12 connections are reserved, the KV bursts are not announced",
+          r.get("reserved_flows") == "12" and "kv" not in forecast and ranks == {"h1", "h2", "h3", "h5", "h6", "h7"},
+          f"{r.get('reserved_flows')} {sorted(ranks)}")
 
 
 def ooo_nic_experiment(name):
@@ -235,11 +282,13 @@ def main():
     if not args.quick:
         experiment("fte")
         ooo_nic_experiment("ftn")
+        moe_with_a_link_down("ftm")
+        two_tenants("ftt")
     failed = [n for n, ok in results if not ok]
     if not failed:
         # The labs' logs are kept on failure only.
         import shutil
-        for name in [f"ft{i}" for i in range(len(topologies))] + ["ftc", "fte", "ftn"]:
+        for name in [f"ft{i}" for i in range(len(topologies))] + ["ftc", "fte", "ftn", "ftm", "ftt"]:
             shutil.rmtree(os.path.join(labmod.STATE_DIR, name), ignore_errors=True)
         for path in scratch:
             shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)

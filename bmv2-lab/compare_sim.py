@@ -85,14 +85,17 @@ def write_csv(path, rows):
 
 def topology_of(raw):
     """The topology file the run used: as recorded, or the file of that name
-    in bmv2-lab/topologies (results moved between checkouts)."""
+    in the experiment's directory (--link-down writes one there) or in
+    bmv2-lab/topologies (results moved between checkouts)."""
     recorded = open(os.path.join(raw, "topology.txt")).read().strip()
     if os.path.exists(recorded):
         return recorded
-    here = os.path.join(HERE, "topologies", os.path.basename(recorded))
-    if os.path.exists(here):
-        return here
-    raise SystemExit(f"{raw}/topology.txt: {recorded} not found, nor {here}")
+    tried = [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(raw))), os.path.basename(recorded)),
+             os.path.join(HERE, "topologies", os.path.basename(recorded))]
+    for path in tried:
+        if os.path.exists(path):
+            return path
+    raise SystemExit(f"{raw}/topology.txt: {recorded} not found, nor {' nor '.join(tried)}")
 
 
 def raw_file(raw, name, tmp):

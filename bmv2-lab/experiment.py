@@ -50,7 +50,9 @@ tenant (known to Foresight, priority background). --tenants: two tenants
 sharing the leaves instead: the last host of each leaf serves inference and
 the others train; the inference tenant moves KV caches between its hosts
 (--kv-bursts of --kv-bytes at the NIC's full rate, at random moments during
-the ring, announced to nobody). alltoall: every host sends to every other
+the ring, announced to nobody; --kv-announced has them in Foresight's
+forecast too, latency-critical, as a bound on what announcing would buy).
+alltoall: every host sends to every other
 at once (MoE's dispatch), each destination's share weighted by a seeded
 log-normal expert popularity (--moe-skew, 0 for an even all-to-all), every
 flow at the rate that ends them together at the busiest NIC's pace.
@@ -101,6 +103,9 @@ ECMP_HASH = {"ecmp5": "five-tuple", "qp": "qp-aware", "foresight": "qp-aware",
 # cross-pod paths, 5 switches, about 30 ms). A channel at its full rate
 # (2 channels share 90 % of 250 packets/s) sends every 9 ms, well inside.
 FLOWLET_TIMEOUT_MS = 40.0
+# --background-dscp: a DSCP the controller maps to no queue lands in queue
+# 0, below the RoCE queue (3); Foresight's reserved background goes there too.
+LOW_QUEUE = 0
 # Ingress drop reasons worth counting per run (p4src/README.md, "Drop reasons").
 DROP_REASONS = (1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13)
 
@@ -144,7 +149,8 @@ class Experiment:
         tc = labkit.RESERVED_QUEUE if self.args.reserved_queue == "own" else labkit.ROCE_QUEUE
         extra = ["--ecmp-hash", ECMP_HASH[mode],
                  "--flowlet-timeout-us", str(int(self.args.flowlet_timeout_ms * 1000)),
-                 "--hash-seed", self.args.hash_seed, "--reserved-tc", str(tc), "--background-tc", str(tc),
+                 "--hash-seed", self.args.hash_seed, "--reserved-tc", str(tc),
+                 "--background-tc", str(tc if self.args.background_dscp is None else LOW_QUEUE),
                  "--headroom", "1.0", "--lead-time-ms", str(self.args.lead_time_ms)]
         if not predrain:
             extra += ["--predrain-probability", "0"]
@@ -185,6 +191,10 @@ class Experiment:
         spec = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
         if self.collective == "all-to-all":
             moe_reweight(spec, self.args.moe_skew, seed, self.nic_pps)
+        if self.args.background_dscp is not None:
+            for fl in spec["flows"]:
+                if fl["kind"] != "collective":
+                    fl["dscp"] = self.args.background_dscp
         if self.inference:
             self.add_kv_bursts(spec, seed)
         return spec
@@ -292,10 +302,11 @@ class Experiment:
         f = self.lab.fabric
         conns = {}
         for fl in spec["flows"]:
-            if is_kv_burst(fl):
+            if is_kv_burst(fl) and not getattr(self.args, "kv_announced", False):
                 continue  # the inference tenant announces nothing
             key = (fl["src"], fl["dst"], fl["dest_qp"])
-            c = conns.setdefault(key, {"bytes": 0, "kind": fl["kind"], "pps": fl["line_rate_pps"],
+            c = conns.setdefault(key, {"bytes": 0, "kind": "kv" if is_kv_burst(fl) else fl["kind"],
+                                       "pps": fl["line_rate_pps"],
                                        "start": spec["start_unix_ns"] + fl["start_offset_ns"]})
             c["bytes"] += fl["bytes"]
             c["start"] = min(c["start"], spec["start_unix_ns"] + fl["start_offset_ns"])
@@ -315,6 +326,12 @@ class Experiment:
                 demands.append({"id": f"{tag}-ring-{src}-{dst}-{qp}", "src": f.ip(src), "dst": f.ip(dst), "qp": qp,
                                 "bytes": int(gbps * 1e9 / 8 * dur_ms / 1e3), "rate_gbps": gbps,
                                 "start_unix_ns": ring_start, "priority": "iteration-blocking"})
+            elif c["kind"] == "kv":
+                # --kv-announced: each transfer, its bytes at its rate from
+                # its start, as latency-critical traffic.
+                demands.append({"id": f"{tag}-kv-{src}-{dst}-{qp}", "src": f.ip(src), "dst": f.ip(dst), "qp": qp,
+                                "bytes": c["bytes"], "rate_gbps": gbps, "start_unix_ns": c["start"],
+                                "priority": "latency-critical"})
             else:
                 dur_ms = (ideal * 2.5 + 1.0) * 1e3 + self.args.background_lead_ms
                 demands.append({"id": f"{tag}-bg-{src}-{dst}-{qp}", "src": f.ip(src), "dst": f.ip(dst), "qp": qp,
@@ -657,6 +674,10 @@ def main():
                                 "(KV-cache bursts between them, not announced), the others train (the ring)")
             p.add_argument("--kv-bursts", type=int, default=8, help="--tenants: KV transfers per run")
             p.add_argument("--kv-bytes", type=int, default=128 * 1024, help="--tenants: bytes per KV transfer")
+            p.add_argument("--kv-announced", action="store_true",
+                           help="--tenants, foresight mode: the inference tenant announces its KV transfers too, "
+                                "in the same forecast as the ring (latency-critical): what announcing them would "
+                                "buy, at best, as no prefill ends that far ahead")
         p.add_argument("--link-down", metavar="SWITCH:PORT",
                        help="this fabric link is down for the whole experiment (the controller is told with "
                             "`foresight link down` after every start; no route or ECMP group uses it)")
@@ -680,6 +701,11 @@ def main():
         p.add_argument("--rto-ms", type=float, default=1000.0,
                        help="retransmit timeout (gbn goes back, ooo resends what is unacknowledged): "
                             "above the deepest queueing delay of a path")
+        p.add_argument("--background-dscp", type=int, choices=range(0, 64), metavar="DSCP",
+                       help="the other tenant's traffic in a lower class, in every mode: its packets carry this "
+                            "DSCP (not 24, the RoCE class: unmapped, so queue 0, below the RoCE queue's strict "
+                            "priority), and Foresight reserves it in queue 0 too (a baseline a fabric team "
+                            "could configure without Foresight)")
         p.add_argument("--background-lead-ms", type=int, default=1500,
                        help="background starts this long before the all-reduce")
         p.add_argument("--pps-per-gbps", type=float, default=2.5)

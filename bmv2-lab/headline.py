@@ -10,6 +10,11 @@ median [min, max] over seeds, and below it the simulator on the same runs
 (DIR/sim_vs_lab.csv from compare_sim.py) when it is there. The last column
 gives the seeds and the machine's 1-minute load average over the row's
 runs (runs.csv load_1m), so every figure carries the load it was taken at.
+
+Below the table, one line per row holds it against issue 29's bar: per
+seed, Foresight ÷ the best baseline that runs on go-back-N NICs (ECMP,
+QP-aware ECMP, flowlets and spraying on go-back-N NICs), and on how many
+seeds Foresight is within 1.05× ideal and within 0.8× that baseline.
 """
 
 import csv
@@ -41,6 +46,32 @@ def summary(values):
 
 def nic_of(run, default):
     return run.get("nic") or default
+
+
+# The baselines a plain RoCE (go-back-N) NIC can run: issue 29's bar.
+GBN_BASELINES = (("ecmp5", "gbn"), ("qp", "gbn"), ("flowlet", "gbn"), ("spray", "gbn"))
+
+
+def against_the_bar(label, dirs):
+    """Per seed: Foresight's slowdown ÷ the best go-back-N baseline's."""
+    by_seed = {}
+    for d in dirs:
+        for r in read(os.path.join(d, "runs.csv")):
+            if r.get("slowdown"):
+                by_seed.setdefault(r["seed"], {})[(r["mode"], nic_of(r, "gbn"))] = float(r["slowdown"])
+    ratios, within = [], 0
+    for seed in sorted(by_seed, key=int):
+        runs = by_seed[seed]
+        best = [runs[k] for k in GBN_BASELINES if k in runs]
+        if ("foresight", "gbn") not in runs or not best:
+            continue
+        ratios.append(runs[("foresight", "gbn")] / min(best))
+        within += runs[("foresight", "gbn")] <= 1.05
+    if not ratios:
+        return f"{label}: no seed with Foresight and a go-back-N baseline"
+    listed = ", ".join(f"{x:.2f}" for x in ratios)
+    return (f"{label}: Foresight ÷ best go-back-N baseline per seed {listed}; ≤ 0.8 on "
+            f"{sum(x <= 0.8 for x in ratios)}/{len(ratios)}, Foresight ≤ 1.05× ideal on {within}/{len(ratios)}")
 
 
 def row(label, dirs):
@@ -84,9 +115,12 @@ def main(argv):
         sys.exit(__doc__)
     print("| workload | " + " | ".join(HEADER) + " |")
     print("|---|" + "---|" * len(HEADER))
-    for a in argv:
-        label, dirs = a.split("=", 1)
-        print(row(label, [d for d in dirs.split(",") if d]))
+    rows = [(label, [d for d in dirs.split(",") if d]) for label, dirs in (a.split("=", 1) for a in argv)]
+    for label, dirs in rows:
+        print(row(label, dirs))
+    print()
+    for label, dirs in rows:
+        print(against_the_bar(label, dirs))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,23 @@ def _read(path):
         return list(csv.DictReader(fh))
 
 
+def workload_of(out):
+    """What the runs of an `experiment.py allreduce|alltoall` directory ran,
+    from the flow ids of one run's spec (rocegen names them ring-... or
+    a2a-...; the tenants' KV transfers kv...)."""
+    import glob
+    import gzip
+    import json
+    for path in sorted(glob.glob(os.path.join(out, "raw", "*", "spec.json*"))):
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt") as fh:
+            ids = [f["id"] for f in json.load(fh)["flows"]]
+        name = "All-to-all" if any(i.startswith("a2a-") for i in ids) else "Ring all-reduce"
+        extra = "KV transfers of another tenant" if any(i.startswith("kv") for i in ids) else "background present"
+        return name, extra
+    return "Ring all-reduce", "background present"
+
+
 def allreduce(out):
     runs = [r for r in _read(os.path.join(out, "runs.csv")) if r["slowdown"]]
     modes = [m for m in MODE_LABEL if any(r["mode"] == m for r in runs)]
@@ -31,8 +48,9 @@ def allreduce(out):
         ax[0].scatter(xs, d, s=14, color=COLORS[m], zorder=3)
     ax[0].axhline(1.0, color="grey", lw=0.8, ls=":")
     ax[0].axhline(1.05, color="#2f7ed8", lw=0.8, ls="--", label="goal 1.05x")
-    ax[0].set_ylabel("all-reduce completion / ideal")
-    ax[0].set_title(f"Ring all-reduce, {len(data[0]) if data else 0} seeds, background present")
+    name, extra = workload_of(out)
+    ax[0].set_ylabel(f"{name.lower()} completion / ideal")
+    ax[0].set_title(f"{name}, {len(data[0]) if data else 0} seeds, {extra}")
     ax[0].legend(loc="upper right", fontsize=8)
 
     links = _read(os.path.join(out, "links.csv"))

@@ -181,7 +181,11 @@ fn ideal_counts_what_a_nic_receives() {
     );
     let s = Spec::parse(&text, "test").unwrap();
     let sc = Scenario::new(&t, s, LabMode::Qp, &[], Settings::default()).unwrap();
-    assert!((sc.ideal_s() - 200.0 / 225.0).abs() < 1e-9, "{}", sc.ideal_s());
+    assert!(
+        (sc.ideal_s() - 200.0 / 225.0).abs() < 1e-9,
+        "{}",
+        sc.ideal_s()
+    );
 }
 
 fn one_leaf_spec(flows: &str) -> Spec {

@@ -135,6 +135,7 @@ class Experiment:
         self.collective = "all-to-all" if args.cmd == "alltoall" else "ring-allreduce"
         self.controller_mode = None
         self.down_link = find_link(f, args.link_down) if getattr(args, "link_down", None) else None
+        self.topology_copy = None
         self.int_reports = args.cmd == "predrain" and self.lab.collector is not None
 
     # -- controller per mode ----------------------------------------------
@@ -253,9 +254,12 @@ class Experiment:
 
     def topology_as_run(self):
         """The topology the runs saw, for the simulator (compare_sim.py): the
-        lab's file, or with --link-down a copy without the down link."""
+        lab's file, or with --link-down a copy without the down link (written
+        once per experiment)."""
         if not self.down_link:
             return self.lab.fabric.path
+        if self.topology_copy:
+            return self.topology_copy
         import yaml
         with open(self.lab.fabric.path) as fh:
             doc = yaml.safe_load(fh)
@@ -265,6 +269,7 @@ class Experiment:
         with open(path, "w") as fh:
             fh.write(f"# {self.lab.fabric.path} with {self.args.link_down} down (experiment.py --link-down)\n")
             yaml.safe_dump(doc, fh, sort_keys=False)
+        self.topology_copy = path
         return path
 
     def ideal_s(self, spec):

@@ -52,11 +52,19 @@ def nic_of(run, default):
 GBN_BASELINES = (("ecmp5", "gbn"), ("qp", "gbn"), ("flowlet", "gbn"), ("spray", "gbn"))
 
 
+def runs_of(d):
+    """DIR/runs.csv's rows, or exit naming what is missing."""
+    runs = read(os.path.join(d, "runs.csv"))
+    if not runs:
+        sys.exit(f"{d}: no runs.csv (is it an `experiment.py allreduce --out` directory?)")
+    return runs
+
+
 def against_the_bar(label, dirs):
     """Per seed: Foresight's slowdown ÷ the best go-back-N baseline's."""
     by_seed = {}
     for d in dirs:
-        for r in read(os.path.join(d, "runs.csv")):
+        for r in runs_of(d):
             if r.get("slowdown"):
                 by_seed.setdefault(r["seed"], {})[(r["mode"], nic_of(r, "gbn"))] = float(r["slowdown"])
     ratios, within = [], 0
@@ -77,9 +85,7 @@ def against_the_bar(label, dirs):
 def row(label, dirs):
     lab, sim, loads, seeds = {}, {}, [], set()
     for d in dirs:
-        runs = read(os.path.join(d, "runs.csv"))
-        if not runs:
-            sys.exit(f"{d}: no runs.csv (is it an `experiment.py allreduce --out` directory?)")
+        runs = runs_of(d)
         for r in runs:
             if not r.get("slowdown"):
                 continue  # a failed run: no completion to count

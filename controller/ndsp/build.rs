@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use prost::Message;
 
 fn main() {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let manifest =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let proto_root = manifest.join("../../proto");
     let file = proto_root.join("ndsp/v1/ndsp.proto");
     println!("cargo:rerun-if-changed={}", file.display());

@@ -10,7 +10,8 @@ use std::process::Command;
 use prost::Message;
 
 fn main() {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("p4runtime_descriptors.py");
+    let script = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"))
+        .join("p4runtime_descriptors.py");
     println!("cargo:rerun-if-changed={}", script.display());
     println!("cargo:rerun-if-env-changed=FORESIGHT_PYTHON");
     let python = std::env::var("FORESIGHT_PYTHON").unwrap_or_else(|_| "python3".into());

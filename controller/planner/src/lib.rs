@@ -34,6 +34,7 @@ pub mod colouring;
 pub mod conventions;
 pub mod demand;
 pub mod ecmp;
+pub mod entropy;
 pub mod flow;
 pub mod joint;
 pub mod ledger;

@@ -61,6 +61,7 @@ use anyhow::bail;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use planner::demand::Flow;
 use planner::ecmp::{HashKey, HashMode, SeedPolicy};
+use planner::entropy::{PortRange, Steering};
 use planner::paths::Path;
 use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 use planner::{Planner, PlannerConfig};
@@ -92,6 +93,11 @@ pub enum Policy {
     Flowlet(Nic),
     /// The planner's paths.
     Foresight,
+    /// The planner's paths, reached through the switches' own ECMP hash:
+    /// each reserved flow sends on the UDP source port that hashes onto its
+    /// path ([`planner::entropy`]); a flow with no such port keeps its own
+    /// port and its ECMP path. No switch runs Foresight's program.
+    ForesightEntropy,
 }
 
 impl Policy {
@@ -105,12 +111,13 @@ impl Policy {
             Policy::Spray(nic) => format!("spray-{}", nic.name()),
             Policy::Flowlet(nic) => format!("flowlet-{}", nic.name()),
             Policy::Foresight => "foresight".into(),
+            Policy::ForesightEntropy => "foresight-entropy".into(),
         }
     }
 
     /// Parses `ecmp`, `qp` / `qp-hash` (with `default_qps`), `qp-hash-K`,
     /// `adaptive`, `spray-gbn`, `spray-ooo`, `flowlet-gbn`, `flowlet-ooo`,
-    /// `foresight`, `ideal`. `spray` alone is `spray-ooo`: the reorder-free
+    /// `foresight`, `foresight-entropy`, `ideal`. `spray` alone is `spray-ooo`: the reorder-free
     /// spraying this simulator modelled before NICs were told apart.
     pub fn parse(s: &str, default_qps: u32) -> anyhow::Result<Policy> {
         Ok(match s {
@@ -126,10 +133,11 @@ impl Policy {
                 "policy 'flowlet': say which NICs, flowlet-gbn (go-back-N) or flowlet-ooo (out-of-order tolerant)"
             ),
             "foresight" => Policy::Foresight,
+            "foresight-entropy" => Policy::ForesightEntropy,
             _ => match s.strip_prefix("qp-hash-").map(str::parse::<u32>) {
                 Some(Ok(k)) if k > 0 => Policy::QpHash { qps: k },
                 _ => bail!(
-                    "policy '{s}': expected one of ecmp, qp-hash, qp-hash-K, adaptive, spray-gbn, spray-ooo (or spray), flowlet-gbn, flowlet-ooo, foresight, ideal"
+                    "policy '{s}': expected one of ecmp, qp-hash, qp-hash-K, adaptive, spray-gbn, spray-ooo (or spray), flowlet-gbn, flowlet-ooo, foresight, foresight-entropy, ideal"
                 ),
             },
         })
@@ -495,6 +503,9 @@ pub struct PolicyResult {
     pub wall_s: f64,
     /// Of which planning, s.
     pub plan_s: f64,
+    /// Entropy steering's ports (`foresight-entropy` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steering: Option<SteeringStats>,
 }
 
 /// How unannounced traffic is routed under a policy; `qp` is the flow's
@@ -504,7 +515,7 @@ fn unannounced(policy: Policy, f: &Flow, qp: Option<u32>, draw: u32) -> How {
     let five = FlowHash::of(&HashKey::of_flow(f, HashMode::FiveTuple));
     match policy {
         Policy::Ideal => How::Ideal,
-        Policy::Ecmp | Policy::Foresight => How::Hashed(five),
+        Policy::Ecmp | Policy::Foresight | Policy::ForesightEntropy => How::Hashed(five),
         Policy::QpHash { .. } => {
             let qp = qp.expect("qp-hash numbers every flow's QPs");
             How::Hashed(FlowHash::of(&key_on_qp(f, qp)))
@@ -520,12 +531,14 @@ fn unannounced(policy: Policy, f: &Flow, qp: Option<u32>, draw: u32) -> How {
 /// [`qps::qp_blocks`] gives it, the same every iteration). Foresight's
 /// paths and the QP hashes are indexed like [`Workload::connections`].
 /// A flowlet's path is drawn from `seed` and the flow's index (each
-/// iteration's flows draw afresh).
+/// iteration's flows draw afresh). Under entropy steering, `ports` gives
+/// per connection the source port it was told to send on.
 fn prepare(
     w: &Workload,
     policy: Policy,
     planned: bool,
     seed: u64,
+    ports: &[Option<u16>],
 ) -> (Vec<SimFlow>, Vec<Route>, Vec<FlowHash>) {
     let mut flows = Vec::new();
     let mut routes = Vec::new();
@@ -567,6 +580,17 @@ fn prepare(
                             assert!(planned, "Foresight needs the planned paths");
                             How::Fixed(conn, five())
                         }
+                        Policy::ForesightEntropy => match ports[conn as usize] {
+                            Some(port) => {
+                                let mut steered = f.clone();
+                                steered.udp_src_port = port;
+                                How::Hashed(FlowHash::of(&HashKey::of_flow(
+                                    &steered,
+                                    HashMode::FiveTuple,
+                                )))
+                            }
+                            None => How::Hashed(five()),
+                        },
                     };
                     routes.push(Route {
                         src: f.src,
@@ -615,6 +639,7 @@ struct Setup<'t> {
     cap: Vec<f64>,
     router: PolicyRouter<'t>,
     plan_s: f64,
+    steering: Option<SteeringStats>,
 }
 
 /// Links down from time 0 are known before planning: Foresight plans
@@ -629,7 +654,9 @@ fn setup<'t>(
     failures: &[Failure],
 ) -> Setup<'t> {
     let t0 = Instant::now();
-    let paths: Vec<Path> = if policy == Policy::Foresight {
+    let planned = matches!(policy, Policy::Foresight | Policy::ForesightEntropy);
+    let mut reserved = Vec::new();
+    let paths: Vec<Path> = if planned {
         let config = PlannerConfig {
             ecmp_seeds: seeds,
             ..PlannerConfig::default()
@@ -641,6 +668,11 @@ fn setup<'t>(
             }
         }
         let plan = p.plan(&w.demands);
+        reserved = plan
+            .demands
+            .iter()
+            .flat_map(|d| d.flows.iter().map(|f| f.reserved_bps > 0))
+            .collect();
         plan.demands
             .iter()
             .flat_map(|d| d.flows.iter().map(|f| f.path))
@@ -649,11 +681,18 @@ fn setup<'t>(
         Vec::new()
     };
     let plan_s = t0.elapsed().as_secs_f64();
+    let (ports, steering) = if policy == Policy::ForesightEntropy {
+        let (ports, stats) = steer(topo, w, &paths, &reserved, seeds, failures);
+        (ports, Some(stats))
+    } else {
+        (Vec::new(), None)
+    };
     let (flows, routes, qp_hashes) = prepare(
         w,
         policy,
         !paths.is_empty() || w.demands.is_empty(),
         model.seed,
+        &ports,
     );
     let gbn =
         matches!(policy, Policy::Spray(Nic::Gbn) | Policy::Flowlet(Nic::Gbn)).then_some(*model);
@@ -691,7 +730,71 @@ fn setup<'t>(
             spreads: HashMap::new(),
         },
         plan_s,
+        steering,
     }
+}
+
+/// What entropy steering found for one workload: how many reserved flows
+/// got a port, how many did not, and what the search cost.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct SteeringStats {
+    /// Connections the planner reserved a path for.
+    pub reserved: usize,
+    /// Of which a source port steers onto that path.
+    pub steered: usize,
+    /// Of which no port in the range does (they keep their ECMP path).
+    pub no_port: usize,
+    /// Wall time of the whole search, s.
+    pub search_s: f64,
+    /// Most candidate ports one flow needed.
+    pub max_tried: u32,
+}
+
+/// A source port per connection of `w` (`None`: not reserved, or no port
+/// found), from the 49152-65535 range, for switches hashing the 5-tuple
+/// with their seeds under `seeds`; links down from time 0 are out of the
+/// groups, as they are in the switches' routes.
+fn steer(
+    topo: &Topology,
+    w: &Workload,
+    paths: &[Path],
+    reserved: &[bool],
+    seeds: SeedPolicy,
+    failures: &[Failure],
+) -> (Vec<Option<u16>>, SteeringStats) {
+    let t0 = Instant::now();
+    let mut down = vec![false; topo.edge_count()];
+    for f in failures.iter().filter(|f| f.at_ns <= 0.0) {
+        for &e in &f.edges {
+            down[e as usize] = true;
+        }
+    }
+    let steering = Steering::new(&seeds.seeds(topo), HashMode::FiveTuple);
+    let mut stats = SteeringStats::default();
+    let ports = w
+        .connections()
+        .zip(paths)
+        .zip(reserved)
+        .map(|((f, path), &reserved)| {
+            if !reserved {
+                return None;
+            }
+            stats.reserved += 1;
+            match steering.port_for(topo, f, path, PortRange::default(), |e| down[e as usize]) {
+                Ok(s) => {
+                    stats.steered += 1;
+                    stats.max_tried = stats.max_tried.max(s.tried);
+                    Some(s.port)
+                }
+                Err(_) => {
+                    stats.no_port += 1;
+                    None
+                }
+            }
+        })
+        .collect();
+    stats.search_s = t0.elapsed().as_secs_f64();
+    (ports, stats)
 }
 
 /// A progress bar on stderr, hidden when stderr is not a terminal.
@@ -794,6 +897,7 @@ pub fn run_policy(
         unfinished: o.unfinished,
         wall_s,
         plan_s,
+        steering: su.steering,
     }
 }
 
@@ -801,7 +905,7 @@ pub fn run_policy(
 fn cost_rank(p: Policy) -> u32 {
     match p {
         Policy::QpHash { qps } => 10 + qps,
-        Policy::Foresight => 9,
+        Policy::Foresight | Policy::ForesightEntropy => 9,
         Policy::Adaptive => 8,
         Policy::Flowlet(_) => 6,
         Policy::Ecmp => 5,
@@ -936,6 +1040,52 @@ mod tests {
                 j.ratio
             );
         }
+    }
+
+    /// Steered by source ports alone, every reserved flow of the multi-job
+    /// mix (rings, all-to-all, background) finds a port and every job runs
+    /// as it does on Foresight's SR paths; the ECMP it replaces does not.
+    #[test]
+    fn entropy_steering_matches_sr_paths() {
+        let t = fabrics::generated(Preset::Clos3, 64, 1).unwrap();
+        let w = build(
+            &t,
+            &WorkloadSpec {
+                kind: WorkloadKind::MultiJob,
+                kv_bytes: 256 << 20,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let r = run_all(
+            &t,
+            &w,
+            &[Policy::Ecmp, Policy::Foresight, Policy::ForesightEntropy],
+            SeedPolicy::PerSwitch,
+            &ReorderModel::default(),
+            &FailSpec::default(),
+            false,
+            1,
+        );
+        let by = |name: &str| r.iter().find(|p| p.policy == name).unwrap();
+        let st = by("foresight-entropy").steering.unwrap();
+        assert!(st.reserved > 40, "{st:?}");
+        assert_eq!((st.steered, st.no_port), (st.reserved, 0), "{st:?}");
+        for (sr, ent) in by("foresight")
+            .jobs
+            .iter()
+            .zip(&by("foresight-entropy").jobs)
+        {
+            assert!(
+                (sr.mean_ratio - ent.mean_ratio).abs() < 1e-9,
+                "{}: {} vs {}",
+                sr.name,
+                sr.mean_ratio,
+                ent.mean_ratio
+            );
+        }
+        assert!(by("ecmp").mean_ratio > by("foresight-entropy").mean_ratio + 0.1);
+        assert!(by("foresight").steering.is_none());
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub fn table(results: &[PolicyResult]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<12} {:>10} {:>10} {:>12} {:>7} {:>6} {:>6} {:>6} {:>6} {:>9} {:>8}",
+        "{:<17} {:>10} {:>10} {:>12} {:>7} {:>6} {:>6} {:>6} {:>6} {:>9} {:>8}",
         "policy",
         "iter/ideal",
         "worst",
@@ -37,7 +37,7 @@ pub fn table(results: &[PolicyResult]) -> String {
         let mean_ms = worst.iter().sum::<f64>() / worst.len().max(1) as f64 / 1e6;
         let _ = writeln!(
             s,
-            "{:<12} {:>10.3} {:>10.3} {:>12.3} {:>7} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>9} {:>8.3}{}",
+            "{:<17} {:>10.3} {:>10.3} {:>12.3} {:>7} {:>6.2} {:>6.2} {:>6.2} {:>6.2} {:>9} {:>8.3}{}",
             r.policy,
             r.mean_ratio,
             r.max_ratio,
@@ -56,14 +56,30 @@ pub fn table(results: &[PolicyResult]) -> String {
             }
         );
     }
+    for r in results {
+        if let Some(st) = &r.steering {
+            let _ = writeln!(
+                s,
+                "{}: {} reserved flows, {} steered by source port, {} without a port ({:.3} %); search {:.1} ms ({:.2} us per flow, at most {} ports tried)",
+                r.policy,
+                st.reserved,
+                st.steered,
+                st.no_port,
+                100.0 * st.no_port as f64 / st.reserved.max(1) as f64,
+                st.search_s * 1e3,
+                st.search_s * 1e6 / st.reserved.max(1) as f64,
+                st.max_tried
+            );
+        }
+    }
     if results.first().is_some_and(|r| r.jobs.len() > 1) {
-        let _ = write!(s, "\nmean iteration / ideal per job\n{:<12}", "policy");
+        let _ = write!(s, "\nmean iteration / ideal per job\n{:<17}", "policy");
         for j in &results[0].jobs {
             let _ = write!(s, " {:>10}", j.name);
         }
         s.push('\n');
         for r in results {
-            let _ = write!(s, "{:<12}", r.policy);
+            let _ = write!(s, "{:<17}", r.policy);
             for j in &r.jobs {
                 let _ = write!(s, " {:>10.3}", j.mean_ratio);
             }

@@ -60,7 +60,7 @@ enum Workload {
 #[derive(Args, Clone)]
 struct PolicyArgs {
     /// Policies, comma-separated: ecmp, qp-hash[-K], adaptive, spray-gbn,
-    /// spray-ooo (or spray), flowlet-gbn, flowlet-ooo, foresight. gbn: onto
+    /// spray-ooo (or spray), flowlet-gbn, flowlet-ooo, foresight, foresight-entropy (the planned paths reached by choosing UDP source ports, no Foresight program on the switches). gbn: onto
     /// go-back-N RoCE NICs (reordering costs rewinds); ooo: onto NICs that
     /// accept out-of-order packets.
     #[arg(

@@ -312,6 +312,7 @@ impl From<&FlowReservation> for proto::FlowReservation {
                 })
                 .collect(),
             advisory: opt_string(&f.advisory),
+            udp_src_port: f.udp_src_port.map(u32::from),
         }
     }
 }

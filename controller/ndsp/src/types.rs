@@ -655,6 +655,9 @@ pub struct FlowReservation {
     pub hops: Vec<PathHop>,
     /// Explanation, if given.
     pub advisory: Option<String>,
+    /// The UDP source port to send on (entropy steering), if the flow is
+    /// steered by the fabric's hash rather than by labels.
+    pub udp_src_port: Option<u16>,
 }
 
 /// What a reservation answers.

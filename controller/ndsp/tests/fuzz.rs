@@ -86,6 +86,7 @@ fn reservation() -> proto::Reservation {
                 egress_port: 3,
             }],
             advisory: String::new(),
+            udp_src_port: None,
         }],
         revision: 1,
         predicted: false,

@@ -93,6 +93,7 @@ impl DemandSignaling for Mock {
                         sr_label_stack: vec![],
                         hops: vec![],
                         advisory: None,
+                        udp_src_port: None,
                     }],
                     revision: 1,
                     predicted: false,

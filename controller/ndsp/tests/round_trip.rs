@@ -424,6 +424,7 @@ fn sample_reservation() -> ValidatedReservation {
             .collect(),
         sr_label_stack: labels,
         advisory: None,
+        udp_src_port: None,
     };
     ValidatedReservation {
         reservation_id: "r-7".into(),
@@ -447,6 +448,21 @@ fn sample_reservation() -> ValidatedReservation {
                 60_000_000_000,
                 vec![1003, 1002],
             ),
+            // Held by its source port (entropy steering): hops, no labels.
+            FlowReservation {
+                sr_label_stack: vec![],
+                udp_src_port: Some(51_234),
+                hops: vec![PathHop {
+                    node: "leaf1".into(),
+                    egress_port: 3,
+                }],
+                ..flow(
+                    "op-1/2",
+                    ReservationStatus::Admitted,
+                    100_000_000_000,
+                    vec![],
+                )
+            },
         ],
         revision: 3,
         predicted: true,

@@ -18,7 +18,7 @@ from .types import (
 )
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 1
+PROTOCOL_MINOR = 2
 
 _PREFIX = {
     "Priority": ("PriorityClass", "PRIORITY_CLASS_"),
@@ -160,6 +160,7 @@ def reservation_from_pb(r: pb.Reservation) -> Reservation:
                 sr_label_stack=tuple(f.sr_label_stack),
                 hops=tuple(PathHop(h.node, h.egress_port) for h in f.hops),
                 advisory=f.advisory,
+                udp_src_port=_opt(f, "udp_src_port"),
             )
             for f in r.flows
         ),

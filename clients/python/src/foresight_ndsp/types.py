@@ -228,6 +228,9 @@ class FlowReservation:
     sr_label_stack: Tuple[int, ...]
     hops: Tuple[PathHop, ...]
     advisory: str
+    # The UDP source port to send on when the fabric's own ECMP hash, not
+    # SR labels, carries the flow along hops (entropy steering); else None.
+    udp_src_port: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,20 @@ pub struct ControllerCmd {
     /// not started).
     #[arg(long, value_enum, default_value_t = daemon::ReoptimizeMode::Pending)]
     reoptimize: daemon::ReoptimizeMode,
+    /// How reserved flows are held on their paths: sr (the ingress leaf
+    /// pushes SR-MPLS labels: switches run Foresight's program), entropy
+    /// (each flow is told the UDP source port whose ECMP hash takes its
+    /// path, nothing is installed for it; a flow no port steers gets SR
+    /// labels) or entropy-only (the same on switches that cannot run
+    /// Foresight's program: a flow no port steers falls back to ECMP).
+    /// Entropy steering needs --ecmp-hash qp-aware or five-tuple, and the
+    /// switches hashing as --hash-seed says.
+    #[arg(long, value_enum, default_value_t = daemon::SteeringMode::Sr)]
+    steering: daemon::SteeringMode,
+    /// With --steering entropy[-only]: the UDP source ports flows may be
+    /// told to use, FIRST-LAST.
+    #[arg(long, default_value_t = planner::entropy::PortRange::default())]
+    entropy_ports: planner::entropy::PortRange,
     /// Wall-clock cap on the joint placement of one planning call, µs.
     #[arg(long, default_value_t = 5000)]
     joint_budget_us: u64,
@@ -324,6 +338,26 @@ impl ControllerCmd {
             },
             EcmpHash::Spray => EcmpMode::Spray,
         }
+    }
+
+    /// `--steering` with its ports; entropy steering needs a hash the
+    /// planner can predict.
+    fn steering(&self) -> anyhow::Result<Option<daemon::EntropyConfig>> {
+        let fallback_sr = match self.steering {
+            daemon::SteeringMode::Sr => return Ok(None),
+            daemon::SteeringMode::Entropy => true,
+            daemon::SteeringMode::EntropyOnly => false,
+        };
+        if matches!(self.ecmp_hash, EcmpHash::Flowlet | EcmpHash::Spray) {
+            bail!(
+                "--steering entropy: the switches must hash each flow to one path \
+                 (--ecmp-hash qp-aware or five-tuple), not pick members at random"
+            );
+        }
+        Ok(Some(daemon::EntropyConfig {
+            ports: self.entropy_ports,
+            fallback_sr,
+        }))
     }
 
     /// `--hash-seed`, or the target's default; what the target's program
@@ -572,6 +606,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             ..PlannerConfig::default()
         },
         reoptimize: cmd.reoptimize,
+        steering: cmd.steering()?,
         policy: Policy {
             lead_ns,
             ecn: cmd.ecn,

@@ -675,6 +675,9 @@ struct FlowOut {
     start_unix_ns: u64,
     end_unix_ns: u64,
     labels: Vec<u32>,
+    /// The UDP source port to send on (entropy steering).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    udp_src_port: Option<u16>,
     path: Vec<String>,
 }
 
@@ -734,6 +737,7 @@ fn out(r: &ValidatedReservation, install_us: Option<u64>) -> ReservationOut {
                 start_unix_ns: f.start_unix_ns,
                 end_unix_ns: f.end_unix_ns,
                 labels: f.sr_label_stack.clone(),
+                udp_src_port: f.udp_src_port,
                 path: f
                     .hops
                     .iter()
@@ -786,13 +790,21 @@ fn print_reservation(r: &ReservationOut) {
             "QP",
             "STATUS",
             "GOT / ASKED",
-            "LABELS",
+            "HELD BY",
             "PATH",
         ],
         &[2, 4],
     );
     for f in r.flows.iter().take(64) {
-        let labels: Vec<String> = f.labels.iter().map(u32::to_string).collect();
+        let held_by = match f.udp_src_port {
+            Some(port) => format!("source port {port}"),
+            None => f
+                .labels
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
         flows.add_row(vec![
             f.flow_id.clone(),
             format!("{} -> {}", f.src, f.dst),
@@ -803,7 +815,7 @@ fn print_reservation(r: &ReservationOut) {
                 text_table::rate(f.accepted_bps),
                 text_table::rate(f.requested_bps)
             ),
-            labels.join(" "),
+            held_by,
             f.path.join(" "),
         ]);
     }

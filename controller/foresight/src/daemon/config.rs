@@ -40,6 +40,26 @@ pub enum ReoptimizeMode {
     NotStarted,
 }
 
+/// How reserved flows are held on their paths (`--steering`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SteeringMode {
+    /// SR-MPLS labels pushed by the ingress leaf.
+    Sr,
+    /// The flow's UDP source port; SR labels where no port steers.
+    Entropy,
+    /// The flow's UDP source port; ECMP where no port steers.
+    EntropyOnly,
+}
+
+/// Entropy steering's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct EntropyConfig {
+    /// The ports a flow may be told to use.
+    pub ports: planner::entropy::PortRange,
+    /// Pin flows no port steers by SR (the switches run Foresight's program).
+    pub fallback_sr: bool,
+}
+
 pub struct Config {
     pub topology: Topology,
     pub pipeline: Pipeline,
@@ -63,6 +83,8 @@ pub struct Config {
     pub policy: Policy,
     /// Which reservations planning may move before they are installed.
     pub reoptimize: ReoptimizeMode,
+    /// Hold reserved flows by their UDP source port (`None`: SR labels).
+    pub steering: Option<EntropyConfig>,
     /// Congestion episodes from INT reports.
     pub telemetry: TelemetryConfig,
     /// When observed traffic is a forecast mismatch.

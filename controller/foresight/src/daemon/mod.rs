@@ -69,5 +69,5 @@ pub mod views;
 pub mod watch_counters;
 
 pub use clock::now_unix_ns;
-pub use config::{Config, ReoptimizeMode, Switches};
+pub use config::{Config, EntropyConfig, ReoptimizeMode, SteeringMode, Switches};
 pub use controller::Controller;

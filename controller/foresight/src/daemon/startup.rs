@@ -20,10 +20,10 @@ use serde::Serialize;
 use tokio::sync::{broadcast, Notify};
 
 use super::clock::now_unix_ns;
-use super::config::{Config, ReoptimizeMode, Switches};
+use super::config::{Config, EntropyConfig, ReoptimizeMode, Switches};
 use super::controller::{Controller, Inner};
 use super::desired::{Compiler, Policy};
-use super::engine::{Engine, Reoptimization, Restored};
+use super::engine::{Engine, EntropySteering, Reoptimization, Restored};
 use super::ha;
 use super::http;
 use super::identity::Mtls;
@@ -108,6 +108,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         config.planner.clone(),
         config.tenant_shares,
         reoptimization,
+        config.steering,
     )
     .await?;
     let devices = Arc::new(config.devices);
@@ -411,6 +412,7 @@ async fn restore_engine(
     planner: planner::PlannerConfig,
     shares: planner::shares::TenantShares,
     reoptimization: Reoptimization,
+    steering: Option<EntropyConfig>,
 ) -> anyhow::Result<Restart> {
     let state = match store {
         Store::Memory => None,
@@ -420,8 +422,10 @@ async fn restore_engine(
     let reloaded = state.is_some();
     let state = state.unwrap_or_else(|| State::new(topo.name(), now));
     let jobs = requests::registered_jobs(&state)?;
+    let entropy = steering.map(|s| EntropySteering::new(topo, &planner, s.ports, s.fallback_sr));
     let (mut engine, restored) = Engine::new(topo, planner, shares, state, jobs)?;
     engine.reoptimization = reoptimization;
+    engine.steering = entropy;
     let expired = engine.expire(now);
     if reloaded {
         tracing::info!(

@@ -409,6 +409,11 @@ pub struct FlowRecord {
     pub labels: Vec<u32>,
     /// The reserved path, or the ECMP path of a fallback flow.
     pub hops: Vec<Hop>,
+    /// The UDP source port the sender was told to use, when the fabric's
+    /// own ECMP hash carries the flow along `hops` (entropy steering;
+    /// `labels` is then empty and nothing is installed for the flow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_src_port: Option<u16>,
 }
 
 impl FlowRecord {

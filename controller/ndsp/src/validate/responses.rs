@@ -389,6 +389,27 @@ fn flow_reservation(p: Path<'_>, f: &proto::FlowReservation) -> Result<FlowReser
         });
     }
     let advisory = text(p.field("advisory"), &f.advisory, MAX_TEXT_LEN)?;
+    let udp_src_port = match f.udp_src_port {
+        None => None,
+        Some(_) if !status.reserves() => {
+            return p
+                .field("udp_src_port")
+                .err(format!("must be absent when the status is {status_name}"))
+        }
+        Some(_) if !f.sr_label_stack.is_empty() => {
+            return p
+                .field("udp_src_port")
+                .err("and sr_label_stack are both set: a flow is steered by its source port or by labels, not both")
+        }
+        Some(port) => match u16::try_from(port) {
+            Ok(port) if port > 0 => Some(port),
+            _ => {
+                return p
+                    .field("udp_src_port")
+                    .err(format!("{port} is not a UDP source port (1 to 65535)"))
+            }
+        },
+    };
     Ok(FlowReservation {
         flow_id,
         source_address,
@@ -405,6 +426,7 @@ fn flow_reservation(p: Path<'_>, f: &proto::FlowReservation) -> Result<FlowReser
         sr_label_stack: f.sr_label_stack.clone(),
         hops,
         advisory,
+        udp_src_port,
     })
 }
 

@@ -25,6 +25,7 @@ impl Engine {
             f.accepted_bps = 0;
             f.labels.clear();
             f.hops.clear();
+            f.udp_src_port = None;
         }
         let id = r.id.clone();
         self.state.retire(idx);

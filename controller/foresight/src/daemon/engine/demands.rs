@@ -275,6 +275,7 @@ impl Engine {
                     end_unix_ns: s + duration,
                     labels: Vec::new(),
                     hops: Vec::new(),
+                    udp_src_port: None,
                 });
             }
             return Err(Box::new(record));

@@ -17,7 +17,8 @@
 //! (cancel, deviation, expiry), `links` (link state), `jobs`
 //! (registrations); `outcome` opens records and turns a plan into them;
 //! `records` is the engine itself, records and ledger kept in step;
-//! `refusal` says why a request is refused.
+//! `refusal` says why a request is refused; `steering` how a reserved flow
+//! is held on its path (SR labels or its UDP source port).
 
 mod changes;
 mod collectives;
@@ -27,6 +28,7 @@ mod links;
 mod outcome;
 mod records;
 mod refusal;
+mod steering;
 #[cfg(test)]
 mod testing;
 
@@ -34,3 +36,4 @@ pub use links::LinkChange;
 pub use outcome::{PlanTiming, Planned};
 pub use records::{to_ndsp, Engine, Reoptimization, Restored};
 pub use refusal::Refusal;
+pub use steering::EntropySteering;

@@ -10,6 +10,7 @@ use planner::admission::{DemandPlan, Outcome, Reason as PlanReason};
 use planner::demand::{Demand, DemandKind, Flow};
 
 use super::records::Engine;
+use super::steering::Hold;
 use crate::daemon::state::{FlowRecord, Hop, Lifecycle, Reason, Reservation, Status, Subject};
 
 /// Planner priority of each NDSP priority class (higher is planned first).
@@ -246,20 +247,26 @@ impl Engine {
             let Some(idx) = self.state.reservations.iter().position(|r| r.id == m.id) else {
                 continue;
             };
-            let paths: Vec<(usize, Vec<Hop>, Vec<u32>)> = m
+            let record = &self.state.reservations[idx];
+            let paths: Vec<(usize, Vec<Hop>, Hold)> = m
                 .flows
                 .iter()
-                .map(|f| {
-                    let labels = f.to.label_stack(self.topo).unwrap_or_default();
-                    (f.index, self.hops_of(&f.to), labels)
+                .filter_map(|f| {
+                    let hold = self.hold_record(record.flows.get(f.index)?, &f.to);
+                    Some((f.index, self.hops_of(&f.to), hold))
                 })
                 .collect();
             let r = &mut self.state.reservations[idx];
-            for (i, hops, labels) in paths {
-                if let Some(f) = r.flows.get_mut(i) {
-                    f.hops = hops;
-                    f.labels = labels;
+            for (i, hops, hold) in paths {
+                let f = &mut r.flows[i];
+                f.hops = hops;
+                if let Hold::Cannot(reason) = hold {
+                    // Moved where neither labels nor a port hold it: ECMP.
+                    f.status = Status::FallbackEcmp;
+                    f.reason = reason;
+                    f.accepted_bps = 0;
                 }
+                (f.labels, f.udp_src_port) = hold.parts();
             }
             r.revision += 1;
             let why: Vec<String> = m.causes.iter().map(|c| c.to_string()).collect();
@@ -333,38 +340,25 @@ impl Engine {
         record.flows.clear();
         for ((flow, fp), m) in demand.flows.iter().zip(&dp.flows).zip(meta) {
             let hops = self.hops_of(&fp.path);
-            let labels = if fp.reserved_bps > 0 {
-                fp.path
-                    .label_stack(self.topo)
-                    .ok()
-                    .filter(|l| !l.is_empty() && l.len() <= installer::names::SR_PUSH.len())
+            let hold = if fp.reserved_bps > 0 {
+                self.hold(flow, m.steer_qp, &fp.path)
             } else {
-                None
+                Hold::Cannot(plan_reason_or(plan_reason))
             };
-            let (status, reason, accepted, labels) = match (fp.reserved_bps, labels) {
-                (0, _) => (
-                    Status::FallbackEcmp,
-                    plan_reason_or(plan_reason),
-                    0,
-                    Vec::new(),
-                ),
-                (_, None) => (
-                    Status::FallbackEcmp,
-                    Reason::LabelStackTooDeep,
-                    0,
-                    Vec::new(),
-                ),
-                (r, Some(l)) if r >= flow.rate_bps && dp.shift_ns > 0 => (
+            let (status, reason, accepted, hold) = match (fp.reserved_bps, hold) {
+                (_, Hold::Cannot(reason)) => {
+                    (Status::FallbackEcmp, reason, 0, Hold::Cannot(reason))
+                }
+                (r, h) if r >= flow.rate_bps && dp.shift_ns > 0 => (
                     Status::Deferred,
                     Reason::InsufficientCapacity,
                     flow.rate_bps,
-                    l,
+                    h,
                 ),
-                (r, Some(l)) if r >= flow.rate_bps => {
-                    (Status::Admitted, Reason::None, flow.rate_bps, l)
-                }
-                (r, Some(l)) => (Status::Partial, plan_reason_or(plan_reason), r, l),
+                (r, h) if r >= flow.rate_bps => (Status::Admitted, Reason::None, flow.rate_bps, h),
+                (r, h) => (Status::Partial, plan_reason_or(plan_reason), r, h),
             };
+            let (labels, udp_src_port) = hold.parts();
             let start = self.to_unix_ns(fp.start_ns);
             record.flows.push(FlowRecord {
                 flow_id: m.flow_id.clone(),
@@ -387,6 +381,7 @@ impl Engine {
                 end_unix_ns: start + flow.duration_ns,
                 labels,
                 hops,
+                udp_src_port,
             });
         }
         let all = |s: Status| record.flows.iter().all(|f| f.status == s);

@@ -42,6 +42,8 @@ pub struct Engine {
     pub(super) jobs: HashMap<(String, String), nt::ValidatedTopology>,
     /// Which earlier reservations a planning call may move.
     pub reoptimization: Reoptimization,
+    /// Hold reserved flows by their UDP source port rather than SR labels.
+    pub steering: Option<super::EntropySteering>,
 }
 
 /// Which earlier reservations planning may re-place (paths only, never
@@ -91,6 +93,7 @@ impl Engine {
                 .map(|t| ((t.ctx.tenant.clone(), t.job_id.clone()), t))
                 .collect(),
             reoptimization: Reoptimization::default(),
+            steering: None,
         };
         let mut restored = Restored::default();
         for r in &engine.state.reservations {
@@ -328,6 +331,11 @@ pub fn to_ndsp(r: &Reservation) -> nt::ValidatedReservation {
                 Vec::new()
             },
             advisory: None,
+            udp_src_port: if reserves(f.status) {
+                f.udp_src_port
+            } else {
+                None
+            },
         })
         .collect();
     nt::ValidatedReservation {

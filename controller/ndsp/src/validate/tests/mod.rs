@@ -185,6 +185,7 @@ fn admitted_flow() -> proto::FlowReservation {
             },
         ],
         advisory: String::new(),
+        udp_src_port: None,
     }
 }
 

@@ -276,6 +276,51 @@ fn flow_dest_qp_is_24_bit() {
 }
 
 #[test]
+fn a_source_port_holds_a_reserved_flow_without_labels() {
+    let by_port = |f: &mut proto::FlowReservation| {
+        f.sr_label_stack.clear();
+        f.udp_src_port = Some(51_234);
+    };
+    let mut r = admitted();
+    by_port(&mut r.flows[0]);
+    accepts(&r);
+    rejects(
+        &admitted(),
+        with_flow(|f| f.udp_src_port = Some(51_234)),
+        "flows[0].udp_src_port",
+        "not both",
+    );
+    for bad in [0, 65_536] {
+        rejects(
+            &admitted(),
+            with_flow(move |f| {
+                by_port(f);
+                f.udp_src_port = Some(bad);
+            }),
+            "flows[0].udp_src_port",
+            "is not a UDP source port",
+        );
+    }
+    let mut fallback = admitted();
+    fallback.status = proto::ReservationStatus::FallbackEcmp as i32;
+    fallback.reason = proto::ReasonCode::NoPath as i32;
+    fallback.advisory = "no port".into();
+    let f = &mut fallback.flows[0];
+    f.status = proto::ReservationStatus::FallbackEcmp as i32;
+    f.reason = proto::ReasonCode::NoPath as i32;
+    f.accepted_bps = 0;
+    f.sr_label_stack.clear();
+    f.hops.clear();
+    accepts(&fallback);
+    rejects(
+        &fallback,
+        with_flow(|f| f.udp_src_port = Some(51_234)),
+        "flows[0].udp_src_port",
+        "must be absent",
+    );
+}
+
+#[test]
 fn nested_reservation_paths_are_prefixed() {
     let resp = proto::SubmitDemandResponse {
         reservations: vec![admitted(), {

@@ -1,0 +1,209 @@
+//! How a reserved flow is held on its path: by SR labels the ingress leaf
+//! pushes (switches that run Foresight's program), or by the UDP source
+//! port whose hash the switches' own ECMP turns into that path (entropy
+//! steering, [`planner::entropy`]: any switch, nothing installed).
+
+use planner::ecmp::HashMode;
+use planner::entropy::{PortRange, Steering};
+use planner::topology::Topology;
+
+use super::records::Engine;
+use crate::daemon::state::Reason;
+
+/// Entropy steering as the controller was started with it.
+#[derive(Clone, Debug)]
+pub struct EntropySteering {
+    solver: Steering,
+    ports: PortRange,
+    /// Whether a flow no port steers is pinned by SR labels instead (the
+    /// switches run Foresight's program) or left to ECMP (they do not).
+    fallback_sr: bool,
+}
+
+impl EntropySteering {
+    /// For switches hashing as the planner predicts (`config`), ports from
+    /// `ports`.
+    pub fn new(
+        topo: &Topology,
+        config: &planner::PlannerConfig,
+        ports: PortRange,
+        fallback_sr: bool,
+    ) -> EntropySteering {
+        EntropySteering {
+            solver: Steering::new(&config.ecmp_seeds.seeds(topo), config.ecmp_hash),
+            ports,
+            fallback_sr,
+        }
+    }
+}
+
+/// What holds a flow on its path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Hold {
+    /// The ingress leaf pushes these labels.
+    Labels(Vec<u32>),
+    /// The sender uses this UDP source port.
+    Port(u16),
+    /// Nothing can: the flow falls back to ECMP for this reason.
+    Cannot(Reason),
+}
+
+impl Hold {
+    /// The record's `labels` and `udp_src_port` (both empty for `Cannot`).
+    pub(super) fn parts(self) -> (Vec<u32>, Option<u16>) {
+        match self {
+            Hold::Labels(l) => (l, None),
+            Hold::Port(p) => (Vec::new(), Some(p)),
+            Hold::Cannot(_) => (Vec::new(), None),
+        }
+    }
+}
+
+impl Engine {
+    /// How `flow`, reserved on `path`, is held there. `qp_known`: the
+    /// client gave the flow's destination QP (a QP-aware hash needs it).
+    pub(super) fn hold(&self, flow: &planner::Flow, qp_known: bool, path: &planner::Path) -> Hold {
+        let labels = || match path.label_stack(self.topo) {
+            Ok(l) if !l.is_empty() && l.len() <= installer::names::SR_PUSH.len() => Hold::Labels(l),
+            _ => Hold::Cannot(Reason::LabelStackTooDeep),
+        };
+        let Some(entropy) = &self.steering else {
+            return labels();
+        };
+        let fallback = || {
+            if entropy.fallback_sr {
+                labels()
+            } else {
+                Hold::Cannot(Reason::NoPath)
+            }
+        };
+        if entropy.solver.mode() == HashMode::QpAware && !qp_known {
+            // The switches hash a QP the controller does not know.
+            return fallback();
+        }
+        match entropy
+            .solver
+            .port_for(self.topo, flow, path, entropy.ports, |e| {
+                self.planner.is_edge_down(e)
+            }) {
+            Ok(s) => Hold::Port(s.port),
+            Err(_) => fallback(),
+        }
+    }
+
+    /// [`Engine::hold`] for a recorded flow moved to `path`.
+    pub(super) fn hold_record(
+        &self,
+        f: &crate::daemon::state::FlowRecord,
+        path: &planner::Path,
+    ) -> Hold {
+        let (Some(&src), Some(&dst)) = (self.by_ip.get(&f.src_ip), self.by_ip.get(&f.dst_ip))
+        else {
+            return Hold::Cannot(Reason::UnknownEndpoint);
+        };
+        let flow = planner::Flow {
+            src,
+            dst,
+            src_ip: f.src_ip,
+            dst_ip: f.dst_ip,
+            udp_src_port: f
+                .udp_src_port
+                .unwrap_or_else(|| planner::conventions::udp_src_port_for_qp(f.qp)),
+            dest_qp: f.qp,
+            start_ns: 0,
+            bytes: f.bytes,
+            rate_bps: f.rate_bps,
+            duration_ns: f.duration_ns.max(1),
+        };
+        self.hold(&flow, f.steer_qp, path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use planner::ecmp::{ecmp_path_avoiding, HashKey};
+
+    use super::super::testing::*;
+    use super::*;
+
+    fn steered(fallback_sr: bool) -> Engine {
+        let mut e = engine();
+        e.steering = Some(EntropySteering::new(
+            e.topo,
+            &PlannerConfig::default(),
+            PortRange::default(),
+            fallback_sr,
+        ));
+        e
+    }
+
+    /// A flow whose QP the client gave is told a source port: the switches'
+    /// QP-aware hash walks exactly the reserved path with it, the answer
+    /// carries it and no labels, and nothing is installed for the flow.
+    #[test]
+    fn a_flow_is_held_by_its_source_port_and_installs_nothing() {
+        let mut e = steered(true);
+        let r = submit(
+            &mut e,
+            vec![demand(
+                "d",
+                "10.0.1.1",
+                "10.0.2.1",
+                0,
+                50 * MS,
+                40_000_000_000,
+                Some(0x321),
+            )],
+            T0,
+        )
+        .unwrap();
+        let f = &r[0].flows[0];
+        assert_eq!(f.status, Status::Admitted);
+        assert!(f.labels.is_empty());
+        let port = f.udp_src_port.expect("a source port");
+        let path = e.path_of(&f.hops).unwrap();
+        let (src, dst) = (e.by_ip[&f.src_ip], e.by_ip[&f.dst_ip]);
+        let key = HashKey::roce_qp(f.src_ip, f.dst_ip, port, 0x321);
+        let seeds = PlannerConfig::default().ecmp_seeds.seeds(e.topo);
+        assert_eq!(
+            ecmp_path_avoiding(e.topo, src, dst, &key, &seeds, |_| false),
+            Some(path)
+        );
+        let told = wire(&r[0]);
+        assert_eq!(told.flows[0].udp_src_port, Some(port));
+        assert!(told.flows[0].sr_label_stack.is_empty());
+        let mut comp = compiler(e.topo, 0);
+        assert!(leaf1_sr_entries(&comp.desired(&e.state, T0 + MS).unwrap()).is_empty());
+    }
+
+    /// Without the QP a QP-aware hash needs, no port can be promised: the
+    /// flow is pinned by labels where the switches run Foresight's program,
+    /// and falls back to ECMP (saying why) where they do not.
+    #[test]
+    fn an_unknown_qp_falls_back_to_labels_or_to_ecmp() {
+        let ask = || {
+            vec![demand(
+                "d",
+                "10.0.1.1",
+                "10.0.2.1",
+                0,
+                50 * MS,
+                40_000_000_000,
+                None,
+            )]
+        };
+        let mut e = steered(true);
+        let f = submit(&mut e, ask(), T0).unwrap()[0].flows[0].clone();
+        assert_eq!((f.status, f.udp_src_port), (Status::Admitted, None));
+        assert!(!f.labels.is_empty());
+        let mut e = steered(false);
+        let r = submit(&mut e, ask(), T0).unwrap();
+        let f = &r[0].flows[0];
+        assert_eq!(
+            (f.status, f.reason, f.udp_src_port),
+            (Status::FallbackEcmp, Reason::NoPath, None)
+        );
+        assert!(f.labels.is_empty());
+        wire(&r[0]);
+    }
+}

@@ -27,7 +27,15 @@ mode:
              member and draws a new one after a pause longer than
              --flowlet-timeout-ms (default: twice the lab's round trip);
   spray      per-packet spraying: every switch picks a random member for
-             every packet (NICs must cope with reordering).
+             every packet (NICs must cope with reordering);
+  foresight-entropy
+             Foresight on a fabric that cannot run its program: the switches
+             hash the 5-tuple and nothing is installed for a reservation (no
+             SR push, no reservation table, no pre-drain); the controller
+             (--steering entropy-only) tells every reserved connection the
+             UDP source port whose hash takes its reserved path, and the
+             hosts send on it. --int-path-check has the collector read every
+             steered connection's path from INT (leaf-spine-lab, jax-lab).
 flowlet and spray send the qp mode's traffic (one source port per QP); by
 default the experiment runs ecmp5, qp and foresight.
 
@@ -88,11 +96,15 @@ import lab as labmod  # noqa: E402
 import labkit  # noqa: E402
 import shaper as shapermod  # noqa: E402
 
-MODES = ("ecmp5", "qp", "foresight", "flowlet", "spray")
+MODES = ("ecmp5", "qp", "foresight", "flowlet", "spray", "foresight-entropy")
+# The modes whose forecast goes to the controller.
+FORECAST_MODES = ("foresight", "foresight-entropy")
 DEFAULT_MODES = ("ecmp5", "qp", "foresight")
 # The controller's --ecmp-hash in each mode.
 ECMP_HASH = {"ecmp5": "five-tuple", "qp": "qp-aware", "foresight": "qp-aware",
-             "flowlet": "flowlet", "spray": "spray"}
+             "flowlet": "flowlet", "spray": "spray", "foresight-entropy": "five-tuple"}
+# The controller's --steering in each mode (sr unless said).
+STEERING = {"foresight-entropy": "entropy-only"}
 # Flowlet timeout: twice the lab's unloaded round trip, so that a flowlet
 # ends only at a pause (a ring step waiting for its predecessor, a DCQCN
 # rate cut) and a QP sending at its rate stays one flowlet. At 2.5 packets/s
@@ -136,11 +148,18 @@ class Experiment:
         self.controller_mode = None
         self.down_link = find_link(f, args.link_down) if getattr(args, "link_down", None) else None
         self.topology_copy = None
-        self.int_reports = args.cmd == "predrain" and self.lab.collector is not None
+        self.int_reports = self.lab.collector is not None and (
+            args.cmd == "predrain" or getattr(args, "int_path_check", False))
+        if getattr(args, "int_path_check", False) and not self.lab.collector:
+            raise SystemExit("--int-path-check needs the topology's collector host (INT reports)")
+        if "foresight-entropy" in getattr(args, "modes", ()) and args.reserved_queue == "own":
+            raise SystemExit("--reserved-queue own puts reserved traffic in a queue by its SR label; "
+                             "foresight-entropy installs none (run it with the shared queue)")
 
     # -- controller per mode ----------------------------------------------
     def controller(self, mode, predrain=True):
-        key = (ECMP_HASH[mode], predrain)
+        steering = STEERING.get(mode, "sr")
+        key = (ECMP_HASH[mode], steering, predrain)
         if self.controller_mode == key:
             return
         self.lab.stop_controller()
@@ -152,7 +171,8 @@ class Experiment:
                  "--flowlet-timeout-us", str(int(self.args.flowlet_timeout_ms * 1000)),
                  "--hash-seed", self.args.hash_seed, "--reserved-tc", str(tc),
                  "--background-tc", str(tc if self.args.background_dscp is None else LOW_QUEUE),
-                 "--headroom", "1.0", "--lead-time-ms", str(self.args.lead_time_ms)]
+                 "--headroom", "1.0", "--lead-time-ms", str(self.args.lead_time_ms),
+                 "--steering", steering]
         if not predrain:
             extra += ["--predrain-probability", "0"]
         if not self.args.lowered_ecn:
@@ -345,15 +365,26 @@ class Experiment:
         res = labkit.reserve_batch(self.lab, demands, path)
         flows = [fl for rv in res for fl in rv["flows"]]
         reserved = sum(1 for fl in flows if fl["accepted_bps"] > 0)
+        by_ip = {f.ip(h): h for h in f.hosts}
+        # Entropy steering: every packet of a steered connection leaves on
+        # the source port it was told.
+        steered = 0
+        for fl in flows:
+            port = fl.get("udp_src_port")
+            if port is None:
+                continue
+            steered += 1
+            for g in spec["flows"]:
+                if (g["src"], g["dst"], g["dest_qp"]) == (by_ip[fl["src"]], by_ip[fl["dst"]], fl["dest_qp"]):
+                    g["udp_src_port"] = port
         # The NDSP contract: a sender keeps to the bandwidth it was granted
         # when the grant is partial; what fell back to ECMP sends as it likes.
-        by_ip = {f.ip(h): h for h in f.hosts}
         for fl in flows:
             if 0 < fl["accepted_bps"] < fl["requested_bps"]:
                 for g in spec["flows"]:
                     if (g["src"], g["dst"], g["dest_qp"]) == (by_ip[fl["src"]], by_ip[fl["dst"]], fl["dest_qp"]):
                         g["line_rate_pps"] *= fl["accepted_bps"] / fl["requested_bps"]
-        return reserved, len(flows), [d["id"] for d in demands]
+        return reserved, len(flows), steered, [d["id"] for d in demands]
 
     def ack_class(self):
         """With reserved traffic in its own queue, ACKs and NAKs ride the
@@ -400,19 +431,19 @@ class Experiment:
         s, ring_start, ideal = self.prepare(spec, mode, start_ns)
         with open(os.path.join(raw, "topology.txt"), "w") as fh:
             fh.write(self.topology_as_run() + "\n")
-        reserved = total = 0
+        reserved = total = steered = 0
         demand_ids = []
         shaped = {}
-        if mode == "foresight":
-            reserved, total, demand_ids = self.forecast(s, ring_start, ideal,
-                                                        os.path.join(raw, "forecast.json"), tag)
-            if self.args.reserved_queue == "own":
+        if mode in FORECAST_MODES:
+            reserved, total, steered, demand_ids = self.forecast(s, ring_start, ideal,
+                                                                 os.path.join(raw, "forecast.json"), tag)
+            if self.args.reserved_queue == "own" and mode == "foresight":
                 shaped = self.shape_ports(os.path.join(raw, "reservations.json"))
         spec_path = os.path.join(raw, "spec.json")
         with open(spec_path, "w") as fh:
             json.dump(s, fh)
         collector = None
-        if self.int_reports and mode == "foresight":
+        if self.int_reports and mode in FORECAST_MODES:
             collector = self.lab.fabric_popen(
                 [self.foresight, "int-collect", "--listen", f"0.0.0.0:{labmod.INT_PORT}",
                  "--csv", os.path.join(raw, "int.csv"), "--topology", self.lab.fabric.path],
@@ -447,7 +478,7 @@ class Experiment:
                "ce_marked": fct["ce_marked"] if fct else "",
                **{k: fct[k] if fct else "" for k in ("naks", "rewinds", "resent_bytes")},
                "background_packets": fct["background_bytes"] if fct else "",
-               "reserved_flows": reserved, "forecast_flows": total,
+               "reserved_flows": reserved, "forecast_flows": total, "steered_flows": steered,
                "failed_hosts": " ".join(f"{h}:{c}" for h, c in bad.items())}
         links = [{"seed": seed, "mode": mode, "nic": self.args.nic, "predrain": int(predrain), "switch": s, "port": p,
                   "packets": after[(s, p)] - before.get((s, p), 0)}
@@ -455,6 +486,9 @@ class Experiment:
         drops = {f"{s}:{k}": after[(s, k)] - before.get((s, k), 0) for (s, k) in after
                  if isinstance(k, str) and after[(s, k)] != before.get((s, k), 0)}
         row["switch_drops"] = " ".join(f"{k}={v}" for k, v in sorted(drops.items()))
+        checked = labkit.steered_paths(raw) if collector and mode == "foresight-entropy" else None
+        row["paths_checked"] = checked["checked"] if checked else ""
+        row["paths_off"] = checked["off"] if checked else ""
         for d in demand_ids:
             # Withdraw what is still live before the next run.
             self.lab.fabric_cmd([self.foresight, "cancel", "--demand", d, "--controller", labmod.NDSP_ADDR],
@@ -583,7 +617,9 @@ def cmd_allreduce(args):
                 eta = (time.time() - t0) / done * (total - done)
                 labkit.progress(f"[{done}/{total}] seed {seed} {mode:<9} completion {row['completion_s']} s "
                          f"= {row['slowdown']}x ideal ({row['ideal_s']} s)"
-                         f"{' reserved ' + str(row['reserved_flows']) + '/' + str(row['forecast_flows']) if mode == 'foresight' else ''}"
+                         f"{' reserved ' + str(row['reserved_flows']) + '/' + str(row['forecast_flows']) if mode in FORECAST_MODES else ''}"
+                         f"{' steered ' + str(row['steered_flows']) if mode == 'foresight-entropy' else ''}"
+                         f"{' paths off ' + str(row['paths_off']) + '/' + str(row['paths_checked']) if row['paths_checked'] != '' else ''}"
                          f"{' FAILED ' + row['failed_hosts'] if row['failed_hosts'] else ''}; load {row['load_1m']}; ETA {eta:.0f} s")
                 labkit.write_csv(os.path.join(args.out, "runs.csv"), runs)
                 labkit.write_csv(os.path.join(args.out, "links.csv"), links)
@@ -683,6 +719,10 @@ def main():
                            help="--tenants, foresight mode: the inference tenant announces its KV transfers too, "
                                 "in the same forecast as the ring (latency-critical): what announcing them would "
                                 "buy, at best, as no prefill ends that far ahead")
+        p.add_argument("--int-path-check", action="store_true",
+                       help="foresight-entropy: the collector reads every steered connection's path from INT "
+                            "(its watch entry, telemetry only) and runs.csv counts those off their reserved path "
+                            "(INT reports load the fabric: keep timing runs without it)")
         p.add_argument("--link-down", metavar="SWITCH:PORT",
                        help="this fabric link is down for the whole experiment (the controller is told with "
                             "`foresight link down` after every start; no route or ECMP group uses it)")

@@ -68,6 +68,37 @@ def reserve_batch(lab, demands, forecast_path):
     return json.loads(r.stdout)
 
 
+def steered_paths(raw):
+    """Entropy steering's path check: every connection the controller told a
+    UDP source port (raw/reservations.json), against the paths INT saw its
+    packets take (raw/int.csv, one row per hop of each report, the sink's
+    hop 0). Returns how many steered connections INT saw (checked), how
+    many of those had a packet off its reserved path (off), and how many
+    it never saw (unseen)."""
+    with open(os.path.join(raw, "reservations.json")) as fh:
+        granted = {(fl["src"], fl["dst"], fl["dest_qp"]): fl["path"]
+                   for rv in json.load(fh) for fl in rv["flows"] if fl.get("udp_src_port") is not None}
+    reports = {}
+    path = os.path.join(raw, "int.csv")
+    if os.path.exists(path):
+        with open(path) as fh:
+            for r in csv.DictReader(fh):
+                if r["dst_qp"] == "" or r["egress_port"] == "":
+                    continue
+                key = (r["src"], r["dst"], int(r["dst_qp"]))
+                hops = reports.setdefault((key, r["sink"], r["seq"]), {})
+                hops[int(r["hop"])] = f"{r['node']}:{r['egress_port']}"
+    seen = {}
+    for (key, _, _), hops in reports.items():
+        if key in granted:
+            seen.setdefault(key, set()).add(tuple(hops[i] for i in sorted(hops, reverse=True)))
+    off = [k for k, paths in seen.items() if paths != {tuple(granted[k])}]
+    for k in off[:3]:
+        progress(f"  {k[0]} -> {k[1]} qp {k[2]:#x}: reserved {' '.join(granted[k])}, "
+                 f"INT saw {' | '.join(' '.join(p) for p in sorted(seen[k]))}")
+    return {"checked": len(seen), "off": len(off), "unseen": len(granted) - len(seen)}
+
+
 def write_csv(path, rows):
     if not rows:
         return

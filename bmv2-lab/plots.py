@@ -10,9 +10,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 MODE_LABEL = {"ecmp5": "ECMP (5-tuple)", "qp": "QP-aware ECMP", "flowlet": "Flowlets",
-              "spray": "Packet spraying", "foresight": "Foresight"}
+              "spray": "Packet spraying", "foresight": "Foresight",
+              "foresight-entropy": "Foresight, source ports only"}
 COLORS = {"ecmp5": "#c0504d", "qp": "#e39b2d", "flowlet": "#8064a2", "spray": "#4bacc6",
-          "foresight": "#2f7ed8"}
+          "foresight": "#2f7ed8", "foresight-entropy": "#7fb0e8"}
 
 
 def _read(path):

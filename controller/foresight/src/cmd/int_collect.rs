@@ -26,7 +26,7 @@ pub struct IntCollectCmd {
     topology: Option<PathBuf>,
 }
 
-const HEADER: &str = "recv_unix_ns,sink,seq,src,dst,hop,node,ingress_port,egress_port,queue_id,queue_occupancy,hop_latency_us,egress_ts_us,tx_bytes";
+const HEADER: &str = "recv_unix_ns,sink,seq,src,dst,hop,node,ingress_port,egress_port,queue_id,queue_occupancy,hop_latency_us,egress_ts_us,tx_bytes,dst_qp";
 
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or(String::new(), |v| v.to_string())
@@ -71,7 +71,7 @@ pub fn run(cmd: IntCollectCmd) -> anyhow::Result<()> {
                             for (i, h) in rep.hops.iter().enumerate() {
                                 writeln!(
                                     out,
-                                    "{at},{},{},{},{},{i},{},{},{},{},{},{},{},{}",
+                                    "{at},{},{},{},{},{i},{},{},{},{},{},{},{},{},{}",
                                     name(rep.node_id),
                                     rep.seq_no,
                                     rep.src,
@@ -84,6 +84,7 @@ pub fn run(cmd: IntCollectCmd) -> anyhow::Result<()> {
                                     opt(h.hop_latency),
                                     opt(h.egress_ts),
                                     opt(h.tx_bytes),
+                                    opt(rep.dst_qp),
                                 )?;
                             }
                         }

@@ -247,6 +247,20 @@ impl Compiler {
         r.priority <= BACKGROUND_PRIORITY && self.policy.background_tc != self.policy.reserved_tc
     }
 
+    /// A flow held by its source port (entropy steering) has nothing
+    /// installed; where the switches run Foresight's program and INT
+    /// reports go to a collector, its INT watch entry still goes in during
+    /// its window, so the collector sees which path the fabric's hash gave
+    /// it (telemetry only: the entry steers nothing).
+    fn watches_steered(&self, f: &FlowRecord, now: u64) -> bool {
+        self.policy.collector.is_some()
+            && f.udp_src_port.is_some()
+            && f.status.reserves()
+            && !f.hops.is_empty()
+            && f.install_unix_ns(self.policy.lead_ns) <= now
+            && now < f.end_unix_ns
+    }
+
     fn reserved_flow(&self, f: &FlowRecord) -> ReservedFlow {
         let hops: Vec<(u32, u16)> = f
             .hops
@@ -344,6 +358,16 @@ impl Compiler {
         for r in &state.reservations {
             for (i, f) in r.flows.iter().enumerate() {
                 if !f.active(now, lead) {
+                    if self.watches_steered(f, now) {
+                        let rf = self.reserved_flow(f);
+                        let leaf = &f.hops[0].switch;
+                        let (key, entity) =
+                            resolve_one(leaf, rf.watch_entry(), &self.info, &self.devices)?;
+                        out.get_mut(leaf)
+                            .expect("ingress leaf in fabric")
+                            .entities
+                            .insert(key, entity);
+                    }
                     continue;
                 }
                 live_flows.insert((r.id.clone(), r.revision, i));

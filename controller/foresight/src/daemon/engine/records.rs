@@ -267,7 +267,10 @@ impl Engine {
         };
         for r in &self.state.reservations {
             consider(r.end_unix_ns());
-            for f in r.installing() {
+            // Flows held by a source port install nothing but their INT
+            // watch where a collector takes reports (`desired`).
+            let steered = r.flows.iter().filter(|f| f.udp_src_port.is_some());
+            for f in r.installing().chain(steered) {
                 consider(f.install_unix_ns(lead_ns));
                 consider(f.end_unix_ns);
             }

@@ -173,7 +173,50 @@ mod tests {
         assert_eq!(told.flows[0].udp_src_port, Some(port));
         assert!(told.flows[0].sr_label_stack.is_empty());
         let mut comp = compiler(e.topo, 0);
+        let d = comp.desired(&e.state, T0 + MS).unwrap();
+        assert!(leaf1_sr_entries(&d).is_empty());
+        assert!(entries_of(&d, Some("leaf1"), installer::names::INT_WATCHLIST).is_empty());
+        // With INT reports going to a collector, the flow's watch entry
+        // (telemetry only) goes in during its window, and only then.
+        let mut comp = collecting_compiler(e.topo);
+        let watched = |c: &mut Compiler, t| {
+            entries_of(
+                &c.desired(&e.state, t).unwrap(),
+                Some("leaf1"),
+                installer::names::INT_WATCHLIST,
+            )
+            .len()
+        };
+        assert_eq!(watched(&mut comp, T0 + MS), 1);
+        assert_eq!(watched(&mut comp, T0 + 60 * MS), 0);
         assert!(leaf1_sr_entries(&comp.desired(&e.state, T0 + MS).unwrap()).is_empty());
+    }
+
+    fn collecting_compiler(topo: &'static Topology) -> Compiler {
+        let pipeline = crate::fabric::Pipeline::embedded().unwrap();
+        let policy = Policy {
+            lead_ns: 0,
+            ecn: installer::ecn::EcnProfile::default(),
+            lowered: installer::ecn::EcnProfile::lowered(),
+            predrain_probability: 0xffff,
+            collector: Some(installer::static_state::Collector {
+                host: topo.host_by_name("h2").unwrap(),
+                udp_port: 32766,
+                report_every: 1,
+            }),
+            ecmp_hash: HashMode::QpAware.into(),
+            ecmp_seeds: planner::ecmp::SeedPolicy::PerSwitch,
+            reserved_tc: installer::reservations::RESERVED_TC,
+            background_tc: installer::reservations::RESERVED_TC,
+            int_mtu: None,
+        };
+        Compiler::new(
+            topo,
+            pipeline.info,
+            std::sync::Arc::new(installer::Devices::bmv2()),
+            policy,
+        )
+        .unwrap()
     }
 
     /// Without the QP a QP-aware hash needs, no port can be promised: the

@@ -610,7 +610,7 @@ def cmd_allreduce(args):
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             spec = exp.spec(seed)
             for mode in args.modes:
-                row, lk, _ = exp.run_one(seed, mode, spec)
+                row, lk, _ = exp.run_one(seed, mode, spec, predrain=not getattr(args, "no_predrain", False))
                 runs.append(row)
                 links += lk
                 done += 1
@@ -719,6 +719,10 @@ def main():
                            help="--tenants, foresight mode: the inference tenant announces its KV transfers too, "
                                 "in the same forecast as the ring (latency-critical): what announcing them would "
                                 "buy, at best, as no prefill ends that far ahead")
+        if name != "predrain":
+            p.add_argument("--no-predrain", action="store_true",
+                           help="foresight mode without pre-drain marking of competing flows (what entropy "
+                                "steering cannot install); runs.csv's predrain column says 0")
         p.add_argument("--int-path-check", action="store_true",
                        help="foresight-entropy: the collector reads every steered connection's path from INT "
                             "(its watch entry, telemetry only) and runs.csv counts those off their reserved path "

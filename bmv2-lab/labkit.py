@@ -93,6 +93,15 @@ def steered_paths(raw):
         if key in granted:
             seen.setdefault(key, set()).add(tuple(hops[i] for i in sorted(hops, reverse=True)))
     off = [k for k, paths in seen.items() if paths != {tuple(granted[k])}]
+    # What the check saw, small enough to keep beside the run's spec.
+    counts = {}
+    for (key, _, _), hops in reports.items():
+        if key in granted:
+            path = " ".join(hops[i] for i in sorted(hops, reverse=True))
+            counts[(key, path)] = counts.get((key, path), 0) + 1
+    write_csv(os.path.join(raw, "int_paths.csv"), [
+        {"src": k[0], "dst": k[1], "dest_qp": k[2], "reserved_path": " ".join(granted[k]), "int_path": p,
+         "reports": n} for (k, p), n in sorted(counts.items())])
     for k in off[:3]:
         progress(f"  {k[0]} -> {k[1]} qp {k[2]:#x}: reserved {' '.join(granted[k])}, "
                  f"INT saw {' | '.join(' '.join(p) for p in sorted(seen[k]))}")

@@ -138,3 +138,25 @@ def test_watch_events_streams_telemetry(controller, client):
         stream.cancel()
     assert (first.kind, second.kind) == ("telemetry", "telemetry")
     assert second.sequence == first.sequence + 1
+
+
+def test_entropy_steering_hands_out_source_ports(own_controller, tenant):
+    """A controller that steers by source ports (--steering entropy-only):
+    a demand that names its QP gets the UDP source port to send on, its
+    path and no labels; one that does not (the switches hash the QP) falls
+    back to ECMP with no port."""
+    own_controller.stop()
+    own_controller.start(extra_args=["--steering", "entropy-only"])
+    with NdspClient(own_controller.target, tenant) as c:
+        hosts = own_controller.hosts
+        known = Demand("d-qp", hosts[0], hosts[2], 8_000_000, start_offset_ns=200 * MS, duration_ns=10 * MS,
+                       dest_qp=0x1234)
+        unknown = Demand("d-any", hosts[1], hosts[3], 8_000_000, start_offset_ns=200 * MS, duration_ns=10 * MS)
+        by_id = {r.demand_id: r for r in c.submit_demands([known, unknown])}
+    [flow] = by_id["d-qp"].flows
+    assert by_id["d-qp"].status is ReservationStatus.ADMITTED, by_id["d-qp"].advisory
+    assert flow.udp_src_port is not None and 49152 <= flow.udp_src_port <= 65535
+    assert flow.sr_label_stack == () and flow.hops
+    [other] = by_id["d-any"].flows
+    assert by_id["d-any"].status is ReservationStatus.FALLBACK_ECMP
+    assert other.udp_src_port is None and other.reason == "NO_PATH"

@@ -236,6 +236,21 @@ impl Engine {
                 None => change.affected.push(r),
             }
         }
+        // The link left or joined the ECMP groups of the switches around
+        // it, so a source port may now hash elsewhere: check every other
+        // steered flow (the re-planned ones were just steered afresh).
+        for idx in 0..self.state.reservations.len() {
+            if change
+                .affected
+                .iter()
+                .any(|a| a.id == self.state.reservations[idx].id)
+            {
+                continue;
+            }
+            if self.resteer(idx, &change.link, down, now) {
+                change.affected.push(self.state.reservations[idx].clone());
+            }
+        }
         Ok(change)
     }
 

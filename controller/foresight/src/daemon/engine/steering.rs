@@ -8,7 +8,7 @@ use planner::entropy::{PortRange, Steering};
 use planner::topology::Topology;
 
 use super::records::Engine;
-use crate::daemon::state::Reason;
+use crate::daemon::state::{LinkRef, Reason, Status};
 
 /// Entropy steering as the controller was started with it.
 #[derive(Clone, Debug)]
@@ -89,6 +89,57 @@ impl Engine {
             Ok(s) => Hold::Port(s.port),
             Err(_) => fallback(),
         }
+    }
+
+    /// After link `link` went down (or up): the flows of reservation `idx`
+    /// held by a source port that no longer hashes onto their path get
+    /// another port (or labels, or ECMP, as [`Engine::hold`] decides), in a
+    /// new revision that says why. Whether anything changed.
+    pub(super) fn resteer(&mut self, idx: usize, link: &LinkRef, down: bool, now: u64) -> bool {
+        let r = &self.state.reservations[idx];
+        let holds: Vec<(usize, Hold)> = r
+            .flows
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.udp_src_port.is_some() && now < f.end_unix_ns)
+            .filter_map(|(i, f)| Some((i, self.hold_record(f, &self.path_of(&f.hops)?))))
+            .filter(|(i, hold)| *hold != Hold::Port(r.flows[*i].udp_src_port.unwrap_or(0)))
+            .collect();
+        if holds.is_empty() {
+            return false;
+        }
+        let r = &mut self.state.reservations[idx];
+        let (mut ported, mut pinned, mut lost) = (0, 0, 0);
+        for (i, hold) in holds {
+            let f = &mut r.flows[i];
+            match hold {
+                Hold::Port(_) => ported += 1,
+                Hold::Labels(_) => pinned += 1,
+                Hold::Cannot(reason) => {
+                    lost += 1;
+                    f.status = Status::FallbackEcmp;
+                    f.reason = reason;
+                    f.accepted_bps = 0;
+                }
+            }
+            (f.labels, f.udp_src_port) = hold.parts();
+        }
+        if lost > 0 {
+            // The least-served flow decides the reservation's status.
+            let reserved = r.flows.iter().filter(|f| f.status.reserves()).count();
+            (r.status, r.reason) = if reserved == 0 {
+                (Status::FallbackEcmp, Reason::NoPath)
+            } else {
+                (Status::Partial, Reason::NoPath)
+            };
+        }
+        r.revision += 1;
+        r.advisory = Some(format!(
+            "link {link} {}: the ECMP groups on the path changed; {ported} flows told another \
+             source port, {pinned} pinned by SR labels, {lost} left to ECMP",
+            if down { "down" } else { "up" }
+        ));
+        true
     }
 
     /// [`Engine::hold`] for a recorded flow moved to `path`.
@@ -190,6 +241,73 @@ mod tests {
         assert_eq!(watched(&mut comp, T0 + MS), 1);
         assert_eq!(watched(&mut comp, T0 + 60 * MS), 0);
         assert!(leaf1_sr_entries(&comp.desired(&e.state, T0 + MS).unwrap()).is_empty());
+    }
+
+    /// Flows steered while leaf2's link to spine2 is down all cross spine1
+    /// with whatever port they had (leaf1's group has one member). When the
+    /// link comes back, leaf1 hashes over both spines again: the flows whose
+    /// port would now take spine2 are told another, in a new revision that
+    /// says why, and every port walks its flow's path.
+    #[test]
+    fn a_link_that_changes_a_group_on_the_path_re_steers_the_ports() {
+        let mut e = steered(true);
+        assert!(e.set_link("leaf2", 4, true, T0).unwrap().changed);
+        let ask: Vec<_> = (0..8)
+            .map(|i| {
+                demand(
+                    &format!("d{i}"),
+                    "10.0.1.1",
+                    "10.0.2.1",
+                    0,
+                    50 * MS,
+                    5_000_000_000,
+                    Some(0x400 + i),
+                )
+            })
+            .collect();
+        let before = submit(&mut e, ask, T0).unwrap();
+        assert!(before
+            .iter()
+            .all(|r| r.flows[0].hops[1].switch == "spine1" && r.flows[0].udp_src_port.is_some()));
+        let change = e.set_link("leaf2", 4, false, T0 + MS).unwrap();
+        assert!(
+            !change.affected.is_empty() && change.affected.len() < 8,
+            "{} re-steered",
+            change.affected.len()
+        );
+        let seeds = PlannerConfig::default().ecmp_seeds.seeds(e.topo);
+        for r in &e.state.reservations {
+            let f = &r.flows[0];
+            let port = f.udp_src_port.unwrap();
+            let key = HashKey::roce_qp(f.src_ip, f.dst_ip, port, f.qp);
+            let walked = ecmp_path_avoiding(
+                e.topo,
+                e.by_ip[&f.src_ip],
+                e.by_ip[&f.dst_ip],
+                &key,
+                &seeds,
+                |_| false,
+            )
+            .unwrap();
+            assert_eq!(Some(walked), e.path_of(&f.hops), "{}", r.id);
+            let was = before.iter().find(|b| b.id == r.id).unwrap();
+            let moved = change.affected.iter().any(|a| a.id == r.id);
+            assert_eq!(
+                moved,
+                port != was.flows[0].udp_src_port.unwrap(),
+                "{}",
+                r.id
+            );
+            assert_eq!(r.revision, if moved { 2 } else { 1 });
+            if moved {
+                assert!(
+                    r.advisory.as_deref().unwrap().contains("link leaf2:4"),
+                    "{:?}",
+                    r.advisory
+                );
+                wire(r);
+            }
+        }
     }
 
     fn collecting_compiler(topo: &'static Topology) -> Compiler {

@@ -18,6 +18,7 @@
 //! rotation and remainder per hop, and the walk stops at the first hop that
 //! goes astray; nothing hashes the 17 bytes again.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -25,7 +26,7 @@ use crate::conventions::UDP_SRC_PORT_BASE;
 use crate::ecmp::{viable_next_hops, HashKey, HashMode, SwitchHash};
 use crate::flow::Flow;
 use crate::paths::Path;
-use crate::topology::{EdgeId, NodeRef, Topology};
+use crate::topology::{EdgeId, NodeRef, SwitchIdx, Topology};
 
 /// The UDP source ports a sender may be told to use, inclusive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,7 +210,19 @@ impl Steering {
         range: PortRange,
         down: F,
     ) -> Result<Steered, NoPort> {
-        let choices = self.choices(topo, flow, path, down)?;
+        self.port_in(&mut Groups::new(topo, down), flow, path, range)
+    }
+
+    /// [`Steering::port_for`] over groups kept between calls: for many
+    /// flows on one link state.
+    pub fn port_in<F: Fn(EdgeId) -> bool + Copy>(
+        &self,
+        groups: &mut Groups<'_, F>,
+        flow: &Flow,
+        path: &Path,
+        range: PortRange,
+    ) -> Result<Steered, NoPort> {
+        let choices = self.choices(groups, flow, path)?;
         let key = HashKey::of_packet(
             flow.src_ip,
             flow.dst_ip,
@@ -240,11 +253,11 @@ impl Steering {
     /// the destination leaf.
     fn choices<F: Fn(EdgeId) -> bool + Copy>(
         &self,
-        topo: &Topology,
+        groups: &mut Groups<'_, F>,
         flow: &Flow,
         path: &Path,
-        down: F,
     ) -> Result<Vec<Choice>, NoPort> {
+        let (topo, down) = (groups.topo, groups.down);
         let dst_leaf = topo.hosts()[flow.dst as usize].leaf;
         let mut s = topo.hosts()[flow.src as usize].leaf;
         let edges = path.edges();
@@ -256,8 +269,7 @@ impl Steering {
                 }
                 return Ok(choices);
             }
-            let group: smallvec::SmallVec<[EdgeId; 64]> =
-                viable_next_hops(topo, s, dst_leaf, down).collect();
+            let group = groups.toward(s, dst_leaf);
             let member = group
                 .iter()
                 .position(|&g| g == e)
@@ -281,6 +293,35 @@ impl Steering {
         Err(NoPort::OffRoutes {
             edge: edges.last().copied().unwrap_or_default(),
         })
+    }
+}
+
+/// The ECMP groups switches hash over toward each destination leaf, with
+/// the edges `down` marks out of them ([`viable_next_hops`]), worked out
+/// once per (switch, leaf) and kept: a search over a million flows would
+/// otherwise rebuild them for every flow.
+pub struct Groups<'t, F> {
+    topo: &'t Topology,
+    down: F,
+    kept: HashMap<(SwitchIdx, SwitchIdx), Vec<EdgeId>>,
+}
+
+impl<'t, F: Fn(EdgeId) -> bool + Copy> Groups<'t, F> {
+    /// For `topo` with the edges `down` marks out of service.
+    pub fn new(topo: &'t Topology, down: F) -> Groups<'t, F> {
+        Groups {
+            topo,
+            down,
+            kept: HashMap::new(),
+        }
+    }
+
+    /// The members of switch `s`'s group toward `leaf`, in member order.
+    fn toward(&mut self, s: SwitchIdx, leaf: SwitchIdx) -> &[EdgeId] {
+        let (topo, down) = (self.topo, self.down);
+        self.kept
+            .entry((s, leaf))
+            .or_insert_with(|| viable_next_hops(topo, s, leaf, down).collect())
     }
 }
 

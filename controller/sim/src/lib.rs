@@ -61,7 +61,7 @@ use anyhow::bail;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use planner::demand::Flow;
 use planner::ecmp::{HashKey, HashMode, SeedPolicy};
-use planner::entropy::{PortRange, Steering};
+use planner::entropy::{Groups, PortRange, Steering};
 use planner::paths::Path;
 use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 use planner::{Planner, PlannerConfig};
@@ -770,6 +770,7 @@ fn steer(
         }
     }
     let steering = Steering::new(&seeds.seeds(topo), HashMode::FiveTuple);
+    let mut groups = Groups::new(topo, |e: u32| down[e as usize]);
     let mut stats = SteeringStats::default();
     let ports = w
         .connections()
@@ -780,7 +781,7 @@ fn steer(
                 return None;
             }
             stats.reserved += 1;
-            match steering.port_for(topo, f, path, PortRange::default(), |e| down[e as usize]) {
+            match steering.port_in(&mut groups, f, path, PortRange::default()) {
                 Ok(s) => {
                     stats.steered += 1;
                     stats.max_tried = stats.max_tried.max(s.tried);

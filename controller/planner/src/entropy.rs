@@ -361,20 +361,7 @@ mod tests {
         for mode in [HashMode::FiveTuple, HashMode::QpAware] {
             let steering = Steering::new(&hashes, mode);
             for p in &paths {
-                let s = steering
-                    .port_for(&topo, &flow, p, PortRange::default(), |_| false)
-                    .unwrap();
-                let mut f = flow.clone();
-                f.udp_src_port = s.port;
-                let walked = ecmp_path_avoiding(
-                    &topo,
-                    f.src,
-                    f.dst,
-                    &HashKey::of_flow(&f, mode),
-                    &hashes,
-                    |_| false,
-                );
-                assert_eq!(walked.as_ref(), Some(p), "{mode:?} port {}", s.port);
+                assert_port_walks(&steering, &topo, &flow, p, &hashes, |_| false);
             }
         }
         // With the first path's first uplink down, that path is off the
@@ -387,21 +374,34 @@ mod tests {
             Err(NoPort::OffRoutes { edge: cut })
         );
         for p in paths.iter().filter(|p| !p.edges().contains(&cut)) {
-            let s = steering
-                .port_for(&topo, &flow, p, PortRange::default(), down)
-                .unwrap();
-            let mut f = flow.clone();
-            f.udp_src_port = s.port;
-            let walked = ecmp_path_avoiding(
-                &topo,
-                f.src,
-                f.dst,
-                &HashKey::of_flow(&f, HashMode::FiveTuple),
-                &hashes,
-                down,
-            );
-            assert_eq!(walked.as_ref(), Some(p));
+            assert_port_walks(&steering, &topo, &flow, p, &hashes, down);
         }
+    }
+
+    /// The port found for `flow` on `path` walks exactly `path` under the
+    /// planner's ECMP model with the edges `down` marks out.
+    fn assert_port_walks(
+        steering: &Steering,
+        topo: &Topology,
+        flow: &Flow,
+        path: &Path,
+        hashes: &[SwitchHash],
+        down: impl Fn(EdgeId) -> bool + Copy,
+    ) {
+        let s = steering
+            .port_for(topo, flow, path, PortRange::default(), down)
+            .unwrap();
+        let mut f = flow.clone();
+        f.udp_src_port = s.port;
+        let key = HashKey::of_flow(&f, steering.mode());
+        let walked = ecmp_path_avoiding(topo, f.src, f.dst, &key, hashes, down);
+        assert_eq!(
+            walked.as_ref(),
+            Some(path),
+            "{:?} port {}",
+            steering.mode(),
+            s.port
+        );
     }
 
     /// A flow whose own port already hashes onto the path keeps it; a range

@@ -1005,22 +1005,25 @@ mod tests {
         Topology::from_spec(preset(Preset::LeafSpine, 256).unwrap()).unwrap()
     }
 
+    /// multi-job on the 64-GPU fabric of `foresight sim run --gpus 64`.
+    fn multi_job_64() -> (Topology, Workload) {
+        let t = fabrics::generated(Preset::Clos3, 64, 1).unwrap();
+        let spec = WorkloadSpec {
+            kind: WorkloadKind::MultiJob,
+            kv_bytes: 256 << 20,
+            ..Default::default()
+        };
+        let w = build(&t, &spec).unwrap();
+        (t, w)
+    }
+
     /// The three jobs of multi-job (the two training rings are both
     /// `ring-allreduce` demands) each follow their own planned paths: every
     /// iteration of every job is as fast as in the ideal fabric (the 64-GPU
     /// fabric of `foresight sim run --gpus 64`, its default sizes).
     #[test]
     fn foresight_is_ideal_on_multi_job() {
-        let t = fabrics::generated(Preset::Clos3, 64, 1).unwrap();
-        let w = build(
-            &t,
-            &WorkloadSpec {
-                kind: WorkloadKind::MultiJob,
-                kv_bytes: 256 << 20,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (t, w) = multi_job_64();
         let r = run_all(
             &t,
             &w,
@@ -1048,16 +1051,7 @@ mod tests {
     /// as it does on Foresight's SR paths; the ECMP it replaces does not.
     #[test]
     fn entropy_steering_matches_sr_paths() {
-        let t = fabrics::generated(Preset::Clos3, 64, 1).unwrap();
-        let w = build(
-            &t,
-            &WorkloadSpec {
-                kind: WorkloadKind::MultiJob,
-                kv_bytes: 256 << 20,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (t, w) = multi_job_64();
         let r = run_all(
             &t,
             &w,

@@ -177,6 +177,11 @@ mod tests {
     use super::super::testing::*;
     use super::*;
 
+    /// 40 Gbit/s for 50 ms from h1 to h3 (leaf1 to leaf2), to QP `qp`.
+    fn h1_to_h3(id: &str, qp: Option<u32>) -> proto::DemandSignal {
+        demand(id, "10.0.1.1", "10.0.2.1", 0, 50 * MS, 40_000_000_000, qp)
+    }
+
     fn steered(fallback_sr: bool) -> Engine {
         let mut e = engine();
         e.steering = Some(EntropySteering::new(
@@ -194,20 +199,7 @@ mod tests {
     #[test]
     fn a_flow_is_held_by_its_source_port_and_installs_nothing() {
         let mut e = steered(true);
-        let r = submit(
-            &mut e,
-            vec![demand(
-                "d",
-                "10.0.1.1",
-                "10.0.2.1",
-                0,
-                50 * MS,
-                40_000_000_000,
-                Some(0x321),
-            )],
-            T0,
-        )
-        .unwrap();
+        let r = submit(&mut e, vec![h1_to_h3("d", Some(0x321))], T0).unwrap();
         let f = &r[0].flows[0];
         assert_eq!(f.status, Status::Admitted);
         assert!(f.labels.is_empty());
@@ -342,17 +334,7 @@ mod tests {
     /// and falls back to ECMP (saying why) where they do not.
     #[test]
     fn an_unknown_qp_falls_back_to_labels_or_to_ecmp() {
-        let ask = || {
-            vec![demand(
-                "d",
-                "10.0.1.1",
-                "10.0.2.1",
-                0,
-                50 * MS,
-                40_000_000_000,
-                None,
-            )]
-        };
+        let ask = || vec![h1_to_h3("d", None)];
         let mut e = steered(true);
         let f = submit(&mut e, ask(), T0).unwrap()[0].flows[0].clone();
         assert_eq!((f.status, f.udp_src_port), (Status::Admitted, None));

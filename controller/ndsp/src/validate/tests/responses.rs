@@ -301,19 +301,9 @@ fn a_source_port_holds_a_reserved_flow_without_labels() {
             "is not a UDP source port",
         );
     }
-    let mut fallback = admitted();
-    fallback.status = proto::ReservationStatus::FallbackEcmp as i32;
-    fallback.reason = proto::ReasonCode::NoPath as i32;
-    fallback.advisory = "no port".into();
-    let f = &mut fallback.flows[0];
-    f.status = proto::ReservationStatus::FallbackEcmp as i32;
-    f.reason = proto::ReasonCode::NoPath as i32;
-    f.accepted_bps = 0;
-    f.sr_label_stack.clear();
-    f.hops.clear();
-    accepts(&fallback);
+    accepts(&fallback());
     rejects(
-        &fallback,
+        &fallback(),
         with_flow(|f| f.udp_src_port = Some(51_234)),
         "flows[0].udp_src_port",
         "must be absent",

@@ -103,8 +103,11 @@ class FsTest(BaseTest):
         above the tests' own client); skips the test when the controller is
         not built. Returns the command's stdout."""
         repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        binary = os.environ.get("FORESIGHT_BIN",
-                                os.path.join(repo, "target", "release", "foresight"))
+        # FORESIGHT_BIN, else the release build in $FORESIGHT_BIN_DIR (as
+        # the lab takes it), $CARGO_TARGET_DIR or this checkout's target/.
+        target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(repo, "target")
+        bin_dir = os.environ.get("FORESIGHT_BIN_DIR") or os.path.join(target, "release")
+        binary = os.environ.get("FORESIGHT_BIN", os.path.join(bin_dir, "foresight"))
         if not os.access(binary, os.X_OK):
             self.skipTest("SKIPPED: %s not built (cargo build --release)" % binary)
         addr = dict(item.split("=") for item in self.params["switches"].split(","))[sw]

@@ -257,6 +257,7 @@ impl Engine {
                 })
                 .collect();
             let r = &mut self.state.reservations[idx];
+            let mut lost = None;
             for (i, hops, hold) in paths {
                 let f = &mut r.flows[i];
                 f.hops = hops;
@@ -265,8 +266,12 @@ impl Engine {
                     f.status = Status::FallbackEcmp;
                     f.reason = reason;
                     f.accepted_bps = 0;
+                    lost = Some(reason);
                 }
                 (f.labels, f.udp_src_port) = hold.parts();
+            }
+            if let Some(reason) = lost {
+                super::steering::settle_after_loss(r, reason);
             }
             r.revision += 1;
             let why: Vec<String> = m.causes.iter().map(|c| c.to_string()).collect();

@@ -125,13 +125,7 @@ impl Engine {
             (f.labels, f.udp_src_port) = hold.parts();
         }
         if lost > 0 {
-            // The least-served flow decides the reservation's status.
-            let reserved = r.flows.iter().filter(|f| f.status.reserves()).count();
-            (r.status, r.reason) = if reserved == 0 {
-                (Status::FallbackEcmp, Reason::NoPath)
-            } else {
-                (Status::Partial, Reason::NoPath)
-            };
+            settle_after_loss(r, Reason::NoPath);
         }
         r.revision += 1;
         r.advisory = Some(format!(
@@ -168,6 +162,19 @@ impl Engine {
         };
         self.hold(&flow, f.steer_qp, path)
     }
+}
+
+/// After some of `r`'s flows fell back to ECMP for `reason`: the
+/// least-served flow decides the reservation's status (PARTIAL while any
+/// flow is still reserved, FALLBACK_ECMP when none is).
+pub(super) fn settle_after_loss(r: &mut crate::daemon::state::Reservation, reason: Reason) {
+    let reserved = r.flows.iter().any(|f| f.status.reserves());
+    r.status = if reserved {
+        Status::Partial
+    } else {
+        Status::FallbackEcmp
+    };
+    r.reason = reason;
 }
 
 #[cfg(test)]

@@ -9,22 +9,28 @@
 //! the port, and [`Steering::port_for`] searches the allowed range for a
 //! port whose walk is the reserved path.
 //!
+//! The switches may be Foresight's ([`Steering::new`]) or any that hash
+//! with a CRC as a [`FabricHash`] describes them ([`Steering::for_fabric`]:
+//! fixed-function ASICs, each with its own function, seed, fields and
+//! offset, the ingress port included).
+//!
 //! **Why the search is cheap.** CRC is affine over GF(2): for inputs of one
-//! length, `crc(a ^ b) = crc(a) ^ crc(b) ^ crc(0)`. So the seed-0 hash of a
-//! key whose port is `p` is the hash of the key with port 0, XOR a term
-//! linear in `p` (two 256-entry tables, one per port byte), and a switch's
-//! seed XORs a constant of its own ([`SwitchHash::select`] is then one XOR
-//! and a rotation). A candidate port costs two table lookups plus one XOR,
+//! length, `crc(a ^ b) = crc(a) ^ crc(b) ^ crc(0)`, whatever the initial
+//! register, seed or final XOR. So a switch's hash of the flow on port `p`
+//! is its hash of the flow on port 0 (computed once per hop), XOR a term
+//! linear in `p` (two 256-entry tables, one per port byte, per input
+//! layout). A candidate port costs two table lookups plus one XOR,
 //! rotation and remainder per hop, and the walk stops at the first hop that
-//! goes astray; nothing hashes the 17 bytes again.
+//! goes astray; nothing hashes the packet again.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
 use crate::conventions::UDP_SRC_PORT_BASE;
-use crate::ecmp::{viable_next_hops, HashKey, HashMode, SwitchHash};
+use crate::ecmp::{viable_next_hops, HashMode, SwitchHash};
 use crate::flow::Flow;
+use crate::hash_profile::{FabricHash, Field, HashProfile};
 use crate::paths::Path;
 use crate::topology::{EdgeId, NodeRef, SwitchIdx, Topology};
 
@@ -130,72 +136,115 @@ pub struct Steered {
     pub tried: u32,
 }
 
-/// One hop of the walk as the search checks it: the switch's hash and the
-/// member of its group the path takes.
+/// One hop of the walk as the search checks it: the hash this switch
+/// computes for the flow with source port 0, the port's term table, and
+/// the member of its group the path takes.
 #[derive(Clone, Copy, Debug)]
 struct Choice {
-    term: u32,
-    offset: u32,
+    hash0: u32,
+    layout: usize,
+    switch: SwitchIdx,
     group: u32,
     member: u32,
 }
 
-impl Choice {
-    fn holds(&self, hash0: u32) -> bool {
-        (hash0 ^ self.term).rotate_right(self.offset) % self.group == self.member
+/// What a source port XORs into a hash of one input layout (a CRC, an
+/// input length and the port's place in it): `[0][b]` for a port whose
+/// high byte is `b`, `[1][b]` for its low byte. Zero where the switch
+/// hashes no port.
+#[derive(Clone, Debug)]
+struct PortTerms {
+    crc: crate::hash_profile::Crc,
+    len: usize,
+    at: Option<usize>,
+    table: Box<[[u32; 256]; 2]>,
+}
+
+impl PortTerms {
+    fn new(p: &HashProfile) -> PortTerms {
+        let (len, at) = (p.len(), p.port_at());
+        let mut table = Box::new([[0u32; 256]; 2]);
+        if let Some(at) = at {
+            let base = p.crc.compute(0, &vec![0u8; len]);
+            for (byte, row) in table.iter_mut().enumerate() {
+                for (b, slot) in row.iter_mut().enumerate() {
+                    let mut input = vec![0u8; len];
+                    input[at + byte] = b as u8;
+                    *slot = p.crc.compute(0, &input) ^ base;
+                }
+            }
+        }
+        PortTerms {
+            crc: p.crc.clone(),
+            len,
+            at,
+            table,
+        }
+    }
+
+    fn fits(&self, p: &HashProfile) -> bool {
+        self.crc == p.crc && self.len == p.len() && self.at == p.port_at()
+    }
+
+    fn term(&self, port: u16) -> u32 {
+        let [hi, lo] = port.to_be_bytes();
+        self.table[0][hi as usize] ^ self.table[1][lo as usize]
     }
 }
 
-/// Solves source ports for one fabric: how every switch hashes, and which
-/// fields.
+/// Solves source ports for one fabric: how every switch hashes
+/// ([`FabricHash`]), with each distinct input layout's port terms worked
+/// out once.
 #[derive(Clone, Debug)]
 pub struct Steering {
-    /// Per switch ([`crate::topology::SwitchIdx`]): what its seed XORs into
-    /// a seed-0 hash, and its offset.
-    terms: Vec<(u32, u32)>,
-    mode: HashMode,
-    /// `port_term[0][b]`: the term of a port whose high byte is `b` (low
-    /// byte 0); `port_term[1][b]` the low byte's.
-    port_term: [[u32; 256]; 2],
+    fabric: FabricHash,
+    layouts: Vec<PortTerms>,
+    /// Per switch, its index into `layouts`.
+    layout_of: Vec<usize>,
 }
 
 impl Steering {
-    /// For switches hashing as `hashes` (indexed by switch) over `mode`'s fields.
+    /// For switches that all run Foresight's program, hashing as `hashes`
+    /// (indexed by switch) over `mode`'s fields.
     pub fn new(hashes: &[SwitchHash], mode: HashMode) -> Steering {
-        let zero = HashKey([0; 13]);
-        let base = zero.hash(0);
-        let terms = hashes
+        Steering::for_fabric(FabricHash {
+            switches: hashes
+                .iter()
+                .map(|h| HashProfile::foresight(h.seed, h.offset, mode))
+                .collect(),
+        })
+    }
+
+    /// For switches hashing as `fabric` describes (fixed-function ones included).
+    pub fn for_fabric(fabric: FabricHash) -> Steering {
+        let mut layouts: Vec<PortTerms> = Vec::new();
+        let layout_of = fabric
+            .switches
             .iter()
-            .map(|h| (zero.hash(h.seed) ^ base, h.offset))
+            .map(|p| match layouts.iter().position(|l| l.fits(p)) {
+                Some(i) => i,
+                None => {
+                    layouts.push(PortTerms::new(p));
+                    layouts.len() - 1
+                }
+            })
             .collect();
-        let at = match mode {
-            HashMode::QpAware => 8,
-            HashMode::FiveTuple => 9,
-        };
-        let mut port_term = [[0u32; 256]; 2];
-        for (byte, table) in port_term.iter_mut().enumerate() {
-            for (b, slot) in table.iter_mut().enumerate() {
-                let mut key = [0u8; 13];
-                key[at + byte] = b as u8;
-                *slot = HashKey(key).hash(0) ^ base;
-            }
-        }
         Steering {
-            terms,
-            mode,
-            port_term,
+            fabric,
+            layouts,
+            layout_of,
         }
     }
 
-    /// The fields the switches hash.
-    pub fn mode(&self) -> HashMode {
-        self.mode
+    /// How the switches hash.
+    pub fn fabric(&self) -> &FabricHash {
+        &self.fabric
     }
 
-    /// The seed-0 hash of `flow`'s key with source port `port`.
-    fn hash0(&self, zero_port: u32, port: u16) -> u32 {
-        let [hi, lo] = port.to_be_bytes();
-        zero_port ^ self.port_term[0][hi as usize] ^ self.port_term[1][lo as usize]
+    /// Whether some switch hashes the destination QP: a flow whose QP the
+    /// controller does not know cannot then be promised a port.
+    pub fn needs_qp(&self) -> bool {
+        self.fabric.hashes(Field::DstQp)
     }
 
     /// The first port of `range` whose ECMP walk is `path`, with the edges
@@ -223,16 +272,6 @@ impl Steering {
         range: PortRange,
     ) -> Result<Steered, NoPort> {
         let choices = self.choices(groups, flow, path)?;
-        let key = HashKey::of_packet(
-            flow.src_ip,
-            flow.dst_ip,
-            crate::conventions::IP_PROTO_UDP,
-            0,
-            crate::conventions::ROCEV2_UDP_PORT,
-            flow.dest_qp,
-            self.mode,
-        );
-        let zero_port = key.hash(0);
         let n = range.len();
         let start = if (range.first..=range.last).contains(&flow.udp_src_port) {
             u32::from(flow.udp_src_port - range.first)
@@ -241,16 +280,22 @@ impl Steering {
         };
         for i in 0..n {
             let port = range.first + ((start + i) % n) as u16;
-            let h = self.hash0(zero_port, port);
-            if choices.iter().all(|c| c.holds(h)) {
+            if choices.iter().all(|c| self.holds(c, port)) {
                 return Ok(Steered { port, tried: i + 1 });
             }
         }
         Err(NoPort::Exhausted { tried: n })
     }
 
+    fn holds(&self, c: &Choice, port: u16) -> bool {
+        let profile = &self.fabric.switches[c.switch as usize];
+        let h = c.hash0 ^ self.layouts[c.layout].term(port);
+        profile.select(h) % c.group == c.member
+    }
+
     /// The member each switch on `path` must pick, from the source leaf to
-    /// the destination leaf.
+    /// the destination leaf, with the hash each computes for the flow on
+    /// source port 0.
     fn choices<F: Fn(EdgeId) -> bool + Copy>(
         &self,
         groups: &mut Groups<'_, F>,
@@ -260,6 +305,11 @@ impl Steering {
         let (topo, down) = (groups.topo, groups.down);
         let dst_leaf = topo.hosts()[flow.dst as usize].leaf;
         let mut s = topo.hosts()[flow.src as usize].leaf;
+        let mut in_port = topo.edge(topo.host_up_edge(flow.src)).to_port;
+        let port0 = Flow {
+            udp_src_port: 0,
+            ..flow.clone()
+        };
         let edges = path.edges();
         let mut choices = Vec::with_capacity(edges.len());
         for &e in edges {
@@ -274,20 +324,21 @@ impl Steering {
                 .iter()
                 .position(|&g| g == e)
                 .ok_or(NoPort::OffRoutes { edge: e })?;
-            let (term, offset) = self.terms[s as usize];
             // A group of one decides nothing: no port is needed for it.
             if group.len() > 1 {
                 choices.push(Choice {
-                    term,
-                    offset,
+                    hash0: self.fabric.switches[s as usize].hash(&port0, in_port),
+                    layout: self.layout_of[s as usize],
+                    switch: s,
                     group: group.len() as u32,
                     member: member as u32,
                 });
             }
-            let NodeRef::Switch(t) = topo.edge(e).to else {
+            let link = topo.edge(e);
+            let NodeRef::Switch(t) = link.to else {
                 return Err(NoPort::OffRoutes { edge: e });
             };
-            s = t;
+            (s, in_port) = (t, link.to_port);
         }
         // The path ended before reaching the destination host.
         Err(NoPort::OffRoutes {
@@ -328,7 +379,7 @@ impl<'t, F: Fn(EdgeId) -> bool + Copy> Groups<'t, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ecmp::{ecmp_path_avoiding, SeedPolicy};
+    use crate::ecmp::{ecmp_path_avoiding, HashKey, SeedPolicy};
     use crate::paths::all_paths;
     use crate::topology::generate::{multi_pod, MultiPod};
 
@@ -361,7 +412,7 @@ mod tests {
         for mode in [HashMode::FiveTuple, HashMode::QpAware] {
             let steering = Steering::new(&hashes, mode);
             for p in &paths {
-                assert_port_walks(&steering, &topo, &flow, p, &hashes, |_| false);
+                assert_port_walks(&steering, &topo, &flow, p, &hashes, mode, |_| false);
             }
         }
         // With the first path's first uplink down, that path is off the
@@ -374,7 +425,15 @@ mod tests {
             Err(NoPort::OffRoutes { edge: cut })
         );
         for p in paths.iter().filter(|p| !p.edges().contains(&cut)) {
-            assert_port_walks(&steering, &topo, &flow, p, &hashes, down);
+            assert_port_walks(
+                &steering,
+                &topo,
+                &flow,
+                p,
+                &hashes,
+                HashMode::FiveTuple,
+                down,
+            );
         }
     }
 
@@ -386,6 +445,7 @@ mod tests {
         flow: &Flow,
         path: &Path,
         hashes: &[SwitchHash],
+        mode: HashMode,
         down: impl Fn(EdgeId) -> bool + Copy,
     ) {
         let s = steering
@@ -393,15 +453,9 @@ mod tests {
             .unwrap();
         let mut f = flow.clone();
         f.udp_src_port = s.port;
-        let key = HashKey::of_flow(&f, steering.mode());
+        let key = HashKey::of_flow(&f, mode);
         let walked = ecmp_path_avoiding(topo, f.src, f.dst, &key, hashes, down);
-        assert_eq!(
-            walked.as_ref(),
-            Some(path),
-            "{:?} port {}",
-            steering.mode(),
-            s.port
-        );
+        assert_eq!(walked.as_ref(), Some(path), "{mode:?} port {}", s.port);
     }
 
     /// A flow whose own port already hashes onto the path keeps it; a range
@@ -439,6 +493,36 @@ mod tests {
             steering.port_for(&topo, &flow, &other, one, |_| false),
             Err(NoPort::Exhausted { tried: 1 })
         );
+    }
+
+    /// Switches described as fixed-function ASICs (CRC-16 seeded in the
+    /// register, the ingress port hashed, spines reading other bits, one
+    /// super-spine on CRC-32's high half): every path between two pods
+    /// still gets a port, and the port walks it under that description.
+    #[test]
+    fn described_switches_are_steered_too() {
+        let topo = fabric();
+        let described = FabricHash::from_yaml(
+            &topo,
+            "version: 1\n\
+             default: {function: crc16-ccitt-false, seed: 0x2b, fields: [src_ip, dst_ip, ip_proto, l4_src_port, l4_dst_port, ingress_port]}\n\
+             roles: {spine: {offset: 5}, superspine: {function: crc32, seed_use: xor, seed: 9, offset: 16, bits: 16}}\n",
+            "asic.yaml",
+        )
+        .unwrap();
+        let steering = Steering::for_fabric(described.clone());
+        assert_eq!(steering.layouts.len(), 2, "one layout per CRC");
+        let last = topo.hosts().len() as u32 - 1;
+        let flow = Flow::new(&topo, 1, last, 0x42, 0, 1 << 20, 100_000_000_000);
+        for p in all_paths(&topo, 1, last, 1000) {
+            let s = steering
+                .port_for(&topo, &flow, &p, PortRange::default(), |_| false)
+                .unwrap();
+            let mut f = flow.clone();
+            f.udp_src_port = s.port;
+            assert_eq!(described.path_avoiding(&topo, &f, |_| false), Some(p));
+        }
+        assert!(!steering.needs_qp());
     }
 
     #[test]

@@ -19,6 +19,8 @@
 //! * [`shares`] — per-tenant shares of every link (one planner per share group).
 //! * [`paths`] — paths and SR-MPLS adjacency label stacks.
 //! * [`ecmp`] — the switch hash (shared with the data plane) and the ECMP baseline.
+//! * [`hash_profile`] — how other switches hash, as described in a file.
+//! * [`entropy`] — the UDP source port that steers a flow onto its path.
 //! * [`bounds`] — lower bounds on the peak load.
 //! * [`report`] — per-demand / per-link report, text and JSON.
 //! * [`conventions`] — numbers shared with the data plane and the lab.
@@ -36,6 +38,7 @@ pub mod demand;
 pub mod ecmp;
 pub mod entropy;
 pub mod flow;
+pub mod hash_profile;
 pub mod joint;
 pub mod ledger;
 pub mod paths;

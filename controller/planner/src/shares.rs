@@ -238,6 +238,13 @@ impl<'t> SharedPlanner<'t> {
         }
     }
 
+    /// The path the switches' ECMP gives `f` (every group's planner sees
+    /// the same switches and links).
+    pub fn ecmp_path_of(&self, f: &crate::Flow) -> crate::Path {
+        let p = self.planners.values().next().expect("a planner per group");
+        p.ecmp_path_of(f)
+    }
+
     /// Whether an edge is down.
     pub fn is_edge_down(&self, e: EdgeId) -> bool {
         self.planners.values().any(|p| p.is_edge_down(e))

@@ -11,7 +11,7 @@ use installer::ecn::{EcnProfile, PREDRAIN_ALWAYS};
 use installer::static_state::{Collector, EcmpMode};
 use installer::Devices;
 use planner::ecmp::{HashMode, SeedPolicy};
-use planner::topology::yaml;
+use planner::topology::{yaml, Topology};
 use planner::PlannerConfig;
 use serde::Deserialize;
 
@@ -153,6 +153,12 @@ pub struct ControllerCmd {
     /// told to use, FIRST-LAST.
     #[arg(long, default_value_t = planner::entropy::PortRange::default())]
     entropy_ports: planner::entropy::PortRange,
+    /// With --steering entropy-only: a YAML file describing how the
+    /// switches (which do not run Foresight's program) hash RoCEv2 packets
+    /// (docs/entropy-steering.md). Without it they are taken to hash as
+    /// Foresight's program does with --ecmp-hash and --hash-seed.
+    #[arg(long, value_name = "FILE")]
+    switch_hash: Option<PathBuf>,
     /// Wall-clock cap on the joint placement of one planning call, µs.
     #[arg(long, default_value_t = 5000)]
     joint_budget_us: u64,
@@ -358,6 +364,31 @@ impl ControllerCmd {
             ports: self.entropy_ports,
             fallback_sr,
         }))
+    }
+
+    /// `--switch-hash`: how switches that do not run Foresight's program
+    /// hash. Only they are steered by a description (`entropy-only`): a
+    /// switch that falls back to SR labels runs Foresight's program, whose
+    /// hash the controller sets itself.
+    fn switch_hash(
+        &self,
+        topo: &Topology,
+    ) -> anyhow::Result<Option<std::sync::Arc<planner::hash_profile::FabricHash>>> {
+        let Some(path) = &self.switch_hash else {
+            return Ok(None);
+        };
+        if self.steering != daemon::SteeringMode::EntropyOnly {
+            bail!(
+                "--switch-hash describes switches that cannot run Foresight's program: it needs \
+                 --steering entropy-only (with sr or entropy the switches run the program and \
+                 hash as the controller sets them)"
+            );
+        }
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--switch-hash {}", path.display()))?;
+        planner::hash_profile::FabricHash::from_yaml(topo, &text, &path.display().to_string())
+            .map(|f| Some(std::sync::Arc::new(f)))
+            .map_err(|e| anyhow::anyhow!("--switch-hash {e}"))
     }
 
     /// `--hash-seed`, or the target's default; what the target's program
@@ -572,6 +603,8 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         }),
     };
     let state_file = (cmd.state_file.as_os_str() != "none").then(|| cmd.state_file.clone());
+    let steering = cmd.steering()?;
+    let switch_hash = cmd.switch_hash(&topology)?;
     let config = daemon::Config {
         topology,
         pipeline,
@@ -602,11 +635,12 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             headroom: cmd.headroom,
             ecmp_hash: cmd.ecmp_mode().hash_key(),
             ecmp_seeds: seeds,
+            switch_hash,
             joint_budget_us: cmd.joint_budget_us,
             ..PlannerConfig::default()
         },
         reoptimize: cmd.reoptimize,
-        steering: cmd.steering()?,
+        steering,
         policy: Policy {
             lead_ns,
             ecn: cmd.ecn,
@@ -862,6 +896,40 @@ mod tests {
         let zero = base.iter().chain(&["--flowlet-timeout-us", "0"]);
         let e = Cli::try_parse_from(zero).err().expect("timeout 0 refused");
         assert!(e.to_string().contains("--flowlet-timeout-us"), "{e}");
+    }
+
+    /// A hash description is read only for switches steered by port that
+    /// cannot run Foresight's program, and a bad one is refused naming it.
+    #[test]
+    fn a_switch_hash_file_needs_entropy_only_and_must_load() {
+        let dir = std::env::temp_dir().join(format!("fs-switch-hash-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("asic.yaml");
+        std::fs::write(
+            &file,
+            "version: 1\ndefault: {function: crc16-arc, fields: [src_ip, dst_ip, l4_src_port]}\n",
+        )
+        .unwrap();
+        let f = file.to_str().unwrap();
+        for steering in ["sr", "entropy"] {
+            let e = parsed(&["--steering", steering, "--switch-hash", f])
+                .switch_hash(&topo())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("needs --steering entropy-only"), "{steering}: {e}");
+        }
+        let ok = parsed(&["--steering", "entropy-only", "--switch-hash", f])
+            .switch_hash(&topo())
+            .unwrap()
+            .unwrap();
+        assert_eq!(ok.switches[0].crc.width, 16);
+        std::fs::write(&file, "version: 1\ndefault: {function: crc16-arc}\n").unwrap();
+        let e = parsed(&["--steering", "entropy-only", "--switch-hash", f])
+            .switch_hash(&topo())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("asic.yaml: switch") && e.contains("no fields"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod client_tls;
 mod controller;
 mod demo;
 mod entries;
+mod hash;
 mod int_collect;
 mod link;
 mod millis;
@@ -50,6 +51,8 @@ pub enum Command {
     Link(link::LinkCmd),
     /// Flow-level simulator: ECMP, QP hashing, adaptive, spraying, flowlets, Foresight.
     Sim(sim::SimCmd),
+    /// Check a description of the switches' ECMP hash against observed choices.
+    Hash(hash::HashCmd),
 }
 
 impl Command {
@@ -77,5 +80,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Link(cmd) => link::run(cmd),
         Command::Sim(cmd) => sim::run(cmd),
         Command::IntCollect(cmd) => int_collect::run(cmd),
+        Command::Hash(cmd) => hash::run(cmd),
     }
 }

@@ -51,7 +51,8 @@ pub enum SteeringMode {
     EntropyOnly,
 }
 
-/// Entropy steering's settings.
+/// Entropy steering's settings (how the switches hash is the planner's:
+/// `PlannerConfig::switch_hash`, else Foresight's program).
 #[derive(Debug, Clone, Copy)]
 pub struct EntropyConfig {
     /// The ports a flow may be told to use.

@@ -29,6 +29,12 @@ pub struct PlannerConfig {
     pub ecmp_hash: HashMode,
     /// The seed and hash offset each switch hashes with (the same prediction).
     pub ecmp_seeds: SeedPolicy,
+    /// How switches that do not run Foresight's program hash, as a file
+    /// describes them (`--switch-hash`): when set, the prediction of
+    /// fallback flows (and entropy steering) uses it instead of
+    /// `ecmp_hash` and `ecmp_seeds`.
+    #[serde(skip)]
+    pub switch_hash: Option<std::sync::Arc<crate::hash_profile::FabricHash>>,
     /// Largest set of flows placed jointly; larger sets (and reservations
     /// of more flows) are placed batch by batch and never moved.
     pub joint_max_flows: usize,
@@ -48,6 +54,7 @@ impl Default for PlannerConfig {
             max_defer_tries: 64,
             ecmp_hash: HashMode::QpAware,
             ecmp_seeds: SeedPolicy::PerSwitch,
+            switch_hash: None,
             joint_max_flows: 4096,
             joint_evaluations: 5_000,
             joint_budget_us: 50_000,

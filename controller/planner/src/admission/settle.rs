@@ -6,6 +6,7 @@ use crate::demand::Demand;
 use crate::ecmp::{ecmp_path, ecmp_path_avoiding, HashKey};
 use crate::ledger::Ledger;
 use crate::paths::Path;
+use crate::topology::EdgeId;
 
 use super::plan::{Batch, DemandPlan, Outcome, Reason, Work};
 use super::planner::{Committed, Planner};
@@ -139,6 +140,27 @@ impl<'t> Planner<'t> {
         c
     }
 
+    /// The path the switches' ECMP gives `f`: as described
+    /// (`config.switch_hash`) or as Foresight's program hashes, over the
+    /// groups that links down leave (unreachable: the plain path, for the
+    /// report).
+    pub fn ecmp_path_of(&self, f: &crate::Flow) -> Path {
+        let key = HashKey::of_flow(f, self.config.ecmp_hash);
+        let down = |e: EdgeId| self.down[e as usize];
+        let any_down = self.down.iter().any(|d| *d);
+        let plain = || ecmp_path(self.topo, f.src, f.dst, &key, &self.seeds);
+        match &self.config.switch_hash {
+            Some(described) => described
+                .path_avoiding(self.topo, f, down)
+                .or_else(|| described.path_avoiding(self.topo, f, |_| false))
+                .unwrap_or_else(plain),
+            None => any_down
+                .then(|| ecmp_path_avoiding(self.topo, f.src, f.dst, &key, &self.seeds, down))
+                .flatten()
+                .unwrap_or_else(plain),
+        }
+    }
+
     /// Fallback flows take their ECMP path (the configured hash and seeds) at best-effort priority:
     /// each progresses at its rate scaled by the worst (offered best-effort
     /// load) / (capacity left by reservations) on its path.
@@ -154,20 +176,7 @@ impl<'t> Planner<'t> {
         let mut offered = Ledger::new(self.topo.edge_count());
         for &(di, i) in fallback {
             let f = &demands[di].flows[i];
-            let key = HashKey::of_flow(f, self.config.ecmp_hash);
-            // With links down, the path the switches' reduced ECMP groups
-            // give (unreachable: the plain one, for the report).
-            let p = self
-                .down
-                .iter()
-                .any(|d| *d)
-                .then(|| {
-                    ecmp_path_avoiding(self.topo, f.src, f.dst, &key, &self.seeds, |e| {
-                        self.down[e as usize]
-                    })
-                })
-                .flatten()
-                .unwrap_or_else(|| ecmp_path(self.topo, f.src, f.dst, &key, &self.seeds));
+            let p = self.ecmp_path_of(f);
             plans[di].as_mut().unwrap().flows[i].path = p;
             for e in p.reserved_edges(self.topo, f.src) {
                 offered.reserve(e, f.window(), f.rate_bps);

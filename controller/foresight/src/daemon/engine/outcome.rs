@@ -252,8 +252,17 @@ impl Engine {
                 .flows
                 .iter()
                 .filter_map(|f| {
-                    let hold = self.hold_record(record.flows.get(f.index)?, &f.to);
-                    Some((f.index, self.hops_of(&f.to), hold))
+                    let flow = record.flows.get(f.index)?;
+                    let hold = self.hold_record(flow, &f.to);
+                    let hops = match hold {
+                        // Moved where nothing holds it: where ECMP sends it.
+                        Hold::Cannot(_) => self.ecmp_hops(&FlowRecord {
+                            udp_src_port: None,
+                            ..flow.clone()
+                        })?,
+                        _ => self.hops_of(&f.to),
+                    };
+                    Some((f.index, hops, hold))
                 })
                 .collect();
             let r = &mut self.state.reservations[idx];
@@ -344,12 +353,17 @@ impl Engine {
         });
         record.flows.clear();
         for ((flow, fp), m) in demand.flows.iter().zip(&dp.flows).zip(meta) {
-            let hops = self.hops_of(&fp.path);
+            let mut hops = self.hops_of(&fp.path);
             let hold = if fp.reserved_bps > 0 {
                 self.hold(flow, m.steer_qp, &fp.path)
             } else {
                 Hold::Cannot(plan_reason_or(plan_reason))
             };
+            if fp.reserved_bps > 0 && matches!(hold, Hold::Cannot(_)) {
+                // Reserved, but nothing holds it there: it goes where ECMP
+                // sends it.
+                hops = self.hops_of(&self.planner.ecmp_path_of(flow));
+            }
             let (status, reason, accepted, hold) = match (fp.reserved_bps, hold) {
                 (_, Hold::Cannot(reason)) => {
                     (Status::FallbackEcmp, reason, 0, Hold::Cannot(reason))

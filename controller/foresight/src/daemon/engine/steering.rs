@@ -3,12 +3,14 @@
 //! port whose hash the switches' own ECMP turns into that path (entropy
 //! steering, [`planner::entropy`]: any switch, nothing installed).
 
-use planner::ecmp::HashMode;
+use std::collections::HashMap;
+
 use planner::entropy::{PortRange, Steering};
+use planner::hash_profile::FabricHash;
 use planner::topology::Topology;
 
 use super::records::Engine;
-use crate::daemon::state::{LinkRef, Reason, Status};
+use crate::daemon::state::{Hop, LinkRef, Reason, Status};
 
 /// Entropy steering as the controller was started with it.
 #[derive(Clone, Debug)]
@@ -21,16 +23,20 @@ pub struct EntropySteering {
 }
 
 impl EntropySteering {
-    /// For switches hashing as the planner predicts (`config`), ports from
-    /// `ports`.
+    /// For switches hashing as the planner predicts (`config`: as a file
+    /// describes them, or as Foresight's program), ports from `ports`.
     pub fn new(
         topo: &Topology,
         config: &planner::PlannerConfig,
         ports: PortRange,
         fallback_sr: bool,
     ) -> EntropySteering {
+        let solver = match &config.switch_hash {
+            Some(fabric) => Steering::for_fabric(FabricHash::clone(fabric)),
+            None => Steering::new(&config.ecmp_seeds.seeds(topo), config.ecmp_hash),
+        };
         EntropySteering {
-            solver: Steering::new(&config.ecmp_seeds.seeds(topo), config.ecmp_hash),
+            solver,
             ports,
             fallback_sr,
         }
@@ -77,7 +83,7 @@ impl Engine {
                 Hold::Cannot(Reason::NoPath)
             }
         };
-        if entropy.solver.mode() == HashMode::QpAware && !qp_known {
+        if entropy.solver.needs_qp() && !qp_known {
             // The switches hash a QP the controller does not know.
             return fallback();
         }
@@ -108,6 +114,16 @@ impl Engine {
         if holds.is_empty() {
             return false;
         }
+        // Flows nothing holds any more go where ECMP sends them.
+        let mut ecmp: HashMap<usize, Vec<Hop>> = holds
+            .iter()
+            .filter(|(_, h)| matches!(h, Hold::Cannot(_)))
+            .filter_map(|(i, _)| {
+                let mut f = r.flows[*i].clone();
+                f.udp_src_port = None;
+                Some((*i, self.ecmp_hops(&f)?))
+            })
+            .collect();
         let r = &mut self.state.reservations[idx];
         let (mut ported, mut pinned, mut lost) = (0, 0, 0);
         for (i, hold) in holds {
@@ -123,6 +139,9 @@ impl Engine {
                 }
             }
             (f.labels, f.udp_src_port) = hold.parts();
+            if let Some(hops) = ecmp.remove(&i) {
+                f.hops = hops;
+            }
         }
         if lost > 0 {
             settle_after_loss(r, Reason::NoPath);
@@ -142,11 +161,26 @@ impl Engine {
         f: &crate::daemon::state::FlowRecord,
         path: &planner::Path,
     ) -> Hold {
+        match self.planner_flow(f) {
+            Some(flow) => self.hold(&flow, f.steer_qp, path),
+            None => Hold::Cannot(Reason::UnknownEndpoint),
+        }
+    }
+
+    /// The hops ECMP gives a recorded flow that nothing holds on a path.
+    pub(super) fn ecmp_hops(&self, f: &crate::daemon::state::FlowRecord) -> Option<Vec<Hop>> {
+        let flow = self.planner_flow(f)?;
+        Some(self.hops_of(&self.planner.ecmp_path_of(&flow)))
+    }
+
+    /// A recorded flow as the planner sees it, on the port it was told (or
+    /// its QP's default port).
+    fn planner_flow(&self, f: &crate::daemon::state::FlowRecord) -> Option<planner::Flow> {
         let (Some(&src), Some(&dst)) = (self.by_ip.get(&f.src_ip), self.by_ip.get(&f.dst_ip))
         else {
-            return Hold::Cannot(Reason::UnknownEndpoint);
+            return None;
         };
-        let flow = planner::Flow {
+        Some(planner::Flow {
             src,
             dst,
             src_ip: f.src_ip,
@@ -159,8 +193,7 @@ impl Engine {
             bytes: f.bytes,
             rate_bps: f.rate_bps,
             duration_ns: f.duration_ns.max(1),
-        };
-        self.hold(&flow, f.steer_qp, path)
+        })
     }
 }
 
@@ -321,7 +354,7 @@ mod tests {
                 udp_port: 32766,
                 report_every: 1,
             }),
-            ecmp_hash: HashMode::QpAware.into(),
+            ecmp_hash: planner::ecmp::HashMode::QpAware.into(),
             ecmp_seeds: planner::ecmp::SeedPolicy::PerSwitch,
             reserved_tc: installer::reservations::RESERVED_TC,
             background_tc: installer::reservations::RESERVED_TC,
@@ -355,5 +388,84 @@ mod tests {
         );
         assert!(f.labels.is_empty());
         wire(&r[0]);
+    }
+
+    /// Switches described as fixed-function ones (CRC-16 seeded in the
+    /// register, the ingress port hashed, no QP): a flow whose QP the
+    /// client did not give is still told a port, and that port walks its
+    /// reserved path under the description, not under Foresight's hash.
+    #[test]
+    fn described_switches_steer_flows_without_their_qp() {
+        let mut e = engine();
+        let described = FabricHash::from_yaml(
+            e.topo,
+            "version: 1\ndefault: {function: crc16-ccitt-false, seed: 77, \
+             fields: [src_ip, dst_ip, ip_proto, l4_src_port, l4_dst_port, ingress_port]}\n",
+            "asic.yaml",
+        )
+        .unwrap();
+        let config = PlannerConfig {
+            switch_hash: Some(std::sync::Arc::new(described.clone())),
+            ..PlannerConfig::default()
+        };
+        e.steering = Some(EntropySteering::new(
+            e.topo,
+            &config,
+            PortRange::default(),
+            false,
+        ));
+        let r = submit(&mut e, vec![h1_to_h3("d", None)], T0).unwrap();
+        let f = &r[0].flows[0];
+        assert_eq!(f.status, Status::Admitted);
+        let port = f.udp_src_port.expect("a source port");
+        let (src, dst) = (e.by_ip[&f.src_ip], e.by_ip[&f.dst_ip]);
+        let mut flow = planner::Flow::new(e.topo, src, dst, f.qp, 0, 1, 1);
+        flow.udp_src_port = port;
+        assert_eq!(
+            described.path_avoiding(e.topo, &flow, |_| false),
+            e.path_of(&f.hops)
+        );
+    }
+
+    /// Entropy-only with no port that hashes onto the reserved path (a
+    /// range of one port that goes the other way): the flow falls back to
+    /// ECMP, and its record shows the path ECMP gives it on its own port,
+    /// not the path it was reserved on.
+    #[test]
+    fn a_flow_no_port_steers_records_where_ecmp_sends_it() {
+        let qp = 0x321;
+        let planned = {
+            let mut e = steered(false);
+            let f = submit(&mut e, vec![h1_to_h3("d", Some(qp))], T0).unwrap()[0].flows[0].clone();
+            e.path_of(&f.hops).unwrap()
+        };
+        let mut e = steered(false);
+        let (src, dst) = (0, 2);
+        let seeds = PlannerConfig::default().ecmp_seeds.seeds(e.topo);
+        let walk = |port| {
+            let key = HashKey::roce_qp(
+                "10.0.1.1".parse().unwrap(),
+                "10.0.2.1".parse().unwrap(),
+                port,
+                qp,
+            );
+            ecmp_path_avoiding(e.topo, src, dst, &key, &seeds, |_| false).unwrap()
+        };
+        let astray = (49152..=u16::MAX).find(|&p| walk(p) != planned).unwrap();
+        e.steering.as_mut().unwrap().ports = PortRange {
+            first: astray,
+            last: astray,
+        };
+        let f = submit(&mut e, vec![h1_to_h3("d", Some(qp))], T0).unwrap()[0].flows[0].clone();
+        assert_eq!(
+            (f.status, f.reason, f.udp_src_port),
+            (Status::FallbackEcmp, Reason::NoPath, None)
+        );
+        let own = walk(planner::conventions::udp_src_port_for_qp(qp));
+        assert_ne!(
+            own, planned,
+            "the QP's own port must go astray for the test to tell"
+        );
+        assert_eq!(e.path_of(&f.hops), Some(own));
     }
 }

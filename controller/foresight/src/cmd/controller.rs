@@ -916,7 +916,10 @@ mod tests {
                 .switch_hash(&topo())
                 .unwrap_err()
                 .to_string();
-            assert!(e.contains("needs --steering entropy-only"), "{steering}: {e}");
+            assert!(
+                e.contains("needs --steering entropy-only"),
+                "{steering}: {e}"
+            );
         }
         let ok = parsed(&["--steering", "entropy-only", "--switch-hash", f])
             .switch_hash(&topo())
@@ -928,7 +931,10 @@ mod tests {
             .switch_hash(&topo())
             .unwrap_err()
             .to_string();
-        assert!(e.contains("asic.yaml: switch") && e.contains("no fields"), "{e}");
+        assert!(
+            e.contains("asic.yaml: switch") && e.contains("no fields"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -209,6 +209,14 @@ impl Engine {
         let planner_secs = t0.elapsed().as_secs_f64();
         for (dp, (_, p)) in plan.demands.iter().zip(pending.iter_mut()) {
             self.fill_outcome(&mut p.record, &p.demand, dp, &p.meta);
+            let unheld = dp
+                .flows
+                .iter()
+                .zip(&p.record.flows)
+                .any(|(fp, f)| fp.reserved_bps > 0 && f.status == Status::FallbackEcmp);
+            if unheld {
+                self.reledger(&p.record);
+            }
         }
         self.apply_moves(&plan.moved, moved);
         PlanTiming { planner_secs }
@@ -281,7 +289,10 @@ impl Engine {
             }
             if let Some(reason) = lost {
                 super::steering::settle_after_loss(r, reason);
+                let r = r.clone();
+                self.reledger(&r);
             }
+            let r = &mut self.state.reservations[idx];
             r.revision += 1;
             let why: Vec<String> = m.causes.iter().map(|c| c.to_string()).collect();
             r.advisory = Some(truncate(

@@ -17,6 +17,9 @@ use planner::{PlannerConfig, Topology};
 
 use crate::daemon::state::{Hop, Reservation, State, Status, Subject};
 
+/// One flow as the ledger holds it: source NIC, path, window, bit/s.
+type LedgerFlow = (HostIdx, planner::Path, planner::Window, u64);
+
 /// Most flows one reservation may expand to (collective flows times
 /// recurrence occurrences).
 pub const MAX_FLOWS_PER_RESERVATION: usize = 65_536;
@@ -97,7 +100,6 @@ impl Engine {
         };
         let mut restored = Restored::default();
         for r in &engine.state.reservations {
-            let mut flows = Vec::new();
             for (i, f) in r.flows.iter().enumerate() {
                 for (j, h) in f.hops.iter().enumerate() {
                     if topo.switch_by_name(&h.switch).is_none() {
@@ -108,25 +110,14 @@ impl Engine {
                         );
                     }
                 }
-                if !f.status.reserves() || f.accepted_bps == 0 {
-                    // Kept as a placeholder so the planner's flow indices
-                    // are the record's (it reserves nothing).
-                    flows.push((0, planner::Path::EMPTY, planner::Window::new(0, 1), 0));
-                    continue;
-                }
-                let src = engine.host(&f.src)?;
-                let path = engine.path_of(&f.hops).ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "state file: reservations[{}] ({}) flows[{i}].hops: {:?} is not a path of fabric {} to {}",
-                        r.seq, r.id, f.hops, topo.name(), f.dst
-                    )
-                })?;
-                let w = planner::Window::new(
-                    engine.to_planner_ns(f.start_unix_ns),
-                    engine.to_planner_ns(f.end_unix_ns),
-                );
-                flows.push((src, path, w, f.accepted_bps));
             }
+            let flows = engine.ledger_flows(r).map_err(|(i, e)| {
+                anyhow::anyhow!(
+                    "state file: reservations[{}] ({}) flows[{i}]: {e:#}",
+                    r.seq,
+                    r.id
+                )
+            })?;
             restored.reservations += 1;
             // The ledger holds exactly what the switches carry: the
             // recorded paths, not a re-plan (which could choose others).
@@ -159,6 +150,54 @@ impl Engine {
 
     pub(super) fn to_unix_ns(&self, planner_ns: u64) -> u64 {
         planner_ns + self.state.epoch_unix_ns
+    }
+
+    /// What the ledger holds for `r`: per flow its source NIC, path,
+    /// window and reserved bit/s, exactly as recorded (what the switches
+    /// carry); a zero placeholder for a flow that reserves nothing, so the
+    /// planner's flow indices are the record's. The error names the flow.
+    pub(super) fn ledger_flows(
+        &self,
+        r: &Reservation,
+    ) -> Result<Vec<LedgerFlow>, (usize, anyhow::Error)> {
+        let mut flows = Vec::with_capacity(r.flows.len());
+        for (i, f) in r.flows.iter().enumerate() {
+            if !f.status.reserves() || f.accepted_bps == 0 {
+                flows.push((0, planner::Path::EMPTY, planner::Window::new(0, 1), 0));
+                continue;
+            }
+            let src = self.host(&f.src).map_err(|e| (i, e))?;
+            let path = self.path_of(&f.hops).ok_or_else(|| {
+                let fabric = self.topo.name();
+                (
+                    i,
+                    anyhow::anyhow!(
+                        "hops: {:?} is not a path of fabric {fabric} to {}",
+                        f.hops,
+                        f.dst
+                    ),
+                )
+            })?;
+            let w = planner::Window::new(
+                self.to_planner_ns(f.start_unix_ns),
+                self.to_planner_ns(f.end_unix_ns),
+            );
+            flows.push((src, path, w, f.accepted_bps));
+        }
+        Ok(flows)
+    }
+
+    /// After some of `r`'s flows fell back to ECMP although the plan had
+    /// reserved them (nothing could hold them on their path): the ledger
+    /// keeps only what the flows still reserved use, so others can have
+    /// the rest.
+    pub(super) fn reledger(&mut self, r: &Reservation) {
+        match self.ledger_flows(r) {
+            Ok(flows) => self.planner.restore(&r.tenant, &r.id, &flows),
+            Err((i, e)) => {
+                tracing::error!(id = %r.id, flow = i, "cannot re-enter the ledger: {e:#}")
+            }
+        }
     }
 
     pub(super) fn host(&self, name: &str) -> anyhow::Result<HostIdx> {

@@ -145,7 +145,10 @@ impl Engine {
         }
         if lost > 0 {
             settle_after_loss(r, Reason::NoPath);
+            let r = r.clone();
+            self.reledger(&r);
         }
+        let r = &mut self.state.reservations[idx];
         r.revision += 1;
         r.advisory = Some(format!(
             "link {link} {}: the ECMP groups on the path changed; {ported} flows told another \
@@ -467,5 +470,10 @@ mod tests {
             "the QP's own port must go astray for the test to tell"
         );
         assert_eq!(e.path_of(&f.hops), Some(own));
+        // And the ledger no longer holds the path it is not on.
+        let mid = e.to_planner_ns(f.start_unix_ns + 10 * MS);
+        for edge in planned.reserved_edges(e.topo, src) {
+            assert_eq!(e.planner.reserved_at(edge, mid), 0, "edge {edge}");
+        }
     }
 }

@@ -183,6 +183,8 @@ class Experiment:
             # Only when INT is measured: report copies cross the fabric to
             # the collector and would count as load on the links.
             extra += ["--int-collector", self.lab.collector]
+        if steering == "entropy-only" and getattr(self.args, "switch_hash", None):
+            extra += ["--switch-hash", os.path.abspath(self.args.switch_hash)]
         self.lab.start_controller(*extra)
         self.controller_mode = key
         if self.args.link_down:
@@ -727,6 +729,10 @@ def main():
                        help="foresight-entropy: the collector reads every steered connection's path from INT "
                             "(its watch entry, telemetry only) and runs.csv counts those off their reserved path "
                             "(INT reports load the fabric: keep timing runs without it)")
+        p.add_argument("--switch-hash", metavar="FILE",
+                       help="foresight-entropy: steer by this description of the switches' hash (controller "
+                            "--switch-hash) instead of the built-in model; --int-path-check shows whether the "
+                            "switches agree (bmv2-lab/switch-hash-foresight.yaml is the lab's own)")
         p.add_argument("--link-down", metavar="SWITCH:PORT",
                        help="this fabric link is down for the whole experiment (the controller is told with "
                             "`foresight link down` after every start; no route or ECMP group uses it)")

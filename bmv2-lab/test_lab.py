@@ -273,6 +273,34 @@ def entropy_steering(name):
     check("the hosts sent on the granted ports", sent == set(granted.values()), f"{sorted(sent)} vs {granted}")
 
 
+def entropy_steering_described(name, wrong_name):
+    """foresight-entropy steered by a file describing the switches' hash:
+    the lab's own hash written as a description puts every connection on its
+    reserved path; the same description with the address fields swapped (a
+    wrong guess at an ASIC's field order) sends some astray, and the INT path
+    check says so."""
+    lab_dir = os.path.dirname(os.path.abspath(__file__))
+    right = os.path.join(lab_dir, "switch-hash-foresight.yaml")
+    rows, _ = run_experiment(name, "--modes", "foresight-entropy", "--int-path-check", "--background", "0",
+                             "--switch-hash", right)
+    if rows is None:
+        return
+    r = rows[0] if rows else {}
+    check("a description of the lab's own hash: every steered connection on its reserved path",
+          r.get("paths_checked") == "16" and r.get("paths_off") == "0",
+          f"{r.get('paths_off')} off of {r.get('paths_checked')} seen")
+    scratch.append(tempfile.mkdtemp(prefix="fs-hash-"))
+    wrong = os.path.join(scratch[-1], "wrong.yaml")
+    with open(right) as fh, open(wrong, "w") as out:
+        out.write(fh.read().replace("[src_ip, dst_ip,", "[dst_ip, src_ip,"))
+    rows, _ = run_experiment(wrong_name, "--modes", "foresight-entropy", "--int-path-check",
+                             "--background", "0", "--switch-hash", wrong)
+    r = rows[0] if rows else {}
+    check("a wrong description (address fields swapped): the path check sees connections off their paths",
+          r.get("paths_checked") == "16" and int(r.get("paths_off") or 0) > 0,
+          f"{r.get('paths_off')} off of {r.get('paths_checked')} seen")
+
+
 def experiment(name):
     rows, out = run_experiment(name)
     if rows is None:
@@ -308,11 +336,12 @@ def main():
         moe_with_a_link_down("ftm")
         two_tenants("ftt")
         entropy_steering("ftx")
+        entropy_steering_described("fth", "fti")
     failed = [n for n, ok in results if not ok]
     if not failed:
         # The labs' logs are kept on failure only.
         import shutil
-        for name in [f"ft{i}" for i in range(len(topologies))] + ["ftc", "fte", "ftn", "ftm", "ftt", "ftx"]:
+        for name in [f"ft{i}" for i in range(len(topologies))] + ["ftc", "fte", "ftn", "ftm", "ftt", "ftx", "fth", "fti"]:
             shutil.rmtree(os.path.join(labmod.STATE_DIR, name), ignore_errors=True)
         for path in scratch:
             shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.unlink(path)

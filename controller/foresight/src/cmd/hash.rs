@@ -235,7 +235,8 @@ mod tests {
     fn a_right_description_agrees_and_a_wrong_one_is_caught() {
         let topo = lab();
         let right = FabricHash::from_yaml(&topo, ASIC, "asic.yaml").unwrap();
-        let (src, dst) = (&topo.hosts()[0], topo.hosts().last().unwrap());
+        let h8 = topo.host_by_name("h8").unwrap() as usize;
+        let (src, dst) = (&topo.hosts()[0], &topo.hosts()[h8]);
         let leaf = &topo.switches()[src.leaf as usize].name;
         let mut csv = format!("{HEADER}\n");
         for port in 49152..49252u16 {

@@ -92,6 +92,9 @@ pub struct Compiler {
     lowered: HashMap<(String, u16), Vec<Resolved1>>,
     flows: HashMap<(String, u64, usize), Arc<FlowEntities>>,
     predrain: HashMap<(String, u64, usize, String, u16), Arc<Resolved1>>,
+    /// Telemetry-only watch entries of steered flows, by (reservation,
+    /// revision, flow): resolved once, not on every pass.
+    steered_watch: HashMap<(String, u64, usize), Arc<Resolved1>>,
     /// INT watch of learned jobs' host pairs, by source leaf (T+5).
     job_watch: Vec<(String, Resolved1)>,
 }
@@ -202,6 +205,7 @@ impl Compiler {
             lowered,
             flows: HashMap::new(),
             predrain: HashMap::new(),
+            steered_watch: HashMap::new(),
             job_watch: Vec::new(),
         })
     }
@@ -355,18 +359,32 @@ impl Compiler {
         // Install windows of active reserved flows, by (switch, port).
         let mut busy: HashMap<(String, u16), Vec<(u64, u64)>> = HashMap::new();
         let mut live_flows = HashSet::new();
+        let mut live_steered = HashSet::new();
         for r in &state.reservations {
             for (i, f) in r.flows.iter().enumerate() {
                 if !f.active(now, lead) {
                     if self.watches_steered(f, now) {
-                        let rf = self.reserved_flow(f);
-                        let leaf = &f.hops[0].switch;
-                        let (key, entity) =
-                            resolve_one(leaf, rf.watch_entry(), &self.info, &self.devices)?;
-                        out.get_mut(leaf)
+                        let key = (r.id.clone(), r.revision, i);
+                        let watch = match self.steered_watch.get(&key) {
+                            Some(w) => w.clone(),
+                            None => {
+                                let rf = self.reserved_flow(f);
+                                let leaf = &f.hops[0].switch;
+                                let w = Arc::new(resolve_one(
+                                    leaf,
+                                    rf.watch_entry(),
+                                    &self.info,
+                                    &self.devices,
+                                )?);
+                                self.steered_watch.insert(key.clone(), w.clone());
+                                w
+                            }
+                        };
+                        live_steered.insert(key);
+                        out.get_mut(&f.hops[0].switch)
                             .expect("ingress leaf in fabric")
                             .entities
-                            .insert(key, entity);
+                            .insert(watch.0.clone(), watch.1.clone());
                     }
                     continue;
                 }
@@ -441,6 +459,9 @@ impl Compiler {
         }
         if self.predrain.len() > 2 * live_predrain.len() + 1024 {
             self.predrain.retain(|k, _| live_predrain.contains(k));
+        }
+        if self.steered_watch.len() > 2 * live_steered.len() + 1024 {
+            self.steered_watch.retain(|k, _| live_steered.contains(k));
         }
         Ok(out)
     }

@@ -336,8 +336,24 @@ pub fn ecmp_path_avoiding<F: Fn(EdgeId) -> bool + Copy>(
     seeds: &[SwitchHash],
     down: F,
 ) -> Option<Path> {
+    walk_avoiding(topo, src, dst, down, |s, _, n| {
+        seeds[s as usize].member(key, n)
+    })
+}
+
+/// From the source leaf to `dst` over the viable next hops (`down` marks
+/// the edges out of service): `pick(switch, ingress port, group size)`
+/// chooses the member at every switch. `None` when `dst` cannot be reached.
+pub fn walk_avoiding<F: Fn(EdgeId) -> bool + Copy>(
+    topo: &Topology,
+    src: HostIdx,
+    dst: HostIdx,
+    down: F,
+    mut pick: impl FnMut(SwitchIdx, u16, usize) -> usize,
+) -> Option<Path> {
     let dst_leaf = topo.hosts()[dst as usize].leaf;
     let mut s = topo.hosts()[src as usize].leaf;
+    let mut in_port = topo.edge(topo.host_up_edge(src)).to_port;
     let mut p = Path::EMPTY;
     while s != dst_leaf {
         let group: smallvec::SmallVec<[EdgeId; 64]> =
@@ -345,12 +361,13 @@ pub fn ecmp_path_avoiding<F: Fn(EdgeId) -> bool + Copy>(
         if group.is_empty() {
             return None;
         }
-        let e = group[seeds[s as usize].member(key, group.len())];
+        let e = group[pick(s, in_port, group.len())];
         p.push(e);
-        let NodeRef::Switch(t) = topo.edge(e).to else {
+        let link = topo.edge(e);
+        let NodeRef::Switch(t) = link.to else {
             unreachable!("next hops lead to switches")
         };
-        s = t;
+        (s, in_port) = (t, link.to_port);
     }
     let last = topo.host_down_edge(dst);
     if down(last) {

@@ -377,13 +377,15 @@ impl<'t, F: Fn(EdgeId) -> bool + Copy> Groups<'t, F> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::ecmp::{ecmp_path_avoiding, HashKey, SeedPolicy};
     use crate::paths::all_paths;
     use crate::topology::generate::{multi_pod, MultiPod};
 
-    fn fabric() -> Topology {
+    /// Two pods of 4 leaves and 4 spines, 4 super-spines per plane, 2
+    /// hosts per leaf: every tier hashes.
+    pub(crate) fn fabric() -> Topology {
         Topology::from_spec(
             multi_pod(&MultiPod {
                 pods: 2,

@@ -19,10 +19,10 @@ use std::fmt;
 
 use serde::Deserialize;
 
-use crate::ecmp::{viable_next_hops, HashMode, SeedPolicy};
+use crate::ecmp::{walk_avoiding, HashMode, SeedPolicy};
 use crate::flow::Flow;
 use crate::paths::Path;
-use crate::topology::{EdgeId, NodeRef, Role, Topology};
+use crate::topology::{EdgeId, Role, Topology};
 
 /// A CRC in the catalogue's terms (width, polynomial, initial register,
 /// reflection, final XOR). Input and output are reflected together, as in
@@ -401,30 +401,9 @@ impl FabricHash {
         flow: &Flow,
         down: F,
     ) -> Option<Path> {
-        let dst_leaf = topo.hosts()[flow.dst as usize].leaf;
-        let mut s = topo.hosts()[flow.src as usize].leaf;
-        let mut in_port = topo.edge(topo.host_up_edge(flow.src)).to_port;
-        let mut p = Path::EMPTY;
-        while s != dst_leaf {
-            let group: smallvec::SmallVec<[EdgeId; 64]> =
-                viable_next_hops(topo, s, dst_leaf, down).collect();
-            if group.is_empty() {
-                return None;
-            }
-            let e = group[self.switches[s as usize].member(flow, in_port, group.len())];
-            p.push(e);
-            let link = topo.edge(e);
-            let NodeRef::Switch(t) = link.to else {
-                unreachable!("next hops lead to switches")
-            };
-            (s, in_port) = (t, link.to_port);
-        }
-        let last = topo.host_down_edge(flow.dst);
-        if down(last) {
-            return None;
-        }
-        p.push(last);
-        Some(p)
+        walk_avoiding(topo, flow.src, flow.dst, down, |s, in_port, n| {
+            self.switches[s as usize].member(flow, in_port, n)
+        })
     }
 
     /// A fabric's hash as described in YAML (`name` names the file in
@@ -619,24 +598,11 @@ impl fmt::Display for Field {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ecmp::viable_next_hops;
     use crate::ecmp::{ecmp_path_avoiding, HashKey};
+    use crate::entropy::tests::fabric;
     use crate::rng::Rng;
-    use crate::topology::generate::{multi_pod, MultiPod};
-
-    fn fabric() -> Topology {
-        Topology::from_spec(
-            multi_pod(&MultiPod {
-                pods: 2,
-                leaves_per_pod: 4,
-                spines_per_pod: 4,
-                superspines_per_plane: 4,
-                hosts_per_leaf: 2,
-                ..MultiPod::default()
-            })
-            .unwrap(),
-        )
-        .unwrap()
-    }
+    use crate::topology::NodeRef;
 
     /// The catalogue's check values: each preset's CRC of "123456789".
     #[test]

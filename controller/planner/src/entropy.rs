@@ -17,9 +17,9 @@
 //! **Why the search is cheap.** CRC is affine over GF(2): for inputs of one
 //! length, `crc(a ^ b) = crc(a) ^ crc(b) ^ crc(0)`, whatever the initial
 //! register, seed or final XOR. So a switch's hash of the flow on port `p`
-//! is its hash of the flow on port 0 (computed once per hop), XOR a term
-//! linear in `p` (two 256-entry tables, one per port byte, per input
-//! layout). A candidate port costs two table lookups plus one XOR,
+//! is the flow's hash under the switch's input layout with seed and ports
+//! 0 (one CRC per flow and layout), XOR terms for the switch's seed, the
+//! ingress port and `p` (two 256-entry tables per port, per layout). A candidate port costs two table lookups plus one XOR,
 //! rotation and remainder per hop, and the walk stops at the first hop that
 //! goes astray; nothing hashes the packet again.
 
@@ -30,7 +30,7 @@ use std::str::FromStr;
 use crate::conventions::UDP_SRC_PORT_BASE;
 use crate::ecmp::{viable_next_hops, HashMode, SwitchHash};
 use crate::flow::Flow;
-use crate::hash_profile::{FabricHash, Field, HashProfile};
+use crate::hash_profile::{FabricHash, Field, HashProfile, Window};
 use crate::paths::Path;
 use crate::topology::{EdgeId, NodeRef, SwitchIdx, Topology};
 
@@ -137,70 +137,118 @@ pub struct Steered {
 }
 
 /// One hop of the walk as the search checks it: the hash this switch
-/// computes for the flow with source port 0, the port's term table, and
-/// the member of its group the path takes.
+/// computes for the flow with source port 0, the layout whose port terms
+/// apply, and the member of its group the path takes.
 #[derive(Clone, Copy, Debug)]
 struct Choice {
     hash0: u32,
     layout: usize,
-    switch: SwitchIdx,
+    window: Window,
     group: u32,
     member: u32,
 }
 
-/// What a source port XORs into a hash of one input layout (a CRC, an
-/// input length and the port's place in it): `[0][b]` for a port whose
-/// high byte is `b`, `[1][b]` for its low byte. Zero where the switch
-/// hashes no port.
+/// One input layout: a CRC, how the seed enters and the fields. A CRC over
+/// a fixed-length input is affine in the seed, the fields, the ingress port
+/// and the source port separately, so a switch's hash of a flow is the
+/// layout's hash of the flow (seed 0, both ports 0) XOR a term for its
+/// seed, one for the ingress port and one for the source port: one CRC per
+/// flow and layout, then table lookups per hop and per candidate.
 #[derive(Clone, Debug)]
-struct PortTerms {
-    crc: crate::hash_profile::Crc,
-    len: usize,
-    at: Option<usize>,
-    table: Box<[[u32; 256]; 2]>,
+struct Layout {
+    /// The layout with seed 0.
+    proto: HashProfile,
+    /// `proto`'s hash of the all-zero flow.
+    zero: u32,
+    /// What a source port XORs in: `[0][b]` for a high byte `b`, `[1][b]`
+    /// for the low byte (zero where the layout has no source port).
+    port: Box<[[u32; 256]; 2]>,
+    /// The same for the ingress port.
+    in_port: Box<[[u32; 256]; 2]>,
 }
 
-impl PortTerms {
-    fn new(p: &HashProfile) -> PortTerms {
-        let (len, at) = (p.len(), p.port_at());
-        let mut table = Box::new([[0u32; 256]; 2]);
-        if let Some(at) = at {
-            let base = p.crc.compute(0, &vec![0u8; len]);
-            for (byte, row) in table.iter_mut().enumerate() {
-                for (b, slot) in row.iter_mut().enumerate() {
-                    let mut input = vec![0u8; len];
-                    input[at + byte] = b as u8;
-                    *slot = p.crc.compute(0, &input) ^ base;
-                }
+/// A flow of all-zero fields (the constants of RoCEv2 stay).
+fn zero_flow() -> Flow {
+    Flow {
+        src: 0,
+        dst: 0,
+        src_ip: std::net::Ipv4Addr::UNSPECIFIED,
+        dst_ip: std::net::Ipv4Addr::UNSPECIFIED,
+        udp_src_port: 0,
+        dest_qp: 0,
+        start_ns: 0,
+        bytes: 0,
+        rate_bps: 0,
+        duration_ns: 0,
+    }
+}
+
+fn split(v: u16) -> [usize; 2] {
+    let [hi, lo] = v.to_be_bytes();
+    [hi as usize, lo as usize]
+}
+
+impl Layout {
+    fn new(p: &HashProfile) -> Layout {
+        let proto = HashProfile {
+            seed: 0,
+            ..p.clone()
+        };
+        let zero = proto.hash(&zero_flow(), 0);
+        let mut port = Box::new([[0u32; 256]; 2]);
+        let mut in_port = Box::new([[0u32; 256]; 2]);
+        for byte in 0..2 {
+            for b in 0..256u16 {
+                let v = b << (8 * (1 - byte));
+                let f = Flow {
+                    udp_src_port: v,
+                    ..zero_flow()
+                };
+                port[byte][b as usize] = proto.hash(&f, 0) ^ zero;
+                in_port[byte][b as usize] = proto.hash(&zero_flow(), v) ^ zero;
             }
         }
-        PortTerms {
-            crc: p.crc.clone(),
-            len,
-            at,
-            table,
+        Layout {
+            proto,
+            zero,
+            port,
+            in_port,
         }
     }
 
     fn fits(&self, p: &HashProfile) -> bool {
-        self.crc == p.crc && self.len == p.len() && self.at == p.port_at()
+        self.proto.crc == p.crc
+            && self.proto.seed_use == p.seed_use
+            && self.proto.fields == p.fields
     }
 
-    fn term(&self, port: u16) -> u32 {
-        let [hi, lo] = port.to_be_bytes();
-        self.table[0][hi as usize] ^ self.table[1][lo as usize]
+    /// What `p`'s seed XORs into this layout's hash.
+    fn seed_term(&self, p: &HashProfile) -> u32 {
+        p.hash(&zero_flow(), 0) ^ self.zero
+    }
+
+    fn port_term(&self, port: u16) -> u32 {
+        let [hi, lo] = split(port);
+        self.port[0][hi] ^ self.port[1][lo]
+    }
+
+    fn in_port_term(&self, in_port: u16) -> u32 {
+        let [hi, lo] = split(in_port);
+        self.in_port[0][hi] ^ self.in_port[1][lo]
     }
 }
 
 /// Solves source ports for one fabric: how every switch hashes
-/// ([`FabricHash`]), with each distinct input layout's port terms worked
-/// out once.
+/// ([`FabricHash`]), with each distinct input layout's terms worked out
+/// once.
 #[derive(Clone, Debug)]
 pub struct Steering {
     fabric: FabricHash,
-    layouts: Vec<PortTerms>,
+    layouts: Vec<Layout>,
     /// Per switch, its index into `layouts`.
     layout_of: Vec<usize>,
+    /// Per switch, what its seed XORs into its layout's hash.
+    seed_term: Vec<u32>,
 }
 
 impl Steering {
@@ -217,23 +265,38 @@ impl Steering {
 
     /// For switches hashing as `fabric` describes (fixed-function ones included).
     pub fn for_fabric(fabric: FabricHash) -> Steering {
-        let mut layouts: Vec<PortTerms> = Vec::new();
-        let layout_of = fabric
+        let mut layouts: Vec<Layout> = Vec::new();
+        let layout_of: Vec<usize> = fabric
             .switches
             .iter()
             .map(|p| match layouts.iter().position(|l| l.fits(p)) {
                 Some(i) => i,
                 None => {
-                    layouts.push(PortTerms::new(p));
+                    layouts.push(Layout::new(p));
                     layouts.len() - 1
                 }
             })
+            .collect();
+        let seed_term = fabric
+            .switches
+            .iter()
+            .zip(&layout_of)
+            .map(|(p, &l)| layouts[l].seed_term(p))
             .collect();
         Steering {
             fabric,
             layouts,
             layout_of,
+            seed_term,
         }
+    }
+
+    /// The hash switch `s` computes for `flow` (on its own source port)
+    /// arriving on `in_port`, from the flow's layout hash `base` (seed 0,
+    /// ports 0).
+    fn hash_at(&self, s: SwitchIdx, base: u32, in_port: u16) -> u32 {
+        let l = &self.layouts[self.layout_of[s as usize]];
+        base ^ self.seed_term[s as usize] ^ l.in_port_term(in_port)
     }
 
     /// How the switches hash.
@@ -288,9 +351,8 @@ impl Steering {
     }
 
     fn holds(&self, c: &Choice, port: u16) -> bool {
-        let profile = &self.fabric.switches[c.switch as usize];
-        let h = c.hash0 ^ self.layouts[c.layout].term(port);
-        profile.select(h) % c.group == c.member
+        let h = c.hash0 ^ self.layouts[c.layout].port_term(port);
+        c.window.apply(h) % c.group == c.member
     }
 
     /// The member each switch on `path` must pick, from the source leaf to
@@ -310,6 +372,9 @@ impl Steering {
             udp_src_port: 0,
             ..flow.clone()
         };
+        // The flow's hash per layout (seed 0, ports 0), worked out on first use.
+        let mut bases: smallvec::SmallVec<[Option<u32>; 4]> =
+            smallvec::smallvec![None; self.layouts.len()];
         let edges = path.edges();
         let mut choices = Vec::with_capacity(edges.len());
         for &e in edges {
@@ -326,10 +391,13 @@ impl Steering {
                 .ok_or(NoPort::OffRoutes { edge: e })?;
             // A group of one decides nothing: no port is needed for it.
             if group.len() > 1 {
+                let layout = self.layout_of[s as usize];
+                let base = *bases[layout]
+                    .get_or_insert_with(|| self.layouts[layout].proto.hash(&port0, 0));
                 choices.push(Choice {
-                    hash0: self.fabric.switches[s as usize].hash(&port0, in_port),
-                    layout: self.layout_of[s as usize],
-                    switch: s,
+                    hash0: self.hash_at(s, base, in_port),
+                    layout,
+                    window: self.fabric.switches[s as usize].window(),
                     group: group.len() as u32,
                     member: member as u32,
                 });
@@ -525,6 +593,64 @@ pub(crate) mod tests {
             assert_eq!(described.path_avoiding(&topo, &f, |_| false), Some(p));
         }
         assert!(!steering.needs_qp());
+    }
+
+    /// A switch's hash as the solver composes it (the flow's layout hash,
+    /// the switch's seed term, the ingress and source port terms) is the
+    /// switch's hash, for every seed use and a hashed ingress port.
+    #[test]
+    fn composed_hashes_are_the_switches_hashes() {
+        let topo = fabric();
+        let mut rng = crate::rng::Rng::new(11);
+        for (function, seed_use) in [
+            ("crc32", "prepend"),
+            ("crc16-arc", "init"),
+            ("crc32c", "xor"),
+        ] {
+            let described = FabricHash::from_yaml(
+                &topo,
+                &format!(
+                    "version: 1\ndefault: {{function: {function}, seed: name, seed_use: {seed_use}, \
+                     fields: [dst_qp, src_ip, ingress_port, l4_src_port, dst_ip]}}\n"
+                ),
+                "x.yaml",
+            );
+            // `name` seeds are 32-bit: too wide for a 16-bit register.
+            let described = described.unwrap_or_else(|_| {
+                FabricHash::from_yaml(
+                    &topo,
+                    &format!(
+                        "version: 1\ndefault: {{function: {function}, seed: 0x5a5a, seed_use: {seed_use}, \
+                         fields: [dst_qp, src_ip, ingress_port, l4_src_port, dst_ip]}}\n"
+                    ),
+                    "x.yaml",
+                )
+                .unwrap()
+            });
+            let steering = Steering::for_fabric(described.clone());
+            let last = topo.hosts().len() as u32 - 1;
+            for _ in 0..200 {
+                let mut f = Flow::new(&topo, 0, last, rng.below(1 << 24) as u32, 0, 1, 1);
+                let (port, in_port) = (rng.below(65536) as u16, rng.below(65536) as u16);
+                let s = rng.below(topo.switches().len() as u64) as SwitchIdx;
+                let l = steering.layout_of[s as usize];
+                let base = steering.layouts[l].proto.hash(
+                    &Flow {
+                        udp_src_port: 0,
+                        ..f.clone()
+                    },
+                    0,
+                );
+                let composed =
+                    steering.hash_at(s, base, in_port) ^ steering.layouts[l].port_term(port);
+                f.udp_src_port = port;
+                assert_eq!(
+                    composed,
+                    described.switches[s as usize].hash(&f, in_port),
+                    "{function} {seed_use}"
+                );
+            }
+        }
     }
 
     #[test]

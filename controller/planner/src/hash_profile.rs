@@ -317,14 +317,19 @@ impl HashProfile {
     /// What the member is taken from: the hash rotated right by the
     /// offset within its width, its low `bits` kept.
     pub fn select(&self, hash: u32) -> u32 {
+        self.window().apply(hash)
+    }
+
+    /// [`HashProfile::select`] as a small value, for loops that apply it
+    /// many times.
+    pub fn window(&self) -> Window {
         let w = self.crc.width;
-        let r = self.offset % w;
-        let rotated = if r == 0 {
-            hash
-        } else {
-            ((hash >> r) | (hash << (w - r))) & mask(w)
-        };
-        rotated & mask(self.bits)
+        Window {
+            rot: self.offset % w,
+            width: w,
+            wmask: mask(w),
+            keep: mask(self.bits),
+        }
     }
 
     /// The member of a group of `group` this switch picks for `flow`
@@ -364,6 +369,28 @@ impl HashProfile {
     /// Never true: every profile hashes at least one field.
     pub fn is_empty(&self) -> bool {
         false
+    }
+}
+
+/// Which bits of a hash pick the member: rotate right by `rot` within
+/// `width` bits, keep the bits of `keep`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    rot: u32,
+    width: u32,
+    wmask: u32,
+    keep: u32,
+}
+
+impl Window {
+    /// The selected value of `hash`.
+    pub fn apply(self, hash: u32) -> u32 {
+        let rotated = if self.rot == 0 {
+            hash
+        } else {
+            ((hash >> self.rot) | (hash << (self.width - self.rot))) & self.wmask
+        };
+        rotated & self.keep
     }
 }
 

@@ -299,11 +299,6 @@ impl Steering {
         base ^ self.seed_term[s as usize] ^ l.in_port_term(in_port)
     }
 
-    /// How the switches hash.
-    pub fn fabric(&self) -> &FabricHash {
-        &self.fabric
-    }
-
     /// Whether some switch hashes the destination QP: a flow whose QP the
     /// controller does not know cannot then be promised a port.
     pub fn needs_qp(&self) -> bool {

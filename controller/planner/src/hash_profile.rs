@@ -184,15 +184,6 @@ pub enum Field {
 }
 
 impl Field {
-    fn len(self) -> usize {
-        match self {
-            Field::SrcIp | Field::DstIp => 4,
-            Field::IpProto => 1,
-            Field::L4SrcPort | Field::L4DstPort | Field::IngressPort => 2,
-            Field::DstQp => 3,
-        }
-    }
-
     /// Writes the field's bytes at the start of `out`; their count.
     fn write(self, flow: &Flow, in_port: u16, out: &mut [u8]) -> usize {
         let (bytes, n): ([u8; 4], usize) = match self {
@@ -272,14 +263,8 @@ impl HashProfile {
         }
     }
 
-    /// The bytes the hash reads for `flow` arriving on `in_port`.
-    pub fn input(&self, flow: &Flow, in_port: u16) -> Vec<u8> {
-        let mut buf = [0u8; MAX_INPUT];
-        let n = self.fill(flow, in_port, &mut buf);
-        buf[..n].to_vec()
-    }
-
-    /// Writes [`HashProfile::input`] into `buf`, returning its length.
+    /// Writes the bytes the hash reads for `flow` arriving on `in_port`
+    /// (the seed if prepended, then the fields) into `buf`; their count.
     fn fill(&self, flow: &Flow, in_port: u16, buf: &mut [u8; MAX_INPUT]) -> usize {
         let mut at = 0;
         if self.seed_use == SeedUse::Prepend {
@@ -290,10 +275,6 @@ impl HashProfile {
             at += f.write(flow, in_port, &mut buf[at..]);
         }
         at
-    }
-
-    fn input_len(&self) -> usize {
-        self.fields.iter().map(|f| f.len()).sum()
     }
 
     /// The hash of `flow` arriving on `in_port`.
@@ -336,39 +317,6 @@ impl HashProfile {
     /// arriving on `in_port`.
     pub fn member(&self, flow: &Flow, in_port: u16, group: usize) -> usize {
         self.select(self.hash(flow, in_port)) as usize % group
-    }
-
-    /// Where the UDP source port's two bytes sit in [`HashProfile::input`],
-    /// if the switch hashes it.
-    pub fn port_at(&self) -> Option<usize> {
-        let lead = if self.seed_use == SeedUse::Prepend {
-            4
-        } else {
-            0
-        };
-        let mut at = lead;
-        for f in &self.fields {
-            if *f == Field::L4SrcPort {
-                return Some(at);
-            }
-            at += f.len();
-        }
-        None
-    }
-
-    /// The input's length in bytes.
-    pub fn len(&self) -> usize {
-        self.input_len()
-            + if self.seed_use == SeedUse::Prepend {
-                4
-            } else {
-                0
-            }
-    }
-
-    /// Never true: every profile hashes at least one field.
-    pub fn is_empty(&self) -> bool {
-        false
     }
 }
 
@@ -741,7 +689,7 @@ switches:
             (32, 16, SeedUse::Prepend)
         );
         assert_eq!(ss.seed, crate::ecmp::switch_seed("ss1-1"));
-        assert_eq!(ss.port_at(), Some(4 + 9));
+        assert_eq!(ss.fields, by(leaf).fields, "fields from the default");
     }
 
     #[test]

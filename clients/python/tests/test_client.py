@@ -160,3 +160,23 @@ def test_entropy_steering_hands_out_source_ports(own_controller, tenant):
     [other] = by_id["d-any"].flows
     assert by_id["d-any"].status is ReservationStatus.FALLBACK_ECMP
     assert other.udp_src_port is None and other.reason == "NO_PATH"
+
+
+def test_a_demand_may_let_the_controller_choose_its_queue_pair(own_controller, tenant):
+    """Offered a range of destination QPs, a controller that steers by
+    source ports answers with one of them and the port to send on; a demand
+    cannot give both a QP and choices."""
+    own_controller.stop()
+    own_controller.start(extra_args=["--steering", "entropy-only"])
+    with NdspClient(own_controller.target, tenant) as c:
+        hosts = own_controller.hosts
+        offered = Demand("d-choose", hosts[0], hosts[2], 8_000_000, start_offset_ns=200 * MS, duration_ns=10 * MS,
+                         dest_qp_choices=(0x2000, 64))
+        [r] = c.submit_demands([offered])
+    [flow] = r.flows
+    assert r.status is ReservationStatus.ADMITTED, r.advisory
+    assert flow.dest_qp is not None and 0x2000 <= flow.dest_qp < 0x2040
+    assert flow.udp_src_port is not None and flow.sr_label_stack == ()
+    with pytest.raises(ValueError, match="dest_qp"):
+        Demand("d-both", hosts[0], hosts[2], 1, start_offset_ns=0, duration_ns=1, dest_qp=5,
+               dest_qp_choices=(0x2000, 2))

@@ -119,6 +119,10 @@ impl From<&ValidatedDemand> for proto::DemandSignal {
             }),
             dest_qp: d.dest_qp,
             recurrence: d.recurrence.map(Into::into),
+            dest_qp_choices: d.dest_qp_choices.map(|q| proto::QpRange {
+                first_qp: q.first_qp,
+                count: q.count,
+            }),
         }
     }
 }

@@ -31,7 +31,7 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/ndsp_descriptors.bin"));
 
 /// The protocol version this crate implements.
-pub const PROTOCOL_VERSION: Version = Version { major: 1, minor: 2 };
+pub const PROTOCOL_VERSION: Version = Version { major: 1, minor: 3 };
 
 /// Limits of protocol version 1, enforced by [`validate`].
 pub mod limits {

@@ -318,6 +318,9 @@ pub struct ValidatedDemand {
     pub dest_qp: Option<u32>,
     /// Repetition, if any.
     pub recurrence: Option<Recurrence>,
+    /// Destination queue pairs the controller may choose among (never with
+    /// `dest_qp`).
+    pub dest_qp_choices: Option<QpRange>,
 }
 
 impl ValidatedDemand {

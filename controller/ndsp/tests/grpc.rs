@@ -201,6 +201,7 @@ fn demand(id: &str) -> proto::DemandSignal {
         deadline: None,
         dest_qp: None,
         recurrence: None,
+        dest_qp_choices: None,
     }
 }
 

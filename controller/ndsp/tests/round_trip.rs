@@ -135,6 +135,7 @@ fn demand_round_trip() {
                     period_ns: 3_000_000_000,
                     occurrences: 5,
                 }),
+                dest_qp_choices: None,
             },
             proto::DemandSignal {
                 demand_id: "ckpt".into(),
@@ -153,6 +154,7 @@ fn demand_round_trip() {
                 deadline: None,
                 dest_qp: None,
                 recurrence: None,
+                dest_qp_choices: None,
             },
         ],
     };
@@ -178,6 +180,7 @@ fn demand_round_trip() {
                 period_ns: 3_000_000_000,
                 occurrences: 5
             }),
+            dest_qp_choices: None,
         }
     );
     let d = &b.demands[1];

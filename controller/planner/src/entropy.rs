@@ -25,6 +25,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::RangeInclusive;
 use std::str::FromStr;
 
 use crate::conventions::UDP_SRC_PORT_BASE;
@@ -106,10 +107,13 @@ pub enum NoPort {
         /// The first edge the routes cannot take.
         edge: EdgeId,
     },
-    /// No port in the range hashes onto the path.
+    /// No port in the range hashes onto the path (with any of the
+    /// destination QPs the client allowed).
     Exhausted {
-        /// Ports tried (the whole range).
+        /// (port, QP) candidates tried: all of them.
         tried: u32,
+        /// Destination QPs tried (1 when the QP was given).
+        qps: u32,
     },
 }
 
@@ -119,19 +123,28 @@ impl fmt::Display for NoPort {
             NoPort::OffRoutes { edge } => {
                 write!(f, "the path's edge {edge} is not an ECMP next hop")
             }
-            NoPort::Exhausted { tried } => write!(
+            NoPort::Exhausted { tried, qps: 1 } => write!(
                 f,
                 "none of the {tried} allowed source ports hashes onto the path"
+            ),
+            NoPort::Exhausted { tried, qps } => write!(
+                f,
+                "none of the {tried} allowed (source port, destination QP) pairs over \
+                 {qps} QPs hashes onto the path"
             ),
         }
     }
 }
 
-/// A port that steers a flow, and how many candidates the search tried.
+/// A port (and destination QP) that steers a flow, and how many
+/// candidates the search tried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Steered {
     /// The UDP source port to send on.
     pub port: u16,
+    /// The destination QP to send to: the flow's own unless the search
+    /// could choose ([`Steering::port_and_qp_in`]).
+    pub dest_qp: u32,
     /// Candidates tried, this one included.
     pub tried: u32,
 }
@@ -339,10 +352,70 @@ impl Steering {
         for i in 0..n {
             let port = range.first + ((start + i) % n) as u16;
             if choices.iter().all(|c| self.holds(c, port)) {
-                return Ok(Steered { port, tried: i + 1 });
+                return Ok(Steered {
+                    port,
+                    dest_qp: flow.dest_qp,
+                    tried: i + 1,
+                });
             }
         }
-        Err(NoPort::Exhausted { tried: n })
+        Err(NoPort::Exhausted { tried: n, qps: 1 })
+    }
+
+    /// [`Steering::port_in`] where the client lets the controller choose
+    /// the destination QP too, among `qps`: each QP (the flow's own first,
+    /// then upward, wrapping) with the ports of `range`, until a pair
+    /// hashes onto the path. A QP is the only entropy left where switches
+    /// hash it but not the source port (then each QP is tried on one port),
+    /// and extra entropy where the port range is narrow. Where no switch
+    /// hashes the QP, only the flow's own is tried.
+    pub fn port_and_qp_in<F: Fn(EdgeId) -> bool + Copy>(
+        &self,
+        groups: &mut Groups<'_, F>,
+        flow: &Flow,
+        path: &Path,
+        range: PortRange,
+        qps: RangeInclusive<u32>,
+    ) -> Result<Steered, NoPort> {
+        let (first, last) = (*qps.start(), *qps.end());
+        if last < first || !self.needs_qp() {
+            return self.port_in(groups, flow, path, range);
+        }
+        let n = last - first + 1;
+        let own = if qps.contains(&flow.dest_qp) {
+            flow.dest_qp - first
+        } else {
+            0
+        };
+        let ports = if self.fabric.hashes(Field::L4SrcPort) {
+            range
+        } else {
+            // The port changes no hash: one per QP, inside the range.
+            let p = if (range.first..=range.last).contains(&flow.udp_src_port) {
+                flow.udp_src_port
+            } else {
+                range.first
+            };
+            PortRange { first: p, last: p }
+        };
+        let mut tried = 0u32;
+        for i in 0..n {
+            let candidate = Flow {
+                dest_qp: first + (own + i) % n,
+                ..flow.clone()
+            };
+            match self.port_in(groups, &candidate, path, ports) {
+                Ok(s) => {
+                    return Ok(Steered {
+                        tried: tried.saturating_add(s.tried),
+                        ..s
+                    })
+                }
+                Err(NoPort::Exhausted { tried: t, .. }) => tried = tried.saturating_add(t),
+                Err(off_routes) => return Err(off_routes),
+            }
+        }
+        Err(NoPort::Exhausted { tried, qps: n })
     }
 
     fn holds(&self, c: &Choice, port: u16) -> bool {
@@ -556,7 +629,79 @@ pub(crate) mod tests {
         };
         assert_eq!(
             steering.port_for(&topo, &flow, &other, one, |_| false),
-            Err(NoPort::Exhausted { tried: 1 })
+            Err(NoPort::Exhausted { tried: 1, qps: 1 })
+        );
+    }
+
+    /// Switches that hash the destination QP but not the source port (IPs
+    /// and QP only): no port can move a flow, so a path its own QP does not
+    /// hash onto is reached only by choosing its QP. The search finds one
+    /// among the client's choices that walks the path under the
+    /// description, keeps the flow's own QP when it already does, and
+    /// says how many QPs it tried when none does.
+    #[test]
+    fn a_qp_steers_where_switches_ignore_the_source_port() {
+        let topo = fabric();
+        let described = FabricHash::from_yaml(
+            &topo,
+            "version: 1\ndefault: {function: crc32c, seed: name, fields: [src_ip, dst_ip, dst_qp]}\n\
+             roles: {spine: {offset: 8}, superspine: {offset: 16}}\n",
+            "qp-only.yaml",
+        )
+        .unwrap();
+        let steering = Steering::for_fabric(described.clone());
+        assert!(steering.needs_qp());
+        let last = topo.hosts().len() as u32 - 1;
+        let flow = Flow::new(&topo, 0, last, 0x500, 0, 1 << 20, 100_000_000_000);
+        let own = described.path_avoiding(&topo, &flow, |_| false).unwrap();
+        let choices = 0x500..=0x5ff;
+        let mut groups = Groups::new(&topo, |_: EdgeId| false);
+        let s = steering
+            .port_and_qp_in(
+                &mut groups,
+                &flow,
+                &own,
+                PortRange::default(),
+                choices.clone(),
+            )
+            .unwrap();
+        assert_eq!(
+            (s.dest_qp, s.tried),
+            (0x500, 1),
+            "its own QP walks its own path"
+        );
+        let paths = all_paths(&topo, 0, last, 1000);
+        let mut moved = 0;
+        for p in paths.iter().filter(|p| **p != own) {
+            // Ports alone cannot leave the flow's own path.
+            assert!(matches!(
+                steering.port_in(&mut groups, &flow, p, PortRange::default()),
+                Err(NoPort::Exhausted { .. })
+            ));
+            let s = steering
+                .port_and_qp_in(&mut groups, &flow, p, PortRange::default(), choices.clone())
+                .unwrap();
+            assert!(choices.contains(&s.dest_qp));
+            let mut f = flow.clone();
+            (f.udp_src_port, f.dest_qp) = (s.port, s.dest_qp);
+            assert_eq!(
+                described.path_avoiding(&topo, &f, |_| false).as_ref(),
+                Some(p)
+            );
+            moved += 1;
+        }
+        assert_eq!(moved, paths.len() - 1);
+        // One QP and a path it does not take: exhausted, over one QP.
+        let other = paths.iter().find(|p| **p != own).unwrap();
+        assert_eq!(
+            steering.port_and_qp_in(
+                &mut groups,
+                &flow,
+                other,
+                PortRange::default(),
+                0x500..=0x500
+            ),
+            Err(NoPort::Exhausted { tried: 1, qps: 1 })
         );
     }
 

@@ -94,6 +94,7 @@ pub fn demand(
         deadline: None,
         dest_qp: qp,
         recurrence: None,
+        dest_qp_choices: None,
     }
 }
 

@@ -18,7 +18,7 @@ from .types import (
 )
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 2
+PROTOCOL_MINOR = 3
 
 _PREFIX = {
     "Priority": ("PriorityClass", "PRIORITY_CLASS_"),
@@ -90,6 +90,8 @@ def demand_to_pb(d: Demand) -> pb.DemandSignal:
     )
     if d.recurrence is not None:
         msg.recurrence.period_ns, msg.recurrence.occurrences = d.recurrence.period_ns, d.recurrence.occurrences
+    if d.dest_qp_choices is not None:
+        msg.dest_qp_choices.first_qp, msg.dest_qp_choices.count = d.dest_qp_choices
     return msg
 
 

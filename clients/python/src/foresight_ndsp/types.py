@@ -142,12 +142,17 @@ class Demand:
     deadline_unix_ns: Optional[int] = None
     dest_qp: Optional[int] = None
     recurrence: Optional[Recurrence] = None
+    # Destination QPs the sender can use, (first_qp, count): the controller
+    # picks one (the reservation's flows carry it in dest_qp). Not with
+    # dest_qp. NDSP 1.3.
+    dest_qp_choices: Optional[Tuple[int, int]] = None
 
     def __post_init__(self):
         owner = f"Demand({self.demand_id!r})"
         _one_of(f"{owner}.start", start_offset_ns=self.start_offset_ns, start_unix_ns=self.start_unix_ns)
         _one_of(f"{owner}.pacing", duration_ns=self.duration_ns, rate_bps=self.rate_bps)
         _at_most_one(f"{owner}.deadline", deadline_offset_ns=self.deadline_offset_ns, deadline_unix_ns=self.deadline_unix_ns)
+        _at_most_one(f"{owner}.dest_qp", dest_qp=self.dest_qp, dest_qp_choices=self.dest_qp_choices)
         _check_endpoint(f"{owner}.source", self.source)
         _check_endpoint(f"{owner}.destination", self.destination)
 

@@ -57,8 +57,8 @@ enum What {
 
 #[derive(Args)]
 struct BatchArgs {
-    /// YAML or JSON list of demands: {id, src, dst, bytes, qp?, start_unix_ns | start_in_ms,
-    /// rate_gbps | duration_ms, priority?, elastic?}.
+    /// YAML or JSON list of demands: {id, src, dst, bytes, qp? | qp_choices?,
+    /// start_unix_ns | start_in_ms, rate_gbps | duration_ms, priority?, elastic?}.
     #[arg(long)]
     file: std::path::PathBuf,
     #[command(flatten)]
@@ -75,6 +75,8 @@ struct BatchDemand {
     #[serde(deserialize_with = "bytes_field")]
     bytes: u64,
     qp: Option<u32>,
+    /// "FIRST-LAST": destination QPs the controller may choose among.
+    qp_choices: Option<String>,
     start_unix_ns: Option<u64>,
     start_in_ms: Option<f64>,
     rate_gbps: Option<f64>,
@@ -125,6 +127,15 @@ impl BatchDemand {
             ),
             _ => bail!("{at}: give exactly one of rate_gbps and duration_ms"),
         };
+        if self.qp.is_some() && self.qp_choices.is_some() {
+            bail!("{at}: give qp or qp_choices, not both");
+        }
+        let qp_choices = self
+            .qp_choices
+            .as_deref()
+            .map(parse_qp_choices)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("{at}.qp_choices: {e}"))?;
         let priority = <Priority as ValueEnum>::from_str(&self.priority, true).map_err(|_| {
             anyhow::anyhow!(
                 "{at}.priority: {:?} is not one of background, standard, iteration-blocking, latency-critical",
@@ -153,6 +164,7 @@ impl BatchDemand {
             deadline: None,
             dest_qp: self.qp,
             recurrence: None,
+            dest_qp_choices: qp_choices,
         })
     }
 }
@@ -271,6 +283,11 @@ struct DemandArgs {
     /// Steer only this RoCE destination QP (default: every QP between the hosts).
     #[arg(long)]
     qp: Option<u32>,
+    /// Destination QPs the sender can use, FIRST-LAST (decimal or 0x hex):
+    /// the controller answers with the one to send to (under entropy
+    /// steering, the one the switches' hash carries along the path).
+    #[arg(long, value_parser = parse_qp_choices, conflicts_with = "qp")]
+    qp_choices: Option<proto::QpRange>,
     #[command(flatten)]
     timing: Timing,
     #[command(flatten)]
@@ -425,6 +442,30 @@ pub fn register(cmd: RegisterCmd) -> anyhow::Result<()> {
 
 fn parse_size(s: &str) -> Result<u64, String> {
     planner::demand::parse_bytes(s)
+}
+
+/// "FIRST-LAST", inclusive, each decimal or 0x hex, as a QP range (the
+/// controller checks the QPs themselves).
+fn parse_qp_choices(s: &str) -> Result<proto::QpRange, String> {
+    let bad =
+        |why: String| format!("QP choices '{s}': {why} (want FIRST-LAST, for example 0x100-0x1ff)");
+    let (a, b) = s.split_once('-').ok_or_else(|| bad("no '-'".into()))?;
+    let qp = |t: &str| {
+        let t = t.trim();
+        match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            Some(hex) => u32::from_str_radix(hex, 16),
+            None => t.parse::<u32>(),
+        }
+        .map_err(|_| bad(format!("'{t}' is not a number")))
+    };
+    let (first, last) = (qp(a)?, qp(b)?);
+    if last < first {
+        return Err(bad("the last QP is below the first".into()));
+    }
+    Ok(proto::QpRange {
+        first_qp: first,
+        count: last - first + 1,
+    })
 }
 
 fn header(tenant: &str) -> Option<proto::RequestHeader> {
@@ -906,6 +947,7 @@ pub fn run(cmd: ReserveCmd) -> anyhow::Result<()> {
                             .transpose()?,
                         dest_qp: a.qp,
                         recurrence,
+                        dest_qp_choices: a.qp_choices,
                     };
                     let request = proto::SubmitDemandRequest {
                         header: header(&a.target.tenant),
@@ -1121,6 +1163,43 @@ mod batch_tests {
             r.demands[1].priority,
             proto::PriorityClass::Background as i32
         );
+    }
+
+    /// A batch entry may let the controller choose the destination QP; a
+    /// malformed or doubled choice names the entry and the field.
+    #[test]
+    fn qp_choices_are_a_range_or_an_error_that_says_where() {
+        let entry = |extra: &str| {
+            request(&format!(
+                "- {{id: a, src: 10.0.1.1, dst: 10.0.2.1, bytes: 1000, start_in_ms: 1, rate_gbps: 1, {extra}}}\n"
+            ))
+        };
+        let r = entry("qp_choices: 0x400-0x4ff").unwrap();
+        assert_eq!(
+            r.demands[0].dest_qp_choices,
+            Some(proto::QpRange {
+                first_qp: 0x400,
+                count: 256
+            })
+        );
+        for (extra, want) in [
+            (
+                "qp_choices: 9-3",
+                "demands[0] (a).qp_choices: QP choices '9-3': the last QP is below the first",
+            ),
+            (
+                "qp_choices: abc",
+                "demands[0] (a).qp_choices: QP choices 'abc': no '-'",
+            ),
+            (
+                "qp: 5, qp_choices: 2-9",
+                "demands[0] (a): give qp or qp_choices, not both",
+            ),
+            ("qp_choices: 0-1", "dest_qp_choices.first_qp"),
+        ] {
+            let e = format!("{:#}", entry(extra).unwrap_err());
+            assert!(e.contains(want), "{extra}: {e}");
+        }
     }
 
     #[test]

@@ -116,6 +116,7 @@ pub fn predicted_batch(
                 deadline: None,
                 dest_qp: None,
                 recurrence: None,
+                dest_qp_choices: None,
             })
             .collect(),
     };

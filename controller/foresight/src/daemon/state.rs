@@ -414,6 +414,33 @@ pub struct FlowRecord {
     /// `labels` is then empty and nothing is installed for the flow).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp_src_port: Option<u16>,
+    /// The destination QPs the client let the controller choose among;
+    /// `qp` is the one chosen (entropy steering may choose again when a
+    /// link changes the hash's groups).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qp_choices: Option<QpChoices>,
+}
+
+/// A client's destination QP choices, inclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpChoices {
+    pub first: u32,
+    pub last: u32,
+}
+
+impl QpChoices {
+    pub fn range(self) -> std::ops::RangeInclusive<u32> {
+        self.first..=self.last
+    }
+}
+
+impl From<ndsp::types::QpRange> for QpChoices {
+    fn from(q: ndsp::types::QpRange) -> QpChoices {
+        QpChoices {
+            first: q.first_qp,
+            last: q.last_qp(),
+        }
+    }
 }
 
 impl FlowRecord {

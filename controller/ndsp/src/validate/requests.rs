@@ -250,6 +250,16 @@ fn demand(p: Path<'_>, d: &proto::DemandSignal, tenant: &str) -> Result<Validate
         start,
         Some(one_duration),
     )?;
+    let dest_qp_choices = d
+        .dest_qp_choices
+        .as_ref()
+        .map(|q| qp_range(p.field("dest_qp_choices"), q))
+        .transpose()?;
+    if dest_qp.is_some() && dest_qp_choices.is_some() {
+        return p
+            .field("dest_qp_choices")
+            .err("not with dest_qp: give the queue pair, or the choices, not both");
+    }
     Ok(ValidatedDemand {
         tenant: tenant.to_owned(),
         demand_id,
@@ -264,6 +274,7 @@ fn demand(p: Path<'_>, d: &proto::DemandSignal, tenant: &str) -> Result<Validate
         deadline,
         dest_qp,
         recurrence,
+        dest_qp_choices,
     })
 }
 

@@ -250,6 +250,7 @@ impl Engine {
                     // Entries match the controller's QP only where the
                     // library has QPs; a TCP job's match its host pairs.
                     steer_qp: job.library.uses_queue_pairs(),
+                    qp_choices: None,
                 });
             }
         }

@@ -262,8 +262,12 @@ impl Engine {
                     dst_ip,
                     src_rank,
                     dst_rank,
-                    qp: d.dest_qp.unwrap_or(0),
-                    steer_qp: d.dest_qp.is_some(),
+                    qp: d
+                        .dest_qp
+                        .or(d.dest_qp_choices.map(|c| c.first_qp))
+                        .unwrap_or(0),
+                    steer_qp: d.dest_qp.is_some() || d.dest_qp_choices.is_some(),
+                    qp_choices: d.dest_qp_choices.map(Into::into),
                     bytes: d.size_bytes,
                     rate_bps: rate,
                     duration_ns: duration,
@@ -280,9 +284,12 @@ impl Engine {
             }
             return Err(Box::new(record));
         };
-        let qp = match d.dest_qp {
-            Some(q) => q,
-            None => self.alloc_qp(dst),
+        // Given, or the first the client offers (entropy steering may
+        // choose another of them), or the controller's own.
+        let qp = match (d.dest_qp, d.dest_qp_choices) {
+            (Some(q), _) => q,
+            (None, Some(c)) => c.first_qp,
+            (None, None) => self.alloc_qp(dst),
         };
         let mut flows = Vec::new();
         let mut meta = Vec::new();
@@ -302,7 +309,8 @@ impl Engine {
                 flow_id: flow_id(k),
                 src_rank,
                 dst_rank,
-                steer_qp: d.dest_qp.is_some(),
+                steer_qp: d.dest_qp.is_some() || d.dest_qp_choices.is_some(),
+                qp_choices: d.dest_qp_choices.map(Into::into),
             });
         }
         Ok(self.pending(record, DemandKind::Transfer, flows, meta))

@@ -11,7 +11,9 @@ use planner::demand::{Demand, DemandKind, Flow};
 
 use super::records::Engine;
 use super::steering::Hold;
-use crate::daemon::state::{FlowRecord, Hop, Lifecycle, Reason, Reservation, Status, Subject};
+use crate::daemon::state::{
+    FlowRecord, Hop, Lifecycle, QpChoices, Reason, Reservation, Status, Subject,
+};
 
 /// Planner priority of each NDSP priority class (higher is planned first).
 fn planner_priority(p: nt::Priority) -> u8 {
@@ -79,6 +81,8 @@ pub(super) struct FlowMeta {
     pub(super) src_rank: Option<u32>,
     pub(super) dst_rank: Option<u32>,
     pub(super) steer_qp: bool,
+    /// The destination QPs the controller may choose among.
+    pub(super) qp_choices: Option<QpChoices>,
 }
 
 impl FlowMeta {
@@ -89,6 +93,7 @@ impl FlowMeta {
             src_rank: f.src_rank,
             dst_rank: f.dst_rank,
             steer_qp: f.steer_qp,
+            qp_choices: f.qp_choices,
         }
     }
 }
@@ -285,7 +290,7 @@ impl Engine {
                     f.accepted_bps = 0;
                     lost = Some(reason);
                 }
-                (f.labels, f.udp_src_port) = hold.parts();
+                hold.write_to(f);
             }
             if let Some(reason) = lost {
                 super::steering::settle_after_loss(r, reason);
@@ -366,7 +371,7 @@ impl Engine {
         for ((flow, fp), m) in demand.flows.iter().zip(&dp.flows).zip(meta) {
             let mut hops = self.hops_of(&fp.path);
             let hold = if fp.reserved_bps > 0 {
-                self.hold(flow, m.steer_qp, &fp.path)
+                self.hold(flow, m.steer_qp, m.qp_choices, &fp.path)
             } else {
                 Hold::Cannot(plan_reason_or(plan_reason))
             };
@@ -388,6 +393,7 @@ impl Engine {
                 (r, h) if r >= flow.rate_bps => (Status::Admitted, Reason::None, flow.rate_bps, h),
                 (r, h) => (Status::Partial, plan_reason_or(plan_reason), r, h),
             };
+            let qp = hold.qp().unwrap_or(flow.dest_qp);
             let (labels, udp_src_port) = hold.parts();
             let start = self.to_unix_ns(fp.start_ns);
             record.flows.push(FlowRecord {
@@ -398,7 +404,7 @@ impl Engine {
                 dst_ip: flow.dst_ip,
                 src_rank: m.src_rank,
                 dst_rank: m.dst_rank,
-                qp: flow.dest_qp,
+                qp,
                 steer_qp: m.steer_qp,
                 bytes: flow.bytes,
                 rate_bps: flow.rate_bps,
@@ -412,6 +418,7 @@ impl Engine {
                 labels,
                 hops,
                 udp_src_port,
+                qp_choices: m.qp_choices,
             });
         }
         let all = |s: Status| record.flows.iter().all(|f| f.status == s);

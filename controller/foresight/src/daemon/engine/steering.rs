@@ -10,7 +10,7 @@ use planner::hash_profile::FabricHash;
 use planner::topology::Topology;
 
 use super::records::Engine;
-use crate::daemon::state::{Hop, LinkRef, Reason, Status};
+use crate::daemon::state::{FlowRecord, Hop, LinkRef, QpChoices, Reason, Status};
 
 /// Entropy steering as the controller was started with it.
 #[derive(Clone, Debug)]
@@ -48,8 +48,9 @@ impl EntropySteering {
 pub(super) enum Hold {
     /// The ingress leaf pushes these labels.
     Labels(Vec<u32>),
-    /// The sender uses this UDP source port.
-    Port(u16),
+    /// The sender uses this UDP source port, to this destination QP (the
+    /// flow's own, or the one chosen among the client's choices).
+    Port { port: u16, qp: u32 },
     /// Nothing can: the flow falls back to ECMP for this reason.
     Cannot(Reason),
 }
@@ -59,16 +60,48 @@ impl Hold {
     pub(super) fn parts(self) -> (Vec<u32>, Option<u16>) {
         match self {
             Hold::Labels(l) => (l, None),
-            Hold::Port(p) => (Vec::new(), Some(p)),
+            Hold::Port { port, .. } => (Vec::new(), Some(port)),
             Hold::Cannot(_) => (Vec::new(), None),
+        }
+    }
+
+    /// The destination QP a port hold sends to.
+    pub(super) fn qp(&self) -> Option<u32> {
+        match self {
+            Hold::Port { qp, .. } => Some(*qp),
+            _ => None,
+        }
+    }
+
+    /// Writes the hold into a recorded flow: labels, port and chosen QP.
+    pub(super) fn write_to(self, f: &mut FlowRecord) {
+        if let Some(qp) = self.qp() {
+            f.qp = qp;
+        }
+        (f.labels, f.udp_src_port) = self.parts();
+    }
+
+    /// The hold a recorded flow has now.
+    fn of(f: &FlowRecord) -> Hold {
+        match f.udp_src_port {
+            Some(port) => Hold::Port { port, qp: f.qp },
+            None if !f.labels.is_empty() => Hold::Labels(f.labels.clone()),
+            None => Hold::Cannot(f.reason),
         }
     }
 }
 
 impl Engine {
     /// How `flow`, reserved on `path`, is held there. `qp_known`: the
-    /// client gave the flow's destination QP (a QP-aware hash needs it).
-    pub(super) fn hold(&self, flow: &planner::Flow, qp_known: bool, path: &planner::Path) -> Hold {
+    /// client gave the flow's destination QP (a QP-aware hash needs it), or
+    /// `qp_choices` to choose it from.
+    pub(super) fn hold(
+        &self,
+        flow: &planner::Flow,
+        qp_known: bool,
+        qp_choices: Option<QpChoices>,
+        path: &planner::Path,
+    ) -> Hold {
         let labels = || match path.label_stack(self.topo) {
             Ok(l) if !l.is_empty() && l.len() <= installer::names::SR_PUSH.len() => Hold::Labels(l),
             _ => Hold::Cannot(Reason::LabelStackTooDeep),
@@ -87,12 +120,27 @@ impl Engine {
             // The switches hash a QP the controller does not know.
             return fallback();
         }
-        match entropy
-            .solver
-            .port_for(self.topo, flow, path, entropy.ports, |e| {
+        let mut groups =
+            planner::entropy::Groups::new(self.topo, |e: planner::topology::EdgeId| {
                 self.planner.is_edge_down(e)
-            }) {
-            Ok(s) => Hold::Port(s.port),
+            });
+        let found = match qp_choices {
+            Some(choices) => entropy.solver.port_and_qp_in(
+                &mut groups,
+                flow,
+                path,
+                entropy.ports,
+                choices.range(),
+            ),
+            None => entropy
+                .solver
+                .port_in(&mut groups, flow, path, entropy.ports),
+        };
+        match found {
+            Ok(s) => Hold::Port {
+                port: s.port,
+                qp: s.dest_qp,
+            },
             Err(_) => fallback(),
         }
     }
@@ -109,7 +157,7 @@ impl Engine {
             .enumerate()
             .filter(|(_, f)| f.udp_src_port.is_some() && now < f.end_unix_ns)
             .filter_map(|(i, f)| Some((i, self.hold_record(f, &self.path_of(&f.hops)?))))
-            .filter(|(i, hold)| *hold != Hold::Port(r.flows[*i].udp_src_port.unwrap_or(0)))
+            .filter(|(i, hold)| *hold != Hold::of(&r.flows[*i]))
             .collect();
         if holds.is_empty() {
             return false;
@@ -129,7 +177,7 @@ impl Engine {
         for (i, hold) in holds {
             let f = &mut r.flows[i];
             match hold {
-                Hold::Port(_) => ported += 1,
+                Hold::Port { .. } => ported += 1,
                 Hold::Labels(_) => pinned += 1,
                 Hold::Cannot(reason) => {
                     lost += 1;
@@ -138,7 +186,7 @@ impl Engine {
                     f.accepted_bps = 0;
                 }
             }
-            (f.labels, f.udp_src_port) = hold.parts();
+            hold.write_to(f);
             if let Some(hops) = ecmp.remove(&i) {
                 f.hops = hops;
             }
@@ -159,26 +207,22 @@ impl Engine {
     }
 
     /// [`Engine::hold`] for a recorded flow moved to `path`.
-    pub(super) fn hold_record(
-        &self,
-        f: &crate::daemon::state::FlowRecord,
-        path: &planner::Path,
-    ) -> Hold {
+    pub(super) fn hold_record(&self, f: &FlowRecord, path: &planner::Path) -> Hold {
         match self.planner_flow(f) {
-            Some(flow) => self.hold(&flow, f.steer_qp, path),
+            Some(flow) => self.hold(&flow, f.steer_qp, f.qp_choices, path),
             None => Hold::Cannot(Reason::UnknownEndpoint),
         }
     }
 
     /// The hops ECMP gives a recorded flow that nothing holds on a path.
-    pub(super) fn ecmp_hops(&self, f: &crate::daemon::state::FlowRecord) -> Option<Vec<Hop>> {
+    pub(super) fn ecmp_hops(&self, f: &FlowRecord) -> Option<Vec<Hop>> {
         let flow = self.planner_flow(f)?;
         Some(self.hops_of(&self.planner.ecmp_path_of(&flow)))
     }
 
     /// A recorded flow as the planner sees it, on the port it was told (or
     /// its QP's default port).
-    fn planner_flow(&self, f: &crate::daemon::state::FlowRecord) -> Option<planner::Flow> {
+    fn planner_flow(&self, f: &FlowRecord) -> Option<planner::Flow> {
         let (Some(&src), Some(&dst)) = (self.by_ip.get(&f.src_ip), self.by_ip.get(&f.dst_ip))
         else {
             return None;
@@ -427,6 +471,87 @@ mod tests {
         assert_eq!(
             described.path_avoiding(e.topo, &flow, |_| false),
             e.path_of(&f.hops)
+        );
+    }
+
+    /// Switches that hash the IPs and the destination QP but not the source
+    /// port, one spine nearly full, and a 60 Gbit/s transfer h1 -> h3 whose
+    /// QP hashes onto that spine: reserved over the other one, it cannot
+    /// be steered by any port and falls back to ECMP. When the client
+    /// offers a range of QPs instead (that one first), it is told another
+    /// of them, the answer carries it, and with it the switches' hash walks
+    /// its path.
+    #[test]
+    fn a_chosen_qp_steers_where_no_port_can() {
+        let described = FabricHash::from_yaml(
+            topo(),
+            "version: 1\ndefault: {function: crc32c, seed: name, fields: [src_ip, dst_ip, dst_qp]}\n",
+            "qp-only.yaml",
+        )
+        .unwrap();
+        let config = PlannerConfig {
+            switch_hash: Some(std::sync::Arc::new(described.clone())),
+            ..PlannerConfig::default()
+        };
+        // One spine 90 % reserved (by SR labels, before steering is on).
+        let setup = || {
+            let mut e = engine();
+            let busy = demand(
+                "busy",
+                "10.0.1.2",
+                "10.0.2.2",
+                0,
+                50 * MS,
+                90_000_000_000,
+                Some(0x100),
+            );
+            let busy = submit(&mut e, vec![busy], T0).unwrap();
+            let spine = busy[0].flows[0].hops[1].switch.clone();
+            e.steering = Some(EntropySteering::new(
+                e.topo,
+                &config,
+                PortRange::default(),
+                false,
+            ));
+            (e, spine)
+        };
+        let walk = |e: &Engine, qp: u32| {
+            let ip = |a: &str| e.by_ip[&a.parse::<std::net::Ipv4Addr>().unwrap()];
+            let flow = planner::Flow::new(e.topo, ip("10.0.1.1"), ip("10.0.2.1"), qp, 0, 1, 1);
+            e.hops_of(&described.path_avoiding(e.topo, &flow, |_| false).unwrap())
+        };
+        let ask = |id: &str| demand(id, "10.0.1.1", "10.0.2.1", 0, 50 * MS, 60_000_000_000, None);
+        // Its one QP: no port takes it off the busy spine.
+        let (mut e, spine) = setup();
+        let q = (0x400..0x10000)
+            .find(|&q| walk(&e, q)[1].switch == spine)
+            .unwrap();
+        let given = proto::DemandSignal {
+            dest_qp: Some(q),
+            ..ask("given")
+        };
+        let f = submit(&mut e, vec![given], T0).unwrap()[0].flows[0].clone();
+        assert_eq!((f.status, f.udp_src_port), (Status::FallbackEcmp, None));
+        // A range of QPs, that one first.
+        let (mut e, _) = setup();
+        let offered = proto::DemandSignal {
+            dest_qp_choices: Some(proto::QpRange {
+                first_qp: q,
+                count: 256,
+            }),
+            ..ask("offered")
+        };
+        let r = submit(&mut e, vec![offered], T0).unwrap();
+        let f = &r[0].flows[0];
+        assert_eq!(f.status, Status::Admitted, "{:?}", r[0].advisory);
+        assert_ne!(f.hops[1].switch, spine, "reserved over the other spine");
+        assert!(f.qp != q && (q..q + 256).contains(&f.qp), "{:#x}", f.qp);
+        assert_eq!(wire(&r[0]).flows[0].dest_qp, Some(f.qp));
+        assert!(f.udp_src_port.is_some());
+        assert_eq!(
+            walk(&e, f.qp),
+            f.hops,
+            "the chosen QP walks the reserved path"
         );
     }
 

@@ -95,6 +95,7 @@ fn demand(id: &str) -> proto::DemandSignal {
             period_ns: 100 * MS,
             occurrences: 10,
         }),
+        dest_qp_choices: None,
     }
 }
 

@@ -620,6 +620,47 @@ fn dest_qp_must_be_24_bit_and_not_special() {
     accepts(&r);
 }
 
+/// QP choices are a valid range, and never beside a given QP.
+#[test]
+fn dest_qp_choices_are_a_range_and_not_with_dest_qp() {
+    let choices = |first_qp, count| Some(proto::QpRange { first_qp, count });
+    rejects(
+        &demands(),
+        with_demand(|d| {
+            d.dest_qp = None;
+            d.dest_qp_choices = choices(0x100, 0);
+        }),
+        "demands[1].dest_qp_choices.count",
+        "at least 1",
+    );
+    rejects(
+        &demands(),
+        with_demand(|d| {
+            d.dest_qp = None;
+            d.dest_qp_choices = choices(QP_MAX, 2);
+        }),
+        "demands[1].dest_qp_choices.count",
+        "beyond 24 bits",
+    );
+    rejects(
+        &demands(),
+        with_demand(|d| d.dest_qp_choices = choices(0x200, 16)),
+        "demands[1].dest_qp_choices",
+        "not with dest_qp",
+    );
+    let mut r = demands();
+    r.demands[1].dest_qp = None;
+    r.demands[1].dest_qp_choices = choices(0x200, 16);
+    let v = accepts(&r);
+    assert_eq!(
+        v.demands[1].dest_qp_choices,
+        Some(QpRange {
+            first_qp: 0x200,
+            count: 16
+        })
+    );
+}
+
 #[test]
 fn recurrence_period_and_count_are_checked() {
     rejects(

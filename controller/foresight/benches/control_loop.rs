@@ -373,6 +373,7 @@ async fn control_loop(fabric: &Fabric) {
 async fn restart(fabric: &mut Fabric) {
     let n = env("FORESIGHT_BENCH_RESERVATIONS", 500);
     let _ = std::fs::remove_file(fabric.state_file());
+    let _ = std::fs::remove_file(fabric.dir.path().join("state.json.journal"));
     let controller = fabric.controller(50);
     let mut client = controller.client().await;
     let hosts = ["10.0.1.1", "10.0.1.2", "10.0.2.1", "10.0.2.2"];

@@ -444,7 +444,7 @@ async fn malformed_ndsp_is_rejected_naming_the_field_and_changes_nothing() {
         .await
         .unwrap();
     let before = reader.everything().await;
-    let state_before = std::fs::read(fabric.state_file()).unwrap();
+    let state_before = fabric.saved_state();
 
     let expect_invalid =
         |r: Result<tonic::Response<proto::SubmitDemandResponse>, tonic::Status>, field: &str| {
@@ -570,11 +570,7 @@ async fn malformed_ndsp_is_rejected_naming_the_field_and_changes_nothing() {
         .unwrap()
         .into_inner();
     assert!(list.reservations.is_empty(), "{list:?}");
-    assert_eq!(
-        std::fs::read(fabric.state_file()).unwrap(),
-        state_before,
-        "state file changed"
-    );
+    assert_eq!(fabric.saved_state(), state_before, "state file changed");
     assert_eq!(reader.everything().await, before, "switches changed");
     let metrics = controller.get_json("/v1/status");
     assert_eq!(metrics["reservations"]["list"].as_array().unwrap().len(), 0);
@@ -897,6 +893,10 @@ async fn a_second_controller_takes_over_and_the_first_becomes_backup() {
     // A second controller (higher election id) on a copy of the state.
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(fabric.state_file(), dir.path().join("state.json")).unwrap();
+    let journal = fabric.dir.path().join("state.json.journal");
+    if journal.exists() {
+        std::fs::copy(&journal, dir.path().join("state.json.journal")).unwrap();
+    }
     let second = Controller::spawn(
         dir.path(),
         &fabric.dir.path().join("switches.yaml"),

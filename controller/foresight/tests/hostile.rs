@@ -240,7 +240,7 @@ async fn ten_thousand_hostile_requests_change_nothing() {
     let mut reader = fabric.reader().await;
     let before = (
         list(&mut client).await,
-        std::fs::read(fabric.state_file()).unwrap(),
+        fabric.saved_state(),
         reader.everything().await,
     );
 
@@ -297,7 +297,7 @@ async fn ten_thousand_hostile_requests_change_nothing() {
         .expect("the controller still answers");
     let after = (
         list(&mut client).await,
-        std::fs::read(fabric.state_file()).unwrap(),
+        fabric.saved_state(),
         reader.everything().await,
     );
     assert_eq!(before.0, after.0, "reservations changed");

@@ -65,7 +65,9 @@ pub struct ControllerCmd {
     /// the admin port is not mutual TLS (--tls-cert).
     #[arg(long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
-    /// Intended state, reloaded and reconciled on restart ("none" to keep it in memory only).
+    /// Intended state, reloaded and reconciled on restart: a snapshot, and
+    /// the journal of commits since it beside it (FILE.journal); "none" to
+    /// keep it in memory only.
     #[arg(long, default_value = "foresight-state.json")]
     state_file: PathBuf,
     /// Install reservation entries this long before their start (the seed's T+1 horizon is 50 ms).

@@ -14,9 +14,12 @@
 //! * [`engine`] — NDSP requests → planner → reservation records (no I/O);
 //! * [`requests`] — what the engine is handed beside a validated request
 //!   (idempotency keys, recorded registrations, predicted batches);
-//! * [`state`] — intended state (jobs, reservations), the JSON state file;
-//! * [`store`], [`ha`] — where it survives: a file, or etcd for replicas
-//!   that elect a leader;
+//! * [`state`] — intended state (jobs, reservations);
+//! * [`state_keys`] — the state as keyed records, and what a commit of it
+//!   writes and deletes;
+//! * [`store`], [`journal`], [`ha`] — where it survives: a state file (a
+//!   snapshot and a journal of commits), or etcd for replicas that elect
+//!   a leader;
 //! * [`limits`] — what one tenant may ask (reservations, requests/s).
 //!
 //! Loops and commands that change the state through `transact`:
@@ -50,6 +53,7 @@ pub mod forecast_mismatches;
 pub mod ha;
 pub mod http;
 pub mod identity;
+pub mod journal;
 pub mod leader_gate;
 pub mod learning;
 pub mod limits;
@@ -61,6 +65,7 @@ pub mod scheduler;
 pub mod service;
 pub mod startup;
 pub mod state;
+pub mod state_keys;
 pub mod store;
 pub mod switch_status;
 pub mod switches;

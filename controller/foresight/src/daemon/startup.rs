@@ -75,9 +75,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         ndsp: ndsp_addr,
         http: http_addr,
     };
-    let Some(leading) = take_the_lead(
+    // Alone, the state file (replicas keep the state in etcd).
+    let file = match (&config.ha, &config.state_file) {
+        (None, Some(path)) => Some(Store::file(path, topo.name())?),
+        _ => None,
+    };
+    let Some(mut leading) = take_the_lead(
         config.ha,
-        config.state_file,
+        file,
         config.election_id,
         addrs,
         &gate,
@@ -103,7 +108,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         reloaded,
     } = restore_engine(
         topo,
-        &leading.store,
+        &mut leading,
         now,
         config.planner.clone(),
         config.tenant_shares,
@@ -333,6 +338,8 @@ fn serve_ndsp(
 /// that its lease was lost.
 struct Leading {
     store: Store,
+    /// What the state file held when it was opened (etcd is read later).
+    saved: Option<State>,
     election_id: u128,
     lost: Option<tokio::sync::watch::Receiver<bool>>,
     replica: Option<Arc<ha::Replica>>,
@@ -344,7 +351,7 @@ struct Leading {
 /// while following.
 async fn take_the_lead(
     ha: Option<ha::HaConfig>,
-    state_file: Option<PathBuf>,
+    file: Option<(Store, Option<State>)>,
     election_id: u128,
     addrs: Addrs,
     gate: &LeaderGate,
@@ -352,12 +359,10 @@ async fn take_the_lead(
     server: &mut Server,
 ) -> anyhow::Result<Option<Leading>> {
     let Some(ha) = ha else {
-        let store = match state_file {
-            Some(path) => Store::File(path),
-            None => Store::Memory,
-        };
+        let (store, saved) = file.unwrap_or((Store::Memory, None));
         return Ok(Some(Leading {
             store,
+            saved,
             election_id,
             lost: None,
             replica: None,
@@ -389,6 +394,7 @@ async fn take_the_lead(
     let lost = leadership.lost.clone();
     Ok(Some(Leading {
         store: Store::Etcd(Box::new(leadership)),
+        saved: None,
         election_id,
         lost: Some(lost),
         replica: Some(joined),
@@ -407,17 +413,16 @@ struct Restart {
 
 async fn restore_engine(
     topo: &'static Topology,
-    store: &Store,
+    leading: &mut Leading,
     now: u64,
     planner: planner::PlannerConfig,
     shares: planner::shares::TenantShares,
     reoptimization: Reoptimization,
     steering: Option<EntropyConfig>,
 ) -> anyhow::Result<Restart> {
-    let state = match store {
-        Store::Memory => None,
-        Store::File(path) => State::load(path, topo.name())?,
+    let state = match &leading.store {
         Store::Etcd(l) => l.load(topo.name()).await?,
+        Store::Memory | Store::File(_) => leading.saved.take(),
     };
     let reloaded = state.is_some();
     let state = state.unwrap_or_else(|| State::new(topo.name(), now));

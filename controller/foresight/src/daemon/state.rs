@@ -1,12 +1,12 @@
 //! The controller's intended state: registered jobs and reservations with
 //! their flows, windows and paths. Everything the switches should hold is
 //! derived from it (see `desired.rs`), so it is the one thing that must
-//! survive a restart: it is written to a JSON state file, atomically (temp
-//! file + rename), after every change and before the change is answered,
-//! and a restarted controller reloads it and reconciles the switches with
-//! it. The temp file is fsync'd before the rename and the directory after
-//! it, so neither a killed controller nor a machine crash loses an
-//! answered change.
+//! survive a restart: every change is committed before it is answered (to
+//! the state file's journal, `journal.rs`, or to etcd), and a restarted
+//! controller reloads it and reconciles the switches with it. The JSON
+//! snapshot is written atomically (temp file + rename, the temp file
+//! fsync'd before the rename and the directory after it), so neither a
+//! killed controller nor a machine crash loses an answered change.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;

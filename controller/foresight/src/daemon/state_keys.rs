@@ -1,10 +1,11 @@
-//! The state as etcd keys: `meta` (fabric, epoch, counters, links down),
-//! `job/<tenant>/<job>` and `reservation/<seq>` (zero-padded, so that key
-//! order is sequence order).
+//! The state as keyed records: `meta` (fabric, epoch, counters, links
+//! down), `job/<tenant>/<job>` and `reservation/<seq>` (zero-padded, so
+//! that key order is sequence order). Both stores commit in these terms:
+//! etcd holds one key per record (`ha`), the state file's journal one line
+//! per commit (`journal`).
 //!
-//! Its own file because it is the one part of HA that is pure data: what
-//! a commit writes and deletes is computed here, without etcd, and tested
-//! without it.
+//! Its own file because it is pure data: what a commit writes and deletes
+//! is computed here, without etcd or a file, and tested without them.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -43,7 +44,7 @@ fn reservation_key(seq: u64) -> String {
     format!("reservation/{seq:020}")
 }
 
-/// The records etcd holds, as last committed. Compared with the state
+/// The records a store holds, as last committed. Compared with the state
 /// record by record (`==`), so a commit serializes only what changed,
 /// not every live reservation.
 #[derive(Default)]
@@ -107,7 +108,7 @@ impl Committed {
         }
     }
 
-    /// What to write and delete so that etcd holds `state`.
+    /// What to write and delete so that the store holds `state`.
     pub fn changes(&self, state: &State) -> anyhow::Result<Changes> {
         let mut out = Changes::default();
         let meta = meta(state)?;
@@ -163,6 +164,20 @@ impl Committed {
     }
 }
 
+/// Every record of `state`, as keys and their bytes.
+pub fn keys_of(state: &State) -> anyhow::Result<BTreeMap<String, Vec<u8>>> {
+    let mut keys = BTreeMap::new();
+    keys.insert("meta".to_string(), meta(state)?);
+    for j in &state.jobs {
+        keys.insert(job_key(j), serde_json::to_vec(j)?);
+    }
+    for r in &state.reservations {
+        keys.insert(reservation_key(r.seq), serde_json::to_vec(r)?);
+    }
+    Ok(keys)
+}
+
+/// The state the records `keys` hold, checked as a state file is.
 pub fn assemble(keys: &BTreeMap<String, Vec<u8>>, fabric: &str) -> anyhow::Result<State> {
     let meta = keys.get("meta").context("no meta key")?;
     let meta: Meta = serde_json::from_slice(meta).context("meta: not Foresight state")?;

@@ -1,20 +1,29 @@
 //! Where the controller's intended state survives it: nowhere (tests,
-//! `--state-file none`), a local file (one controller), or etcd (replicas,
-//! fenced by the leadership, see `ha`).
+//! `--state-file none`), a local file (one controller: a snapshot and a
+//! journal of commits, see `journal`), or etcd (replicas, fenced by the
+//! leadership, see `ha`). Both write only the records a change touched.
 
-use std::path::PathBuf;
+use std::path::Path;
+use std::sync::Mutex;
 
 use super::ha::{self, Leadership};
+use super::journal::StateFile;
 use super::metrics::Metrics;
 use super::state::State;
 
 pub enum Store {
     Memory,
-    File(PathBuf),
+    File(Mutex<StateFile>),
     Etcd(Box<Leadership>),
 }
 
 impl Store {
+    /// The state file at `path` (fabric `fabric`), and the state it holds.
+    pub fn file(path: &Path, fabric: &str) -> anyhow::Result<(Store, Option<State>)> {
+        let (file, state) = StateFile::open(path, fabric)?;
+        Ok((Store::File(Mutex::new(file)), state))
+    }
+
     /// Persist before anything is installed or answered. A file that cannot
     /// be written is counted and logged (the controller goes on); a leader
     /// that cannot commit to etcd steps down, since another replica may
@@ -22,10 +31,14 @@ impl Store {
     pub async fn save(&self, state: &State, metrics: &Metrics) {
         match self {
             Store::Memory => {}
-            Store::File(path) => {
-                if let Err(e) = state.save(path) {
+            Store::File(file) => {
+                let committed = file
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .commit(state);
+                if let Err(e) = committed {
                     metrics.state_write_errors.inc();
-                    tracing::error!(%e, "cannot write the state file; a restart would lose the latest changes");
+                    tracing::error!(error = %format!("{e:#}"), "cannot write the state file; a restart would lose the latest changes");
                 }
             }
             Store::Etcd(leadership) => {
@@ -41,7 +54,13 @@ impl Store {
     pub fn describe(&self) -> Option<String> {
         match self {
             Store::Memory => None,
-            Store::File(path) => Some(path.display().to_string()),
+            Store::File(file) => Some(
+                file.lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .path()
+                    .display()
+                    .to_string(),
+            ),
             Store::Etcd(l) => Some(format!("etcd (election id {})", l.election_id())),
         }
     }

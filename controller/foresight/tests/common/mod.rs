@@ -144,6 +144,13 @@ impl Fabric {
         self.dir.path().join("state.json")
     }
 
+    /// What the controller saved: the state file and its journal.
+    pub fn saved_state(&self) -> Vec<u8> {
+        let mut bytes = std::fs::read(self.state_file()).unwrap();
+        bytes.extend(std::fs::read(self.dir.path().join("state.json.journal")).unwrap_or_default());
+        bytes
+    }
+
     /// Start the controller on this fabric.
     pub fn controller(&self, lead_ms: u64) -> Controller {
         self.controller_with(lead_ms, &[])

@@ -10,9 +10,9 @@ use std::time::Duration;
 use anyhow::Context;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 
-use super::layout;
 use super::session::{lease_lost, CALL_TIMEOUT};
 use crate::daemon::state::State;
+use crate::daemon::state_keys;
 use crate::daemon::switch_status::SwitchStatus;
 
 /// Exit status of a replica that stepped down.
@@ -27,7 +27,7 @@ pub struct Leadership {
     state_prefix: String,
     /// What etcd holds under `state_prefix`, as last committed: a commit
     /// writes only the records that differ from it.
-    committed: tokio::sync::Mutex<layout::Committed>,
+    committed: tokio::sync::Mutex<state_keys::Committed>,
     pub lost: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -86,9 +86,9 @@ impl Leadership {
         if keys.is_empty() {
             return Ok(None);
         }
-        let state = layout::assemble(&keys, fabric)
+        let state = state_keys::assemble(&keys, fabric)
             .with_context(|| format!("etcd keys {}*", self.state_prefix))?;
-        *self.committed.lock().await = layout::Committed::of(&state, &keys);
+        *self.committed.lock().await = state_keys::Committed::of(&state, &keys);
         Ok(Some(state))
     }
 

@@ -8,7 +8,8 @@
 //!   so a new leader is primary on every switch and an old one that wakes
 //!   up (SIGSTOP → SIGCONT) is refused by them.
 //! - State: the controller's intended state (`State`) lives under
-//!   `<prefix>/state/`, a key per job and per reservation (see `layout`),
+//!   `<prefix>/state/`, a key per job and per reservation (see
+//!   `state_keys`),
 //!   and each commit is one transaction of the keys that changed, which
 //!   only succeeds while this replica's leader key still exists with its
 //!   revision. A new leader starts from exactly what the old one
@@ -26,11 +27,11 @@
 //!
 //! The parts follow etcd's own concurrency client: `session` (the lease),
 //! `election` (campaign, leader, takeover), `fence` (the fenced
-//! commits and the step-down), and `layout` (the state as keys).
+//! commits and the step-down); the state as keys is the daemon's
+//! `state_keys`, which the state file's journal shares.
 
 mod election;
 mod fence;
-mod layout;
 mod session;
 
 pub use election::LeaderInfo;

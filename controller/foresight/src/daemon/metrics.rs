@@ -346,10 +346,9 @@ mod tests {
         assert!((sum - 20.0048).abs() < 1e-9, "{sum}");
     }
 
-    /// Every name the tests, the benchmark and the lab read, with the value
-    /// they expect, and OpenMetrics' `_total` added exactly once.
-    #[test]
-    fn exposes_the_names_consumers_read() {
+    /// The exposition with a sample in every family: requests, outcomes,
+    /// INT reports, a reconciliation and a switch write.
+    fn populated() -> String {
         let m = Metrics::default();
         m.request("SubmitCollective", tonic::Code::Ok);
         m.request("SubmitCollective", tonic::Code::Ok);
@@ -376,7 +375,14 @@ mod tests {
             ..Diff::default()
         };
         m.applied("leaf1", &diff, Duration::from_millis(3));
-        let text = m.render(&status());
+        m.render(&status())
+    }
+
+    /// Every name the tests, the benchmark and the lab read, with the value
+    /// they expect, and OpenMetrics' `_total` added exactly once.
+    #[test]
+    fn exposes_the_names_consumers_read() {
+        let text = populated();
         for (series, value) in [
             ("foresight_reservations{state=\"installed\"}", "2"),
             ("foresight_reservations{state=\"expired\"}", "1"),
@@ -464,5 +470,61 @@ mod tests {
         // no reconciliation) are left out; the other 13 are there.
         assert_eq!(declared.len(), 13, "{text}");
         assert!(!text.contains("foresight_ndsp_requests"), "{text}");
+    }
+
+    /// The committed Grafana dashboard reads only families the controller
+    /// exposes, and groups and labels its series by labels they carry.
+    #[test]
+    fn the_grafana_dashboard_reads_what_is_exposed() {
+        let dashboard: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../docs/grafana/foresight.json")).unwrap();
+        let text = populated();
+        let declared: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next())
+            .collect();
+        let mut targets = Vec::new();
+        for panel in dashboard["panels"].as_array().unwrap() {
+            for t in panel["targets"].as_array().into_iter().flatten() {
+                targets.push((
+                    t["expr"].as_str().unwrap(),
+                    t["legendFormat"].as_str().unwrap(),
+                ));
+            }
+        }
+        assert!(targets.len() >= 15, "{} queries", targets.len());
+        for (expr, legend) in targets {
+            let names: Vec<&str> = expr
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| w.starts_with("foresight_"))
+                .collect();
+            assert!(!names.is_empty(), "{expr}");
+            for name in &names {
+                let family = ["_bucket", "_sum", "_count", "_total"]
+                    .iter()
+                    .find_map(|s| name.strip_suffix(s))
+                    .filter(|f| declared.contains(f))
+                    .unwrap_or(name);
+                assert!(declared.contains(&family), "{name} in {expr}: not exposed");
+            }
+            let grouped = expr
+                .split_once("by (")
+                .map(|(_, rest)| rest.split(')').next().unwrap())
+                .into_iter()
+                .flat_map(|l| l.split(','))
+                .map(str::trim);
+            let shown = legend
+                .split("{{")
+                .skip(1)
+                .map(|l| l.split("}}").next().unwrap().trim());
+            for label in grouped.chain(shown).filter(|l| *l != "le") {
+                assert!(
+                    names.iter().any(|n| text
+                        .lines()
+                        .any(|l| l.starts_with(n) && l.contains(&format!("{label}=\"")))),
+                    "label {label} of {expr}: no such label on {names:?}"
+                );
+            }
+        }
     }
 }

@@ -220,28 +220,8 @@ fn read_journal(path: &Path) -> anyhow::Result<(Vec<Line>, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::state::{Job, Reason, Reservation, Status, Subject};
-
-    fn reservation(seq: u64) -> Reservation {
-        Reservation {
-            id: format!("r{seq}"),
-            seq,
-            tenant: "t".into(),
-            subject: Subject::Demand(format!("d{seq}")),
-            job_id: None,
-            request: String::new(),
-            priority: 0,
-            elastic: false,
-            deadline_unix_ns: None,
-            status: Status::Admitted,
-            reason: Reason::None,
-            advisory: None,
-            revision: 1,
-            flows: Vec::new(),
-            cancelled: false,
-            predicted: false,
-        }
-    }
+    use crate::daemon::state::Job;
+    use crate::daemon::state_keys::tests::reservation;
 
     fn reopen(path: &Path) -> (StateFile, State) {
         let (file, state) = StateFile::open(path, "f").unwrap();

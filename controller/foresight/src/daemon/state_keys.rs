@@ -203,11 +203,12 @@ pub fn assemble(keys: &BTreeMap<String, Vec<u8>>, fabric: &str) -> anyhow::Resul
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::Committed;
     use crate::daemon::state::{Job, Reason, Reservation, State, Status, Subject};
 
-    fn reservation(seq: u64) -> Reservation {
+    /// An admitted reservation of no flows, sequence `seq`.
+    pub(crate) fn reservation(seq: u64) -> Reservation {
         Reservation {
             id: format!("r{seq}"),
             seq,

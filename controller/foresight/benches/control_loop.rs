@@ -271,6 +271,14 @@ async fn scale() {
     controller.kill();
 }
 
+/// A tenant limit (`--max-live-reservations`) with room for the held
+/// reservations and the loop's own.
+fn room_for_live() -> String {
+    (env("FORESIGHT_BENCH_LIVE", 5000) + 1000)
+        .max(10_000)
+        .to_string()
+}
+
 /// The same loop with `FORESIGHT_BENCH_LIVE` (5,000) more reservations
 /// live, an hour ahead (nothing of them on the switches yet): what the
 /// controller holds should not slow down a commit.
@@ -326,7 +334,18 @@ async fn control_loop_etcd(fabric: &Fabric) {
     let iterations = env("FORESIGHT_BENCH_ITERATIONS", 200);
     let channels = env("FORESIGHT_BENCH_CHANNELS", 8) as u32;
     let endpoints = etcd.endpoints();
-    let controller = fabric.controller_with(50, &["--etcd", &endpoints, "--replica", "bench"]);
+    let most = room_for_live();
+    let controller = fabric.controller_with(
+        50,
+        &[
+            "--etcd",
+            &endpoints,
+            "--replica",
+            "bench",
+            "--max-live-reservations",
+            &most,
+        ],
+    );
     let mut client = controller.client().await;
     client
         .register_topology(register("bench-etcd", &["10.0.1.1", "10.0.2.1"]))
@@ -342,7 +361,8 @@ async fn control_loop_etcd(fabric: &Fabric) {
 async fn control_loop(fabric: &Fabric) {
     let iterations = env("FORESIGHT_BENCH_ITERATIONS", 200);
     let channels = env("FORESIGHT_BENCH_CHANNELS", 8) as u32;
-    let controller = fabric.controller(50);
+    let most = room_for_live();
+    let controller = fabric.controller_with(50, &["--max-live-reservations", &most]);
     let mut client = controller.client().await;
     client
         .register_topology(register("bench", &["10.0.1.1", "10.0.2.1"]))

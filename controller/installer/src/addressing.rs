@@ -4,7 +4,7 @@
 //! address a switch sends its own packets from, and the subnet each leaf
 //! owns.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 
 use planner::topology::{NodeRef, SwitchIdx};
@@ -33,19 +33,33 @@ pub fn switch_address(switch_id: u32) -> Ipv4Addr {
     Ipv4Addr::new(172, 31, (switch_id >> 8) as u8, switch_id as u8)
 }
 
+/// [`leaf_subnets`] of every leaf at once, by switch: one pass over the
+/// hosts, where asking leaf by leaf passes over them once per leaf.
+pub fn subnets_by_leaf(topo: &Topology) -> HashMap<SwitchIdx, BTreeSet<(Ipv4Addr, u8)>> {
+    let mut out: HashMap<SwitchIdx, BTreeSet<(Ipv4Addr, u8)>> = HashMap::new();
+    for h in topo.hosts() {
+        out.entry(h.leaf)
+            .or_default()
+            .insert(subnet(h.ip, h.prefix_len));
+    }
+    out
+}
+
+fn subnet(ip: Ipv4Addr, prefix_len: u8) -> (Ipv4Addr, u8) {
+    let mask = if prefix_len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - prefix_len)
+    };
+    (Ipv4Addr::from(u32::from(ip) & mask), prefix_len)
+}
+
 /// The subnets of a leaf's hosts (usually one /24), as (network, length).
 pub fn leaf_subnets(topo: &Topology, leaf: SwitchIdx) -> BTreeSet<(Ipv4Addr, u8)> {
     topo.hosts()
         .iter()
         .filter(|h| h.leaf == leaf)
-        .map(|h| {
-            let mask = if h.prefix_len == 0 {
-                0
-            } else {
-                u32::MAX << (32 - h.prefix_len)
-            };
-            (Ipv4Addr::from(u32::from(h.ip) & mask), h.prefix_len)
-        })
+        .map(|h| subnet(h.ip, h.prefix_len))
         .collect()
 }
 

@@ -74,8 +74,9 @@ pub enum Key {
         profile_id: u32,
         id: u32,
     },
-    /// Encoded (table id, match fields sorted by id, priority).
-    Table(Vec<u8>),
+    /// Encoded (table id, match fields sorted by id, priority); shared,
+    /// so copying a state copies no key bytes.
+    Table(Arc<[u8]>),
 }
 
 /// Intent resolved to P4Runtime entities.
@@ -185,7 +186,7 @@ pub fn key_of(entity: &p4::Entity) -> Option<Key> {
                 priority: t.priority,
                 ..Default::default()
             };
-            Some(Key::Table(key.encode_to_vec()))
+            Some(Key::Table(key.encode_to_vec().into()))
         }
         _ => None,
     }

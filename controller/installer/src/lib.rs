@@ -22,6 +22,7 @@ pub mod addressing;
 pub mod device;
 pub mod ecn;
 pub mod intent;
+pub mod layered;
 pub mod names;
 pub mod pipeline;
 pub mod reconcile;

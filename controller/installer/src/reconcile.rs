@@ -55,22 +55,39 @@ pub fn diff_states(from: &Resolved, to: &Resolved) -> Diff {
 }
 
 fn diff_maps(want: &BTreeMap<Key, Arc<p4::Entity>>, have: &BTreeMap<Key, Arc<p4::Entity>>) -> Diff {
+    use std::cmp::Ordering;
+    // Both maps in key order, side by side: one pass, no lookups.
     let mut out = Diff::default();
-    for (key, w) in want {
-        match have.get(key) {
-            None => out.insert.push((key.clone(), (**w).clone())),
-            // The same allocation is the same entity: no need to compare.
-            Some(h) if !Arc::ptr_eq(h, w) && h != w => {
-                out.modify.push((key.clone(), (**w).clone()))
+    let mut deleted = Vec::new();
+    let (mut w, mut h) = (want.iter().peekable(), have.iter().peekable());
+    loop {
+        let order = match (w.peek(), h.peek()) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some((wk, _)), Some((hk, _))) => wk.cmp(hk),
+        };
+        match order {
+            Ordering::Less => {
+                let (key, e) = w.next().expect("peeked");
+                out.insert.push((key.clone(), (**e).clone()));
             }
-            Some(_) => {}
+            Ordering::Greater => {
+                let (key, e) = h.next().expect("peeked");
+                deleted.push((key.clone(), (**e).clone()));
+            }
+            Ordering::Equal => {
+                let ((key, we), (_, he)) = (w.next().expect("peeked"), h.next().expect("peeked"));
+                // The same allocation is the same entity: no need to compare.
+                if !Arc::ptr_eq(we, he) && we != he {
+                    out.modify.push((key.clone(), (**we).clone()));
+                }
+            }
         }
     }
-    for (key, h) in have.iter().rev() {
-        if !want.contains_key(key) {
-            out.delete.push((key.clone(), (**h).clone()));
-        }
-    }
+    // Deletes in reverse key order (groups before their members).
+    deleted.reverse();
+    out.delete = deleted;
     out
 }
 

@@ -3,7 +3,7 @@
 //! INT node id and sink ports, DCQCN marking thresholds, and (with a
 //! collector) where INT sinks send their telemetry reports.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use p4rt::value::Value;
 use p4rt::{EntrySpec, P4Info};
@@ -11,7 +11,7 @@ use planner::ecmp::{HashMode, SwitchHash};
 use planner::topology::{EdgeId, NodeRef, SwitchIdx};
 use planner::Topology;
 
-use crate::addressing::{leaf_subnets, neighbour_mac, switch_address, switch_port_mac};
+use crate::addressing::{neighbour_mac, subnets_by_leaf, switch_address, switch_port_mac};
 use crate::ecn::dcqcn_entry;
 use crate::intent::{Intent, Object};
 use crate::names;
@@ -77,11 +77,12 @@ pub fn static_state_with_down(
     ecn: EcnProfile,
     down: &BTreeSet<EdgeId>,
 ) -> BTreeMap<String, Intent> {
+    let subnets = subnets_by_leaf(topo);
     (0..topo.switches().len() as SwitchIdx)
         .map(|s| {
             (
                 topo.switches()[s as usize].name.clone(),
-                switch_state_with_down(topo, s, ecn, down),
+                state_of(topo, s, ecn, down, &subnets),
             )
         })
         .collect()
@@ -117,6 +118,17 @@ pub fn switch_state_with_down(
     s: SwitchIdx,
     ecn: EcnProfile,
     down: &BTreeSet<EdgeId>,
+) -> Intent {
+    state_of(topo, s, ecn, down, &subnets_by_leaf(topo))
+}
+
+/// [`switch_state_with_down`] with every leaf's subnets at hand.
+fn state_of(
+    topo: &Topology,
+    s: SwitchIdx,
+    ecn: EcnProfile,
+    down: &BTreeSet<EdgeId>,
+    subnets: &HashMap<SwitchIdx, BTreeSet<(std::net::Ipv4Addr, u8)>>,
 ) -> Intent {
     let me = &topo.switches()[s as usize];
     let mut intent = Intent::default();
@@ -196,7 +208,7 @@ pub fn switch_state_with_down(
         if hops.is_empty() {
             continue;
         }
-        for (net, len) in leaf_subnets(topo, leaf) {
+        for (net, len) in subnets.get(&leaf).into_iter().flatten() {
             let prefix = format!("{net}/{len}");
             if hops.len() == 1 {
                 intent.push(Object::Entry(route(&prefix, hops[0], None)));

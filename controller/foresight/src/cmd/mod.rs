@@ -12,6 +12,7 @@ mod link;
 mod millis;
 mod plan;
 mod reserve;
+mod scale;
 mod sim;
 mod status;
 mod switch;
@@ -53,6 +54,10 @@ pub enum Command {
     Sim(sim::SimCmd),
     /// Check a description of the switches' ECMP hash against observed choices.
     Hash(hash::HashCmd),
+    /// What the controller computes for one NDSP batch on a generated
+    /// fabric of thousands of switches: plan, intent, diff and encoded
+    /// P4Runtime writes, timed, without switches.
+    Scale(scale::ScaleCmd),
 }
 
 impl Command {
@@ -81,5 +86,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Sim(cmd) => sim::run(cmd),
         Command::IntCollect(cmd) => int_collect::run(cmd),
         Command::Hash(cmd) => hash::run(cmd),
+        Command::Scale(cmd) => scale::run(cmd),
     }
 }

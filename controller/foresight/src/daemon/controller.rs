@@ -128,14 +128,14 @@ impl Controller {
         Ok((mutation.value, done))
     }
 
-    /// Persist (when `changed`), derive every switch's intended state at
-    /// `now` and send it. Call with the engine locked; await the acks after
+    /// Persist (when `changed`), derive the intended state at `now` of
+    /// every switch it differs on and send it there. Call with the engine locked; await the acks after
     /// unlocking (switch tasks apply states in the order they were sent).
     pub(super) async fn commit(&self, inner: &mut Inner, now: u64, changed: bool) -> Acks {
         if changed {
             self.store.save(&inner.engine.state, &self.metrics).await;
         }
-        let desired = match inner.compiler.desired(&inner.engine.state, now) {
+        let desired = match inner.compiler.changes(&inner.engine.state, now) {
             Ok(d) => d,
             Err(e) => {
                 tracing::error!(%e, "cannot derive the intended switch state");

@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use installer::ecn::{dcqcn_burst_entries, predrain_entry, EcnProfile};
 use installer::intent::{Key, Resolved};
+use installer::layered::Layered;
 use installer::reservations::{host_pair_watch_entry, ReservedFlow};
 use installer::static_state::{
     collector_config_with_down, hash_mode_config, port_mtu_config, static_state_with_down,
@@ -40,6 +41,7 @@ use p4rt::P4Info;
 use planner::ecmp::SeedPolicy;
 use planner::topology::EdgeId;
 use planner::Topology;
+use prost::Message;
 
 use super::state::{FlowRecord, Reservation, State, Status};
 
@@ -76,6 +78,53 @@ type Resolved1 = (Key, Arc<p4::Entity>);
 /// `engine/outcome.rs`).
 pub const BACKGROUND_PRIORITY: u8 = 32;
 
+/// How an overlay's entity goes onto the static state: replacing the
+/// static entity of its key (a port's lowered DCQCN profile, watch
+/// entries), or only where the key is free (a flow's entries: the first
+/// reservation of a key keeps it).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Write {
+    Replace,
+    IfAbsent,
+}
+
+/// What the reservations add to one switch's static state, in the order
+/// it is applied.
+#[derive(Debug, Default, PartialEq)]
+struct Overlay(Vec<(Write, Key, Arc<p4::Entity>)>);
+
+/// `entity` onto `switch`'s overlay.
+fn push(out: &mut HashMap<String, Overlay>, switch: &str, write: Write, (key, entity): &Resolved1) {
+    let op = (write, key.clone(), entity.clone());
+    match out.get_mut(switch) {
+        Some(o) => o.0.push(op),
+        None => {
+            out.insert(switch.to_string(), Overlay(vec![op]));
+        }
+    }
+}
+
+/// A switch's static state with `overlay` laid over it.
+fn compose(base: &Arc<Resolved>, overlay: Option<&Overlay>) -> Layered {
+    let mut top = BTreeMap::new();
+    for (write, key, entity) in overlay.map_or(&[][..], |o| &o.0) {
+        match write {
+            Write::Replace => {
+                top.insert(key.clone(), entity.clone());
+            }
+            Write::IfAbsent => {
+                if !base.entities.contains_key(key) {
+                    top.entry(key.clone()).or_insert_with(|| entity.clone());
+                }
+            }
+        }
+    }
+    Layered {
+        base: base.clone(),
+        top,
+    }
+}
+
 /// Cached entities of one reserved flow at its ingress leaf.
 struct FlowEntities {
     sr: Resolved1,
@@ -87,7 +136,8 @@ pub struct Compiler {
     info: Arc<P4Info>,
     devices: Arc<Devices>,
     policy: Policy,
-    base: BTreeMap<String, Resolved>,
+    /// Every switch's static state, shared by the states derived from it.
+    base: BTreeMap<String, Arc<Resolved>>,
     /// The burst entries of every port (see `dcqcn_burst_entries`).
     lowered: HashMap<(String, u16), Vec<Resolved1>>,
     flows: HashMap<(String, u64, usize), Arc<FlowEntities>>,
@@ -97,6 +147,9 @@ pub struct Compiler {
     steered_watch: HashMap<(String, u64, usize), Arc<Resolved1>>,
     /// INT watch of learned jobs' host pairs, by source leaf (T+5).
     job_watch: Vec<(String, Resolved1)>,
+    /// The overlays the last [`Compiler::changes`] was derived from (None:
+    /// send every switch next time).
+    sent: Option<HashMap<String, Overlay>>,
 }
 
 fn resolve_one(
@@ -119,7 +172,7 @@ fn resolve_one(
 /// The resolved static state of every switch with `down` edges out of
 /// service, and the lowered DCQCN entry of every port.
 type Base = (
-    BTreeMap<String, Resolved>,
+    BTreeMap<String, Arc<Resolved>>,
     HashMap<(String, u16), Vec<Resolved1>>,
 );
 
@@ -164,8 +217,20 @@ fn base_state(
     }
     let mut base = BTreeMap::new();
     let mut lowered = HashMap::new();
+    // Switches of a tier hold many identical entities (routes to the same
+    // subnets through the same group, port settings): each is kept once.
+    let mut shared: HashMap<Vec<u8>, Resolved1> = HashMap::new();
     for (name, intent) in &intents {
-        let resolved = intent.resolve(name, info, devices)?;
+        let mut resolved = intent.resolve(name, info, devices)?;
+        resolved.entities = std::mem::take(&mut resolved.entities)
+            .into_iter()
+            .map(|(key, entity)| {
+                shared
+                    .entry(entity.encode_to_vec())
+                    .or_insert((key, entity))
+                    .clone()
+            })
+            .collect();
         // Every port with a static DCQCN profile can be lowered (all but
         // the reserved queue, which keeps the static profile).
         for o in &intent.objects {
@@ -181,7 +246,7 @@ fn base_state(
                 }
             }
         }
-        base.insert(name.clone(), resolved);
+        base.insert(name.clone(), Arc::new(resolved));
     }
     Ok((base, lowered))
 }
@@ -207,6 +272,7 @@ impl Compiler {
             predrain: HashMap::new(),
             steered_watch: HashMap::new(),
             job_watch: Vec::new(),
+            sent: None,
         })
     }
 
@@ -216,6 +282,7 @@ impl Compiler {
         let (base, lowered) = base_state(self.topo, &self.info, &self.devices, &self.policy, down)?;
         self.base = base;
         self.lowered = lowered;
+        self.sent = None;
         Ok(())
     }
 
@@ -349,12 +416,67 @@ impl Compiler {
         state: &State,
         now: u64,
     ) -> Result<BTreeMap<String, Resolved>, IntentError> {
-        let lead = self.policy.lead_ns;
-        let mut out = self.base.clone();
-        for (leaf, (key, entity)) in &self.job_watch {
-            if let Some(sw) = out.get_mut(leaf) {
-                sw.entities.insert(key.clone(), entity.clone());
+        let overlays = self.overlays(state, now)?;
+        Ok(self
+            .layered(&overlays)
+            .into_iter()
+            .map(|(name, l)| (name, l.whole()))
+            .collect())
+    }
+
+    /// The intended state at `now` of the switches whose state differs
+    /// from the last call's (every switch on the first call and after
+    /// [`Compiler::set_down_edges`]): a commit sends only these, so its
+    /// cost follows the switches a change touches, not the fabric's size.
+    /// A switch left out still holds what it was last sent.
+    pub fn changes(
+        &mut self,
+        state: &State,
+        now: u64,
+    ) -> Result<BTreeMap<String, Layered>, IntentError> {
+        let overlays = self.overlays(state, now)?;
+        let empty = Overlay::default();
+        let out = match &self.sent {
+            None => self.layered(&overlays),
+            Some(sent) => {
+                let differs = |name: &String| {
+                    overlays.get(name).unwrap_or(&empty) != sent.get(name).unwrap_or(&empty)
+                };
+                let touched: BTreeSet<&String> = overlays
+                    .keys()
+                    .chain(sent.keys())
+                    .filter(|n| differs(n))
+                    .collect();
+                touched
+                    .into_iter()
+                    .filter_map(|name| {
+                        let base = self.base.get(name)?;
+                        Some((name.clone(), compose(base, overlays.get(name))))
+                    })
+                    .collect()
             }
+        };
+        self.sent = Some(overlays);
+        Ok(out)
+    }
+
+    fn layered(&self, overlays: &HashMap<String, Overlay>) -> BTreeMap<String, Layered> {
+        self.base
+            .iter()
+            .map(|(name, base)| (name.clone(), compose(base, overlays.get(name))))
+            .collect()
+    }
+
+    /// What the reservations add to each switch's static state at `now`.
+    fn overlays(
+        &mut self,
+        state: &State,
+        now: u64,
+    ) -> Result<HashMap<String, Overlay>, IntentError> {
+        let lead = self.policy.lead_ns;
+        let mut out: HashMap<String, Overlay> = HashMap::new();
+        for (leaf, entity) in &self.job_watch {
+            push(&mut out, leaf, Write::Replace, entity);
         }
         // Install windows of active reserved flows, by (switch, port).
         let mut busy: HashMap<(String, u16), Vec<(u64, u64)>> = HashMap::new();
@@ -381,24 +503,14 @@ impl Compiler {
                             }
                         };
                         live_steered.insert(key);
-                        out.get_mut(&f.hops[0].switch)
-                            .expect("ingress leaf in fabric")
-                            .entities
-                            .insert(watch.0.clone(), watch.1.clone());
+                        push(&mut out, &f.hops[0].switch, Write::Replace, &watch);
                     }
                     continue;
                 }
                 live_flows.insert((r.id.clone(), r.revision, i));
                 let e = self.flow_entities(r, i, f)?;
-                let leaf = out
-                    .get_mut(&f.hops[0].switch)
-                    .expect("ingress leaf in fabric");
-                leaf.entities
-                    .entry(e.sr.0.clone())
-                    .or_insert_with(|| e.sr.1.clone());
-                leaf.entities
-                    .entry(e.watch.0.clone())
-                    .or_insert_with(|| e.watch.1.clone());
+                push(&mut out, &f.hops[0].switch, Write::IfAbsent, &e.sr);
+                push(&mut out, &f.hops[0].switch, Write::IfAbsent, &e.watch);
                 if self.yields(r) {
                     continue;
                 }
@@ -408,11 +520,8 @@ impl Compiler {
                         .or_insert_with_key(|k| {
                             // A port's lowered entries once, however many
                             // flows cross it.
-                            if let Some(entries) = self.lowered.get(k) {
-                                let sw = out.get_mut(&h.switch).expect("hop in fabric");
-                                for (key, entity) in entries {
-                                    sw.entities.insert(key.clone(), entity.clone());
-                                }
+                            for entry in self.lowered.get(k).into_iter().flatten() {
+                                push(&mut out, &h.switch, Write::Replace, entry);
                             }
                             Vec::new()
                         });
@@ -444,11 +553,7 @@ impl Compiler {
                             h.port,
                         ));
                         let e = self.predrain_entity(&r.id, r.revision, i, f, &h.switch, h.port)?;
-                        out.get_mut(&h.switch)
-                            .expect("hop in fabric")
-                            .entities
-                            .entry(e.0.clone())
-                            .or_insert_with(|| e.1.clone());
+                        push(&mut out, &h.switch, Write::IfAbsent, &e);
                     }
                 }
             }

@@ -369,8 +369,14 @@ mod tests {
         );
         let diff = Diff {
             insert: vec![
-                (installer::intent::Key::Table(vec![1]), Default::default()),
-                (installer::intent::Key::Table(vec![2]), Default::default()),
+                (
+                    installer::intent::Key::Table(vec![1].into()),
+                    Default::default(),
+                ),
+                (
+                    installer::intent::Key::Table(vec![2].into()),
+                    Default::default(),
+                ),
             ],
             ..Diff::default()
         };

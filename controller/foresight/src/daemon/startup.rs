@@ -518,7 +518,9 @@ fn spawn_switches(
 ) -> BTreeMap<String, SwitchHandle> {
     let mut handles = BTreeMap::new();
     for (name, ep) in endpoints {
-        let state = Arc::new(initial.get(name).cloned().unwrap_or_default());
+        let state = Arc::new(installer::layered::Layered::flat(Arc::new(
+            initial.get(name).cloned().unwrap_or_default(),
+        )));
         let handle = SwitchHandle::spawn(
             name.clone(),
             ep.clone(),

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use installer::intent::Resolved;
-use installer::reconcile::{apply_diff, diff_states, reconcile, Diff};
+use installer::layered::{diff_layered, Layered};
+use installer::reconcile::{apply_diff, reconcile, Diff};
 use p4rt::proto::p4::v1 as p4;
 use p4rt::{Mastership, Switch, SwitchOptions};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -26,7 +27,7 @@ const BATCH: usize = 1000;
 
 enum Command {
     Apply {
-        state: Arc<Resolved>,
+        state: Arc<Layered>,
         done: oneshot::Sender<Result<usize, String>>,
     },
     Read {
@@ -51,7 +52,7 @@ impl SwitchHandle {
         endpoint: Endpoint,
         pipeline: Pipeline,
         election_id: u128,
-        initial: Arc<Resolved>,
+        initial: Arc<Layered>,
         metrics: Arc<Metrics>,
     ) -> SwitchHandle {
         let (tx, rx) = mpsc::unbounded_channel();
@@ -79,7 +80,7 @@ impl SwitchHandle {
 
     /// Send a new intended state; the receiver says how many entities
     /// changed once the switch acknowledged (or why not).
-    pub fn apply(&self, state: Arc<Resolved>) -> oneshot::Receiver<Result<usize, String>> {
+    pub fn apply(&self, state: Arc<Layered>) -> oneshot::Receiver<Result<usize, String>> {
         let (done, rx) = oneshot::channel();
         if self.tx.send(Command::Apply { state, done }).is_err() {
             tracing::error!(switch = %self.name, "switch task is gone");
@@ -127,9 +128,9 @@ struct Actor {
     options: SwitchOptions,
     pipeline: Pipeline,
     /// The last intended state received.
-    latest: Arc<Resolved>,
+    latest: Arc<Layered>,
     /// What the switch holds by our account (after a reconcile or apply).
-    applied: Option<Arc<Resolved>>,
+    applied: Option<Arc<Layered>>,
     rx: mpsc::UnboundedReceiver<Command>,
     status: watch::Sender<SwitchStatus>,
     metrics: Arc<Metrics>,
@@ -280,7 +281,7 @@ impl Actor {
         &mut self,
         switch: &Switch,
         mastership: &watch::Receiver<Mastership>,
-    ) -> Result<Arc<Resolved>, Next> {
+    ) -> Result<Arc<Layered>, Next> {
         let started = Instant::now();
         let pipeline = match ensure_pipeline(switch, &self.pipeline).await {
             Ok(p) => p,
@@ -292,7 +293,7 @@ impl Actor {
             }
         };
         let intended = self.latest.clone();
-        let diff = match reconcile(switch, &self.pipeline.info, &intended, BATCH).await {
+        let diff = match reconcile(switch, &self.pipeline.info, &intended.whole(), BATCH).await {
             Ok(diff) => diff,
             Err(e) => {
                 tracing::error!(switch = %self.name, %e, "reconcile failed");
@@ -315,7 +316,7 @@ impl Actor {
         self.status.send_modify(|s| {
             s.reconciles += 1;
             s.last_reconcile = Some(report);
-            s.entities = intended.entities.len();
+            s.entities = intended.len();
             s.in_sync = Arc::ptr_eq(&intended, &self.latest);
             s.last_error = None;
         });
@@ -360,12 +361,12 @@ impl Actor {
     async fn apply(
         &mut self,
         switch: &Switch,
-        state: Arc<Resolved>,
+        state: Arc<Layered>,
         done: oneshot::Sender<Result<usize, String>>,
     ) -> Result<(), String> {
         self.latest = state.clone();
         let applied = self.applied.clone().expect("reconciled");
-        let diff = diff_states(&applied, &state);
+        let diff = diff_layered(&applied, &state);
         let changes = diff.insert.len() + diff.modify.len() + diff.delete.len();
         if changes == 0 {
             self.applied = Some(state);
@@ -377,7 +378,7 @@ impl Actor {
             Ok(()) => {
                 self.metrics.applied(&self.name, &diff, t0.elapsed());
                 self.status.send_modify(|s| {
-                    s.entities = state.entities.len();
+                    s.entities = state.len();
                     s.in_sync = true;
                 });
                 self.applied = Some(state);

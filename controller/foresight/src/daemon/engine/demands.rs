@@ -494,6 +494,39 @@ mod tests {
         );
     }
 
+    /// A commit sends a switch its state only when it changed: every switch
+    /// first, then exactly those where the whole intended state differs,
+    /// each as the whole state derives it.
+    #[test]
+    fn a_commit_sends_only_the_switches_a_change_touches() {
+        let mut e = engine();
+        submit(&mut e, competing_pair(proto::PriorityClass::Standard), T0).unwrap();
+        let mut comp = compiler(e.topo, 5 * MS);
+        let first = comp.changes(&e.state, T0).unwrap();
+        assert_eq!(first.len(), e.topo.switches().len(), "every switch first");
+        let mut before = comp.desired(&e.state, T0).unwrap();
+        let mut touched_any = false;
+        for t in [T0, T0 + 5 * MS, T0 + 5 * MS, T0 + 110 * MS, T0 + 120 * MS] {
+            let now = comp.desired(&e.state, t).unwrap();
+            let sent = comp.changes(&e.state, t).unwrap();
+            let differ: Vec<&String> = now
+                .iter()
+                .filter(|(n, s)| before[*n].entities != s.entities)
+                .map(|(n, _)| n)
+                .collect();
+            assert_eq!(sent.keys().collect::<Vec<_>>(), differ, "at {t}");
+            for (n, s) in &sent {
+                assert!(s.whole().entities == now[n].entities, "{n} at {t}");
+            }
+            touched_any |= !sent.is_empty() && sent.len() < now.len();
+            before = now;
+        }
+        assert!(
+            touched_any,
+            "the reservation touched some switches, not all"
+        );
+    }
+
     /// A reserved background flow keeps its path in the background queue
     /// and clears the way for nothing (no lowered DCQCN profile, no
     /// pre-drain of the flow that fell back); with the background queue

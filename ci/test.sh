@@ -59,12 +59,15 @@ if [ -n "$have_bmv2" ] && [ -n "$have_mininet" ]; then
   # 5. The lab: every topology up with the controller, all hosts reachable,
   #    nothing left behind (also after a crash), a short experiment.
   suite bmv2-lab /usr/bin/python3 bmv2-lab/test_lab.py
+  # 6. The operator's web page in headless Chromium against the lab.
+  suite bmv2-lab-ui /usr/bin/python3 bmv2-lab/test_ui.py --soak-s 60
 else
   skip "Mininet smoke test (bmv2-lab/smoke)" "needs simple_switch_grpc, root and Debian's mininet for /usr/bin/python3"
   skip "bmv2-lab tests (bmv2-lab/test_lab.py)" "needs simple_switch_grpc, root and Debian's mininet for /usr/bin/python3"
+  skip "web page browser test (bmv2-lab/test_ui.py)" "needs simple_switch_grpc, root and Debian's mininet for /usr/bin/python3"
 fi
 
-# 6. The Python NDSP client (clients/python) against the controller binary
+# 7. The Python NDSP client (clients/python) against the controller binary
 #    the rust suite built: installed into a temporary venv from PyPI. The JAX
 #    suite downloads jax[cpu] (~100 MB) and runs a 4-process JAX step;
 #    FORESIGHT_SKIP_JAX=1 skips it.

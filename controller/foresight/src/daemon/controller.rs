@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use p4rt::P4Info;
 use planner::Topology;
-use tokio::sync::{broadcast, oneshot, Notify};
+use tokio::sync::{broadcast, oneshot, watch, Notify};
 
 use super::clock::now_unix_ns;
 use super::desired::Compiler;
@@ -39,6 +39,10 @@ pub struct Controller {
     pub metrics: Arc<Metrics>,
     pub loads: Arc<LinkLoads>,
     pub events: broadcast::Sender<Event>,
+    /// Counts the commits the switches acknowledged that changed anything
+    /// (an admission, an install, an expiry): the operator's page follows
+    /// it to redraw without polling, whatever the change was.
+    pub settled: watch::Sender<u64>,
     pub(super) wake: Notify,
     pub topo: &'static Topology,
     pub(super) info: Arc<P4Info>,
@@ -122,6 +126,9 @@ impl Controller {
         };
         self.reschedule();
         let done = acknowledged(acks).await;
+        if mutation.changed || done.changes > 0 {
+            self.settled.send_modify(|n| *n += 1);
+        }
         for event in mutation.events {
             let _ = self.events.send(event);
         }

@@ -1,6 +1,7 @@
 //! The admin endpoint for Prometheus and operators, routed by axum:
 //! `GET /metrics` (OpenMetrics text), `GET /v1/status` and
-//! `GET /v1/entries/<switch>` (JSON, see `api.rs`), `GET /healthz`, and
+//! `GET /v1/entries/<switch>` (JSON, see `api.rs`), the operator's web page
+//! `GET /ui` with what it reads (`ui.rs`), `GET /healthz`, and
 //! the one write: `POST /v1/links/<switch>:<port>/down` (or `/up`), the
 //! operator's link state (`foresight link`). With an admin token
 //! (`--admin-token-file`) the write needs `Authorization: Bearer <token>`
@@ -36,6 +37,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
 mod access;
+mod ui;
 
 use access::{Read, Viewer};
 
@@ -154,6 +156,11 @@ pub fn router(controller: Shared, token: Option<AdminToken>, mtls: bool) -> Rout
         .route("/metrics", get(scrape))
         .route("/v1/status", get(status))
         .route("/v1/entries/{switch}", get(entries))
+        .route("/ui", get(ui::page))
+        .route("/ui/{asset}", get(ui::asset))
+        .route("/v1/fabric", get(ui::fabric))
+        .route("/v1/timeline", get(ui::timeline))
+        .route("/v1/events", get(ui::events))
         .route_layer(middleware::from_fn_with_state(gate.clone(), identify));
     let writes = Router::new()
         .route("/v1/links/{link}/{verb}", post(change_link))
@@ -310,7 +317,7 @@ async fn unrouted(method: Method, uri: Uri) -> Response {
         Method::GET => error(
             404,
             &format!(
-                "no such path {}; try /metrics, /v1/status, /v1/entries/<switch>",
+                "no such path {}; try /ui, /metrics, /v1/status, /v1/entries/<switch>",
                 uri.path()
             ),
         ),

@@ -27,10 +27,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 
-#[cfg(test)]
-use planner::periodic::Cadence;
 use planner::periodic::{
-    Deviation, IterationDetector, Learned, LearnerConfig, PeriodLearner, Prediction, Transfer,
+    Cadence, Deviation, IterationDetector, Learned, LearnerConfig, PeriodLearner, Prediction,
+    Transfer,
 };
 
 use super::state::FlowRecord;
@@ -165,6 +164,24 @@ impl JobLearning {
     }
 }
 
+/// One job's learning as the operator's page shows it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LearnedJob {
+    pub tenant: String,
+    pub job_id: String,
+    /// `learning` (not locked yet), `locked` (predicting its iterations)
+    /// or `announcing` (learned from its announcements instead).
+    pub state: String,
+    /// Iterations observed so far.
+    pub observed: u64,
+    /// The learned period, once locked on one.
+    pub period_s: Option<f64>,
+    /// Or the learned gap from an iteration's end to the next start.
+    pub gap_s: Option<f64>,
+    /// Iterations reserved ahead so far.
+    pub reserved_ahead: usize,
+}
+
 /// Learning state of every registered job.
 pub struct Learning {
     config: LearningConfig,
@@ -295,6 +312,35 @@ impl Learning {
             }
         }
         steps
+    }
+
+    /// What the operator's page shows of every job's learning.
+    pub fn jobs_view(&self) -> Vec<LearnedJob> {
+        self.jobs
+            .iter()
+            .map(|((tenant, job_id), j)| {
+                let cadence = j.learner.cadence();
+                let state = match (j.announcing, cadence) {
+                    (true, _) => "announcing",
+                    (false, Some(_)) => "locked",
+                    (false, None) => "learning",
+                };
+                let (period_s, gap_s) = match cadence {
+                    Some(Cadence::Period { period_ns }) => (Some(period_ns as f64 / 1e9), None),
+                    Some(Cadence::AfterEnd { gap_ns }) => (None, Some(gap_ns as f64 / 1e9)),
+                    None => (None, None),
+                };
+                LearnedJob {
+                    tenant: tenant.clone(),
+                    job_id: job_id.clone(),
+                    state: state.to_string(),
+                    observed: j.observed,
+                    period_s,
+                    gap_s,
+                    reserved_ahead: j.reserved.len(),
+                }
+            })
+            .collect()
     }
 
     /// The learned cadence of a job, once locked.

@@ -38,6 +38,8 @@
 //! * [`telemetry`] — INT report collector and link loads;
 //! * [`forecast_mismatches`] — traffic that differs from its forecast;
 //! * [`views`] — read-only views (status, a switch's entries, paths);
+//! * [`live_view`] — what the operator's web page reads (the fabric's
+//!   layout, reservations over time with their links, jobs);
 //! * [`metrics`], [`http`], [`api`], [`admin_token`], [`identity`] —
 //!   Prometheus, the admin endpoint, and who may call what.
 
@@ -58,6 +60,7 @@ pub mod leader_gate;
 pub mod learning;
 pub mod limits;
 pub mod link_state;
+pub mod live_view;
 pub mod metrics;
 pub mod predictions;
 pub mod requests;

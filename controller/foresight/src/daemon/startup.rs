@@ -166,6 +166,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         metrics,
         loads,
         events,
+        settled: tokio::sync::watch::channel(0).0,
         wake: Notify::new(),
         topo,
         info: config.pipeline.info.clone(),

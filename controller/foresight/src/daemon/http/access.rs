@@ -29,6 +29,9 @@ pub enum Read {
     Metrics,
     Status,
     Entries,
+    /// The web page and what it reads (`/ui`, `/v1/fabric`,
+    /// `/v1/timeline`, `/v1/events`): scoped as the status is.
+    View,
 }
 
 impl Read {
@@ -37,6 +40,7 @@ impl Read {
             Read::Metrics => "/metrics",
             Read::Status => "/v1/status",
             Read::Entries => "/v1/entries",
+            Read::View => "/ui",
         }
     }
 }
@@ -73,7 +77,7 @@ impl Viewer {
         match (self, read) {
             (Viewer::Operator | Viewer::Anonymous, _) => Ok(None),
             (Viewer::Scraper(_), Read::Metrics) => Ok(None),
-            (Viewer::Tenant(t), Read::Status) => Ok(Some(t.clone())),
+            (Viewer::Tenant(t), Read::Status | Read::View) => Ok(Some(t.clone())),
             (Viewer::Scraper(who), _) => Err(format!(
                 "{path} is not for the scrape role ({who:?} reads /metrics only)"
             )),
@@ -145,12 +149,13 @@ mod tests {
     #[test]
     fn tenants_see_their_own_status_only_and_the_scrape_role_only_metrics() {
         for open in [Viewer::Operator, Viewer::Anonymous] {
-            for read in [Read::Metrics, Read::Status, Read::Entries] {
+            for read in [Read::Metrics, Read::Status, Read::Entries, Read::View] {
                 assert_eq!(open.scope(read), Ok(None), "{open:?} {read:?}");
             }
         }
         let acme = Viewer::Tenant("acme".into());
         assert_eq!(acme.scope(Read::Status), Ok(Some("acme".into())));
+        assert_eq!(acme.scope(Read::View), Ok(Some("acme".into())));
         let no = acme.scope(Read::Entries).unwrap_err();
         assert!(
             no.contains("/v1/entries") && no.contains("\"acme\""),
@@ -160,7 +165,7 @@ mod tests {
         assert!(no.contains("--scrapers"), "{no}");
         let prometheus = Viewer::Scraper("prometheus".into());
         assert_eq!(prometheus.scope(Read::Metrics), Ok(None));
-        for read in [Read::Status, Read::Entries] {
+        for read in [Read::Status, Read::Entries, Read::View] {
             let no = prometheus.scope(read).unwrap_err();
             assert!(no.contains("/metrics only"), "{no}");
         }

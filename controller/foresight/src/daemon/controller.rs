@@ -136,8 +136,9 @@ impl Controller {
     }
 
     /// Persist (when `changed`), derive the intended state at `now` of
-    /// every switch it differs on and send it there. Call with the engine locked; await the acks after
-    /// unlocking (switch tasks apply states in the order they were sent).
+    /// every switch whose state it changes and send it there. Call with the
+    /// engine locked; await the acks after unlocking (switch tasks apply
+    /// states in the order they were sent).
     pub(super) async fn commit(&self, inner: &mut Inner, now: u64, changed: bool) -> Acks {
         if changed {
             self.store.save(&inner.engine.state, &self.metrics).await;

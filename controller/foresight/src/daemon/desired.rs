@@ -22,6 +22,9 @@
 //!
 //! Entities are resolved against the P4Info once per flow and cached (by
 //! reservation id and revision), so computing the whole state is map work.
+//! A switch's state is its static state (shared) with an overlay of what
+//! the reservations add; a commit sends only the switches whose overlay
+//! changed since the last ([`Compiler::changes`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::Ipv4Addr;

@@ -25,6 +25,7 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import lab as labmod  # noqa: E402
+import tcp_job  # noqa: E402
 
 TOPOLOGIES = ("leaf-spine-lab.yaml", "pod3-lab.yaml", "rail-lab.yaml")
 results = []
@@ -84,27 +85,6 @@ def full_size_reserved_frames(lab, src, dst):
           " 0% packet loss" in out, out.strip()[-200:])
 
 
-# A job's iterations over TCP: a burst of BYTES every PERIOD seconds, on one connection.
-TCP_SINK = """
-import socket
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 47100)); s.listen(1)
-c, _ = s.accept()
-while c.recv(65536):
-    pass
-"""
-TCP_BURSTS = """
-import socket, sys, time
-dst, n, size, period = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-c = socket.create_connection((dst, 47100), timeout=10)
-t0 = time.time()
-for k in range(n):
-    time.sleep(max(0.0, t0 + k * period - time.time()))
-    c.sendall(b"x" * size)
-c.close()
-"""
-
-
 def controller_learns_a_tcp_job(lab, src, dst):
     """A learned periodic schedule (T+5) on real TCP: a registered job that
     announces nothing sends a burst every 1.5 s; the controller learns it
@@ -121,9 +101,9 @@ def controller_learns_a_tcp_job(lab, src, dst):
     if not check("`foresight register` registers a job that announces nothing", r.returncode == 0,
                  r.stderr.strip()[:200]):
         return
-    sink = lab.host(dst).popen([sys.executable, "-c", TCP_SINK])
+    sink = tcp_job.start_sink(lab.host(dst))
     time.sleep(0.5)
-    bursts = lab.host(src).popen([sys.executable, "-c", TCP_BURSTS, lab.fabric.ip(dst), "9", "20000", "1.5"])
+    bursts = tcp_job.start_bursts(lab.host(src), lab.fabric.ip(dst), 9, 20000, 1.5)
     installed, returns, stopped_at, live_after = set(), set(), None, None
     deadline = time.time() + 30
     while time.time() < deadline:

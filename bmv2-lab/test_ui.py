@@ -3,8 +3,9 @@
 
     sudo bmv2-lab/test_ui.py [--soak-s 60] [--sample-s 30] [--soak-csv FILE] [--screenshots DIR]
 
-Brings up the lab's small leaf-spine (4 BMv2 switches) with the controller,
-then drives headless Chromium (Debian's chromium and chromium-driver, with
+Brings up the lab's leaf-spine (4 BMv2 switches, 8 hosts, the INT
+collector) with the controller (INT reports and learning on), then drives
+headless Chromium (Debian's chromium and chromium-driver, with
 python3-selenium) inside the fabric namespace, where the controller's admin
 port is. It checks that the page draws the fabric; that a reservation
 submitted with `foresight reserve demand` appears on the timeline and, once
@@ -13,6 +14,10 @@ running, on the links of its path (and in the clicked link's list); that
 its links and shows it expired. Then it leaves the page open for --soak-s
 seconds while reservations come and go every second and checks that the
 page's JavaScript heap stays flat (after a forced garbage collection).
+Last, with real traffic: a reserved RoCEv2 flow the switches report on by
+INT, and a registered TCP job that announces nothing; the page must show
+the INT-measured load and queue depths of the flow's links, the job
+learned (locked, with its period) and its predicted reservations.
 --screenshots writes the page's pictures (the README's). Without the
 browser, the driver or selenium it prints SKIPPED and why.
 """
@@ -29,8 +34,20 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import lab as labmod  # noqa: E402
+import labkit  # noqa: E402
+import tcp_job  # noqa: E402
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
+TOPOLOGY = os.path.join(HERE, "topologies", "leaf-spine-lab.yaml")
+# What the controller runs with: INT reports straight to it (the collector's
+# NIC is in the fabric namespace with it), and T+5 learning of registered jobs.
+CONTROLLER_FLAGS = ("--int-collector", "collector", "--int-listen", f"0.0.0.0:{labmod.INT_PORT}",
+                    "--learn-iterations", "--learn-idle-ms", "400", "--learn-jitter", "0.2",
+                    "--learn-bytes-tolerance", "0.3", "--learn-horizon", "1")
+LEARNED_JOB = "ui-learned"
+TRAFFIC_S = 35
 results = []
 
 
@@ -116,9 +133,9 @@ def soak(driver, args, profile):
                   "--bytes", "100MB", "--start-in-ms", "500", "--duration-ms", "1500")
         n += 1
         if n % 300 == 150:
-            foresight("link", "down", "leaf2:3")  # a link event every five minutes, and back
+            foresight("link", "down", "leaf2:5")  # a link event every five minutes, and back
         elif n % 300 == 160:
-            foresight("link", "up", "leaf2:3")
+            foresight("link", "up", "leaf2:5")
         time.sleep(1.0)
         if time.time() - t0 >= next_sample:
             next_sample += args.sample_s
@@ -141,11 +158,52 @@ def soak(driver, args, profile):
           last <= first * 1.5 + 2.0, f"{first:.1f} MB -> {last:.1f} MB")
 
 
+def with_traffic(driver, args):
+    """The page beside real traffic (started by the outer part): INT-measured
+    load and queue depths on the reserved flow's links, the learned job."""
+    driver.get(f"http://{args.http}/ui")
+    check("with traffic running, the page loads", wait_for(driver, "return document.body.dataset.ready", 15) == "1")
+    measured = wait_for(driver, """return [...document.querySelectorAll('.link[data-cable]')]
+          .filter(g => g.dataset.util !== '').map(g => g.dataset.cable);""", 20)
+    check("links the reserved RoCEv2 flow crosses show the load INT measured on them", measured,
+          "no link has a measured load")
+    if measured:
+        driver.execute_script(f"""
+            const c = document.querySelector('.link[data-cable="{measured[0]}"]');
+            c.dispatchEvent(new MouseEvent('click', {{bubbles: true}}));""")
+        measured_cells = wait_for(driver, """return [...document.querySelectorAll('#link-directions tr')].slice(1)
+              .filter(r => r.cells[3].textContent !== '–' && r.cells[4].textContent !== '–')
+              .map(r => r.cells[0].textContent + ': ' + r.cells[3].textContent + ', queue ' + r.cells[4].textContent);""", 5)
+        check(f"clicking {measured[0]} lists its measured load and INT queue depth", measured_cells)
+        spark = wait_for(driver, "return document.querySelectorAll('#link-queue polyline').length", 8)
+        check("and draws its recent INT queue depths", spark)
+        queue_max = driver.execute_script(
+            "return Math.max(0, ...[...window.foresight.queues.values()].flat().map(s => s.q))")
+        print(f"traffic: measured on {', '.join(measured)}; {measured_cells}; largest queue seen {queue_max} packets",
+              flush=True)
+    job = json.dumps(f'[data-job$="/{LEARNED_JOB}"]')
+    locked = wait_for(driver, f"""const r = document.querySelector({job});
+          return r && r.cells[3].textContent === 'locked' ? r.cells[4].textContent : '';""", 30)
+    check(f"the job that announces nothing is listed learned (locked, its period {locked or '?'})", locked)
+    predicted = wait_for(driver, f"""return (window.foresight.timeline.reservations || [])
+          .filter(x => x.predicted && x.job_id === {json.dumps(LEARNED_JOB)}).length;""", 10)
+    check("its predicted reservations are on the timeline", predicted)
+    ahead = wait_for(driver, f"""const r = document.querySelector({job});
+          return r && Number(r.cells[6].textContent) > 0 ? r.cells[6].textContent : '';""", 10)
+    check(f"and the jobs table counts the iterations reserved ahead of it ({ahead or 0})", ahead)
+    if args.screenshots:
+        os.makedirs(args.screenshots, exist_ok=True)
+        driver.save_screenshot(os.path.join(args.screenshots, "ui-traffic.png"))
+
+
 def inside(args):
     """The browser part, run inside the fabric namespace."""
     profile = tempfile.mkdtemp(prefix="foresight-ui-")
     driver = browser(profile)
     try:
+        if args.phase == "traffic":
+            with_traffic(driver, args)
+            return
         driver.get(f"http://{args.http}/ui")
         ready = wait_for(driver, "return document.body.dataset.ready", 15)
         check("the page loads and reads the fabric, the status and the timeline", ready == "1",
@@ -226,6 +284,67 @@ def inside(args):
         shutil.rmtree(profile, ignore_errors=True)
 
 
+def roce_flow(lab, src, dst, raw):
+    """A rocegen spec of one RoCEv2 flow src -> dst at half the port's rate
+    for TRAFFIC_S seconds (the lab's DCQCN), written into raw; the file's path."""
+    f = lab.fabric
+    pps = lab.rate_pps(float(f.hosts[src]["gbps"])) * 0.5
+    out = subprocess.run([labmod.foresight_bin("rocegen"), "spec", "ring-allreduce", "--hosts",
+                          f"{src}={f.ip(src)},{dst}={f.ip(dst)}", "--bytes", "4096", "--line-rate-pps", f"{pps:.3f}",
+                          "--start-in-ms", "1000", "--background", f"{src}:{dst}:{10 ** 9}:{pps:.3f}", "-o", "-"],
+                         check=True, capture_output=True, text=True).stdout
+    spec = json.loads(out)
+    spec["flows"] = [fl for fl in spec["flows"] if fl["kind"] != "collective"]
+    spec["dcqcn"] = labkit.LAB_DCQCN
+    for fl in spec["flows"]:
+        fl["stop_offset_ns"] = TRAFFIC_S * 10 ** 9
+    path = os.path.join(raw, "spec.json")
+    with open(path, "w") as fh:
+        json.dump(spec, fh)
+    return path
+
+
+def traffic(lab, inner):
+    """Starts the traffic the page is checked beside, runs the browser part
+    (`inner`) and stops the traffic: a registered TCP job h3 -> h7 that
+    announces nothing (a burst every 1.5 s), and a reserved RoCEv2 flow
+    h1 -> h5, which the switches report on by INT."""
+    f, bin_ = lab.fabric, labmod.foresight_bin()
+    raw = tempfile.mkdtemp(prefix="foresight-ui-traffic-")
+    procs = []
+    try:
+        r = lab.fabric_cmd([bin_, "register", "--job", LEARNED_JOB, "--hosts", f"{f.ip('h3')},{f.ip('h7')}",
+                            "--library", "gloo", "--controller", labmod.NDSP_ADDR], check=False)
+        check("`foresight register` registers a job that announces nothing", r.returncode == 0, r.stderr[:300])
+        procs.append(tcp_job.start_sink(lab.host("h7")))
+        time.sleep(0.5)
+        procs.append(tcp_job.start_bursts(lab.host("h3"), f.ip("h7"), int(TRAFFIC_S / 1.5), 20000, 1.5))
+        r = lab.fabric_cmd([bin_, "reserve", "demand", "--id", "ui-int", "--src", f.ip("h1"), "--dst", f.ip("h5"),
+                            "--bytes", "1GB", "--start-in-ms", "500", "--duration-ms", str((TRAFFIC_S + 5) * 1000),
+                            "--controller", labmod.NDSP_ADDR], check=False)
+        check("the RoCEv2 flow's reservation is admitted", r.returncode == 0, r.stderr[:300])
+        spec = roce_flow(lab, "h1", "h5", raw)
+        for h in ("h5", "h1"):
+            procs.append(lab.host(h).popen(
+                [labmod.foresight_bin("rocegen"), "run", "--spec", spec, "--host", h, "--out", raw,
+                 "--timeout-s", str(TRAFFIC_S + 30), "--rto-ms", "1000", "--ack-every", "16", "--ack-delay-ms", "100",
+                 "--tlp-ms", str(labmod.tail_probe_ms(100)), "--quiet"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(2.0)
+        check("the browser checks beside the traffic", inner().returncode == 0)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        shutil.rmtree(raw, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--soak-s", type=float, default=60.0)
@@ -233,6 +352,7 @@ def main():
     ap.add_argument("--soak-csv", help="write the soak's memory samples here")
     ap.add_argument("--screenshots")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--phase", default="page", choices=("page", "traffic"), help=argparse.SUPPRESS)
     ap.add_argument("--http", default="127.0.0.1:9090", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.inside:
@@ -245,12 +365,11 @@ def main():
         return 0
     if os.geteuid() != 0:
         sys.exit("test_ui.py needs root")
-    import lab as labmod
-    lab = labmod.Lab(os.path.join(HERE, "topologies", "leaf-spine-small.yaml"), name="ftu")
+    lab = labmod.Lab(TOPOLOGY, name="ftu")
     state = None
     with lab:
         state = dict(lab.state)
-        lab.start_controller()
+        lab.start_controller(*CONTROLLER_FLAGS)
         env = dict(os.environ, FORESIGHT_BIN=labmod.foresight_bin())
         cmd = [sys.executable, os.path.abspath(__file__), "--inside", "--http", labmod.HTTP_ADDR,
                "--soak-s", str(args.soak_s), "--sample-s", str(args.sample_s)]
@@ -260,6 +379,7 @@ def main():
             cmd += ["--screenshots", os.path.abspath(args.screenshots)]
         r = subprocess.run(["ip", "netns", "exec", lab.ns, *cmd], env=env)
         check("the browser checks inside the fabric namespace", r.returncode == 0)
+        traffic(lab, lambda: subprocess.run(["ip", "netns", "exec", lab.ns, *cmd, "--phase", "traffic"], env=env))
     left = labmod.leftovers(state)
     check("down leaves nothing behind", not left, ", ".join(left))
     failed = [n for n, ok in results if not ok]

@@ -249,13 +249,7 @@ class JaxJobLab:
         return procs, ids
 
     def stop_background(self, procs, ids):
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
         for d in ids:
             self.lab.fabric_cmd([self.foresight, "cancel", "--demand", d, "--controller", labmod.NDSP_ADDR],
                                 check=False)
@@ -297,3 +291,17 @@ def add_lab_arguments(p, name, out, seeds, modes, known, background_s, timeout_s
                    help="jax-lab.yaml's 0.003 Gbit/s NICs drain at 250 packets/s")
     p.add_argument("--queue-depth", type=int, default=64)
     p.add_argument("--timeout-s", type=float, default=timeout_s, help="a run's job is killed after this long")
+
+
+def stop_processes(procs):
+    """Terminates the lab processes a run started (SIGTERM, then SIGKILL
+    after 5 s) and reaps them."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()

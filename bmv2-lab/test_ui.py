@@ -333,15 +333,7 @@ def traffic(lab, inner):
         time.sleep(2.0)
         check("the browser checks beside the traffic", inner().returncode == 0)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        labkit.stop_processes(procs)
         shutil.rmtree(raw, ignore_errors=True)
 
 

@@ -33,14 +33,41 @@ impl Engine {
     /// periodic schedules): the demands, with their keys, go through the
     /// same planning as announced ones, and the records are marked
     /// predicted. Ids already live are answered as they are (a prediction
-    /// is made once per iteration).
+    /// is made once per iteration). A job's iterations follow one another,
+    /// so its earlier predictions end where this one begins (they are in
+    /// `moved`); the job's own previous window would otherwise hold the
+    /// links the next iteration needs.
     pub fn submit_predicted(
         &mut self,
         batch: &nt::ValidatedDemandBatch,
         keys: &[String],
         now: u64,
     ) -> Result<Planned, Refusal> {
-        let mut planned = self.plan_demands(batch, keys, now, false)?;
+        let reference = batch.reference_unix_ns.unwrap_or(now);
+        let start = batch
+            .demands
+            .iter()
+            .map(|d| d.start.resolve(reference))
+            .min();
+        let job = batch.demands.first().and_then(|d| d.job_id.clone());
+        let before = match (start, &job) {
+            (Some(start), Some(job)) => self.end_predictions_at(&batch.ctx.tenant, job, start),
+            _ => Vec::new(),
+        };
+        let mut planned = match self.plan_demands(batch, keys, now, false) {
+            Ok(p) => p,
+            Err(refusal) => {
+                // Nothing half-applied: the earlier predictions as they were.
+                for r in before {
+                    self.replace_record(r);
+                }
+                return Err(refusal);
+            }
+        };
+        let shortened = before
+            .iter()
+            .filter_map(|r| self.state.find(&r.id).cloned());
+        planned.moved.extend(shortened);
         let ids: BTreeSet<&str> = planned.records.iter().map(|r| r.id.as_str()).collect();
         for r in self.state.reservations.iter_mut() {
             if ids.contains(r.id.as_str()) {
@@ -51,6 +78,42 @@ impl Engine {
             r.predicted = true;
         }
         Ok(planned)
+    }
+
+    /// End `job_id`'s predicted reservations that began before `start` at
+    /// `start`, in new revisions. Returns them as they were.
+    fn end_predictions_at(&mut self, tenant: &str, job_id: &str, start: u64) -> Vec<Reservation> {
+        let mut before = Vec::new();
+        for idx in 0..self.state.reservations.len() {
+            let r = &self.state.reservations[idx];
+            let earlier = r.predicted
+                && !r.cancelled
+                && r.tenant == tenant
+                && r.job_id.as_deref() == Some(job_id)
+                && r.start_unix_ns() < start
+                && r.end_unix_ns() > start;
+            if !earlier {
+                continue;
+            }
+            before.push(r.clone());
+            let r = &mut self.state.reservations[idx];
+            for f in &mut r.flows {
+                f.end_unix_ns = f.end_unix_ns.min(start.max(f.start_unix_ns));
+            }
+            r.revision += 1;
+            r.advisory = Some("ends where the job's next predicted iteration begins".into());
+            let r = r.clone();
+            self.reledger(&r);
+        }
+        before
+    }
+
+    /// Put `r` back as it was (same id), in the state and the ledger.
+    fn replace_record(&mut self, r: Reservation) {
+        if let Some(slot) = self.state.reservations.iter_mut().find(|x| x.id == r.id) {
+            *slot = r.clone();
+            self.reledger(&r);
+        }
     }
 
     /// Cancel a job's predicted reservations that have not ended by `now`.
@@ -340,6 +403,63 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
+    use crate::daemon::learning::PredictedDemand;
+    use crate::daemon::requests::predicted_batch;
+
+    /// Job `job`'s predicted iteration `k`: h1 to h3 at 80 Gbit/s for
+    /// 50 ms from `start` (rank 0 is on 10.0.1.1, rank 8 on 10.0.2.1).
+    fn predicted(
+        e: &mut Engine,
+        job: &str,
+        k: u64,
+        start: u64,
+        now: u64,
+    ) -> Result<Planned, Refusal> {
+        let d = PredictedDemand {
+            demand_id: format!("t5/{job}/{k}/0"),
+            src_rank: 0,
+            dst_rank: 8,
+            start_unix_ns: start,
+            rate_bps: 80_000_000_000,
+            size_bytes: 500_000_000,
+        };
+        let (batch, keys) = predicted_batch("acme", job, &[d]);
+        e.submit_predicted(&batch, &keys, now)
+    }
+
+    /// Learned windows are the slowest of the latest iterations, so a
+    /// prediction can outlast the start of the job's next one. The job's
+    /// earlier prediction ends where its next begins, and the next is
+    /// reserved on the NIC the job itself held; another job's is not cut.
+    #[test]
+    fn a_jobs_prediction_ends_where_its_next_iteration_begins() {
+        let mut e = engine();
+        register(&mut e, &["10.0.1.1", "10.0.2.1"]);
+        let other = testkit::requests::register("other", &["10.0.1.1", "10.0.2.1"]);
+        e.register(other.validate().unwrap(), recorded_registration(&other));
+        let first = predicted(&mut e, "job", 1, T0 + 10 * MS, T0).unwrap();
+        assert_eq!(first.records[0].status, Status::Admitted);
+        assert_eq!(first.records[0].end_unix_ns(), T0 + 60 * MS);
+        // Another job's iteration over the same NIC: only what is left
+        // (20 of its 80 Gbit/s), and the job's prediction stays.
+        let theirs = predicted(&mut e, "other", 1, T0 + 50 * MS, T0).unwrap();
+        let f = &theirs.records[0].flows[0];
+        assert!(f.accepted_bps <= 20_000_000_000, "{:?}", f.status);
+        assert!(theirs.moved.is_empty());
+        // The job's own next iteration: its previous prediction gives way.
+        let second = predicted(&mut e, "job", 2, T0 + 50 * MS, T0 + MS).unwrap();
+        assert_eq!(second.records[0].status, Status::Admitted);
+        assert_eq!(second.moved.len(), 1, "{:?}", second.moved);
+        let cut = &second.moved[0];
+        assert_eq!(cut.id, first.records[0].id);
+        assert_eq!(cut.end_unix_ns(), T0 + 50 * MS);
+        assert_eq!(cut.revision, first.records[0].revision + 1);
+        assert!(cut
+            .advisory
+            .as_deref()
+            .unwrap()
+            .contains("next predicted iteration"));
+    }
 
     #[test]
     fn resubmission_is_idempotent_and_a_changed_demand_is_refused() {

@@ -183,6 +183,13 @@ class Experiment:
             # Only when INT is measured: report copies cross the fabric to
             # the collector and would count as load on the links.
             extra += ["--int-collector", self.lab.collector]
+        if self.args.follow_traffic and mode in FORECAST_MODES:
+            # The controller's own INT collector is not on here (reports go
+            # to the lab's collector host): it sees reserved flows by their
+            # watch counters.
+            # A ring flow waiting out a retransmission timeout still sends.
+            extra += ["--follow-traffic", "--follow-from", "counters",
+                      "--release-idle-ms", str(2 * self.args.rto_ms)]
         if steering == "entropy-only" and getattr(self.args, "switch_hash", None):
             extra += ["--switch-hash", os.path.abspath(self.args.switch_hash)]
         self.lab.start_controller(*extra)
@@ -451,6 +458,7 @@ class Experiment:
                  "--csv", os.path.join(raw, "int.csv"), "--topology", self.lab.fabric.path],
                 os.path.join(raw, "int-collect.log"))
         before = self.tx_counters()
+        followed = labkit.follow_metrics(self.lab) if self.args.follow_traffic else None
         load = labmod.load_1m()
         procs = {}
         timeout = self.args.background_lead_ms / 1e3 + ideal * 6 + 30
@@ -488,6 +496,10 @@ class Experiment:
         drops = {f"{s}:{k}": after[(s, k)] - before.get((s, k), 0) for (s, k) in after
                  if isinstance(k, str) and after[(s, k)] != before.get((s, k), 0)}
         row["switch_drops"] = " ".join(f"{k}={v}" for k, v in sorted(drops.items()))
+        if followed is not None:
+            # What following the traffic did during the run (after it).
+            now = labkit.follow_metrics(self.lab)
+            row.update({k: round(now[k] - followed[k], 3) for k in followed})
         checked = labkit.steered_paths(raw) if collector and mode == "foresight-entropy" else None
         row["paths_checked"] = checked["checked"] if checked else ""
         row["paths_off"] = checked["off"] if checked else ""
@@ -694,6 +706,10 @@ def main():
         p.add_argument("--window-margin", type=float, default=0.25,
                        help="the ring's reservation lasts its ideal time times 1 + this; with "
                             "--reserved-queue own, steps that outlive it get only the RoCE queue's share")
+        p.add_argument("--follow-traffic", action="store_true",
+                       help="the controller's reservations follow their traffic (controller --follow-traffic, "
+                            "seen by the watch counters): extended while the ring still sends, released once it "
+                            "was quiet for twice --rto-ms; runs.csv counts extensions, refusals, releases and released link-seconds")
         p.add_argument("--first-seed", type=int, default=1,
                        help="seeds FIRST..FIRST+SEEDS-1 (to re-run one seed of an earlier experiment)")
         p.add_argument("--modes", type=labkit.mode_list(MODES), default=list(DEFAULT_MODES),

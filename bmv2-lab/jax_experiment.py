@@ -72,6 +72,11 @@ class JaxExperiment(labkit.JaxJobLab):
                  "--background-tc", str(labkit.ROCE_QUEUE),
                  "--headroom", "1.0", "--lead-time-ms", str(self.args.lead_time_ms),
                  "--lowered-ecn", "10,50,13107"]
+        if self.args.follow_traffic:
+            # The job's TCP is seen by its reservations' watch counters; a
+            # connection waiting out TCP's initial retransmission timeout
+            # (1 s) still sends.
+            extra += ["--follow-traffic", "--follow-from", "counters", "--release-idle-ms", "1000"]
         # NDSP on every address of the fabric namespace: loopback for the
         # CLI, the management link for the job.
         self.lab.start_controller(*extra, ndsp=f"0.0.0.0:{labmod.NDSP_ADDR.rsplit(':', 1)[1]}")
@@ -149,8 +154,13 @@ def cmd_jax(args):
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for mode in args.modes:
                 load = labmod.load_1m()
+                exp.controller(mode)
+                followed = labkit.follow_metrics(exp.lab) if args.follow_traffic else None
                 steps, failed, raw = exp.run_one(seed, mode)
                 row = {**run_summary(seed, mode, steps, failed), "load_1m": load}
+                if followed is not None:
+                    now = labkit.follow_metrics(exp.lab)
+                    row.update({k: round(now[k] - followed[k], 3) for k in followed})
                 steps_all += steps
                 runs.append(row)
                 fill_ratios(runs, args.reference)
@@ -178,4 +188,7 @@ def add_parser(sub):
                    help="ratios are to this mode's median step (it runs first among the seed's modes)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--window-margin", type=float, default=0.25)
+    p.add_argument("--follow-traffic", action="store_true",
+                   help="reservations follow the job's traffic (controller --follow-traffic, seen by the watch "
+                        "counters); runs.csv counts extensions, refusals, early releases and released link-seconds")
     p.set_defaults(func=cmd_jax)

@@ -108,6 +108,58 @@ def steered_paths(raw):
     return {"checked": len(seen), "off": len(off), "unseen": len(granted) - len(seen)}
 
 
+# The controller's counters of reservations that follow their traffic
+# (--follow-traffic), as runs.csv columns.
+FOLLOW_METRICS = {
+    "foresight_reservation_extensions_total": "extensions",
+    "foresight_reservation_extended_link_seconds_total": "extended_link_s",
+    "foresight_reservation_extension_refusals_total": "refusals",
+    "foresight_reservation_early_releases_total": "releases",
+    "foresight_reservation_released_link_seconds_total": "released_link_s",
+}
+
+
+def follow_metrics(lab):
+    """The follow counters of the lab's controller now (its /metrics, read
+    inside the fabric namespace); runs take the difference."""
+    url = f"http://{labmod.HTTP_ADDR}/metrics"
+    r = lab.fabric_cmd(["/usr/bin/python3", "-c",
+                        f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=5).read().decode())"],
+                       check=False)
+    out = {v: 0.0 for v in FOLLOW_METRICS.values()}
+    for line in r.stdout.splitlines():
+        name, _, value = line.partition(" ")
+        if name in FOLLOW_METRICS:
+            out[FOLLOW_METRICS[name]] = float(value)
+    return out
+
+
+def start_roce_flow(lab, src, dst, raw, seconds):
+    """One RoCEv2 flow src -> dst at half the port's rate for `seconds`
+    (the lab's DCQCN; spec and logs in raw), from a second on: the rocegen
+    processes of both hosts, to stop with stop_processes."""
+    os.makedirs(raw, exist_ok=True)
+    f = lab.fabric
+    pps = lab.rate_pps(float(f.hosts[src]["gbps"])) * 0.5
+    out = subprocess.run([labmod.foresight_bin("rocegen"), "spec", "ring-allreduce", "--hosts",
+                          f"{src}={f.ip(src)},{dst}={f.ip(dst)}", "--bytes", "4096", "--line-rate-pps", f"{pps:.3f}",
+                          "--start-in-ms", "1000", "--background", f"{src}:{dst}:{10 ** 9}:{pps:.3f}", "-o", "-"],
+                         check=True, capture_output=True, text=True).stdout
+    spec = json.loads(out)
+    spec["flows"] = [fl for fl in spec["flows"] if fl["kind"] != "collective"]
+    spec["dcqcn"] = LAB_DCQCN
+    for fl in spec["flows"]:
+        fl["stop_offset_ns"] = int(seconds * 10 ** 9)
+    path = os.path.join(raw, "spec.json")
+    with open(path, "w") as fh:
+        json.dump(spec, fh)
+    return [lab.host(h).popen(
+        [labmod.foresight_bin("rocegen"), "run", "--spec", path, "--host", h, "--out", raw,
+         "--timeout-s", str(int(seconds) + 30), "--rto-ms", "1000", "--ack-every", "16", "--ack-delay-ms", "100",
+         "--tlp-ms", str(labmod.tail_probe_ms(100)), "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for h in (dst, src)]
+
+
 def write_csv(path, rows):
     if not rows:
         return

@@ -25,6 +25,7 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import lab as labmod  # noqa: E402
+import labkit  # noqa: E402
 import tcp_job  # noqa: E402
 
 TOPOLOGIES = ("leaf-spine-lab.yaml", "pod3-lab.yaml", "rail-lab.yaml")
@@ -56,6 +57,8 @@ def reachability(topology, name):
         if topology == TOPOLOGIES[0]:
             full_size_reserved_frames(lab, src, hosts[-1])
             controller_learns_a_tcp_job(lab, src, hosts[-1])
+            reservations_follow_real_traffic(lab, hosts, "counters")
+            reservations_follow_real_traffic(lab, hosts, "int")
         r = lab.fabric_cmd([labmod.foresight_bin(), "status", "--json"], check=False)
         check(f"{topology}: `foresight status` answers inside the fabric namespace", r.returncode == 0,
               r.stderr.strip()[:200])
@@ -131,6 +134,86 @@ def controller_learns_a_tcp_job(lab, src, dst):
           f"installed: {sorted(installed)}")
     check("4 s after its bursts stop, none of its predicted reservations is live",
           live_after == [], f"still live: {live_after}")
+    lab.stop_controller()
+    lab.start_controller()
+
+
+def reservations_follow_real_traffic(lab, hosts, source):
+    """Reservations that follow their traffic (--follow-traffic), seen by
+    the watch counters on real TCP (`source` "counters") or by INT reports
+    on real RoCEv2 (`source` "int"): a flow that sends past its granted
+    window keeps its reservation, extended in steps; one that stops early
+    gives its reservation back long before its window ends."""
+    lab.stop_controller()
+    if source == "counters":
+        # TCP's bursts every 50 ms: quiet for 300 ms is stopped.
+        flags = ("--follow-from", "counters", "--release-idle-ms", "300")
+        windows_s, sends_s, idle_s = (1, 6), (2.0, 0.8), 0.3
+    else:
+        # rocegen's 1 s retransmission timeout: quiet for 2.5 s is stopped.
+        flags = ("--int-collector", "collector", "--int-listen", f"0.0.0.0:{labmod.INT_PORT}",
+                 "--release-idle-ms", "2500")
+        windows_s, sends_s, idle_s = (1, 10), (3.0, 1.5), 2.5
+    lab.start_controller("--follow-traffic", *flags, log_name=f"controller-follow-{source}")
+    (a_src, a_dst), (b_src, b_dst) = (hosts[0], hosts[-1]), (hosts[1], hosts[-2])
+    now = time.time_ns() + 300_000_000
+    # 8 Mbit/s: a window of w seconds is w MB.
+    demands = [{"id": name, "src": lab.fabric.ip(src), "dst": lab.fabric.ip(dst), "bytes": w * 10 ** 6,
+                "rate_gbps": 0.008, "start_unix_ns": now, "priority": "iteration-blocking"}
+               for name, src, dst, w in (("runs-longer", a_src, a_dst, windows_s[0]),
+                                         ("stops-early", b_src, b_dst, windows_s[1]))]
+    forecast = tempfile.NamedTemporaryFile("w", prefix="foresight-labtest-", suffix=".json", delete=False)
+    scratch.append(forecast.name)
+    forecast.write(json.dumps(demands))
+    forecast.close()
+    r = lab.fabric_cmd([labmod.foresight_bin(), "reserve", "batch", "--file", forecast.name, "--json",
+                        "--controller", labmod.NDSP_ADDR], check=False)
+    granted = {rv["subject"].split(":", 1)[1]: rv for rv in json.loads(r.stdout or "[]")} if r.returncode == 0 else {}
+    if not check(f"{source}: two reservations for the follow test ({windows_s[0]} s and {windows_s[1]} s granted)",
+                 set(granted) == {"runs-longer", "stops-early"}, r.stderr.strip()[:200]):
+        return
+    end_a = granted["runs-longer"]["end_unix_ns"]
+    end_b = granted["stops-early"]["end_unix_ns"]
+    raw = tempfile.mkdtemp(prefix="foresight-labtest-follow-")
+    scratch.append(raw)
+    if source == "counters":
+        procs = [tcp_job.start_sink(lab.host(a_dst)), tcp_job.start_sink(lab.host(b_dst))]
+        time.sleep(max(0.0, (now - time.time_ns()) / 1e9))
+        # 2 kB every 50 ms.
+        a_send = tcp_job.start_bursts(lab.host(a_src), lab.fabric.ip(a_dst), int(sends_s[0] / 0.05), 2000, 0.05)
+        b_send = tcp_job.start_bursts(lab.host(b_src), lab.fabric.ip(b_dst), int(sends_s[1] / 0.05), 2000, 0.05)
+        procs += [a_send, b_send]
+    else:
+        a_procs = labkit.start_roce_flow(lab, a_src, a_dst, os.path.join(raw, "a"), sends_s[0])
+        b_procs = labkit.start_roce_flow(lab, b_src, b_dst, os.path.join(raw, "b"), sends_s[1])
+        procs, a_send, b_send = a_procs + b_procs, a_procs[-1], b_procs[-1]
+    seen = {}
+    b_stopped = b_gone = None
+    deadline = time.time() + sends_s[0] + idle_s + 6
+    while time.time() < deadline:
+        if b_stopped is None and b_send.poll() is not None:
+            b_stopped = time.time_ns()
+        r = lab.fabric_cmd([labmod.foresight_bin(), "status", "--json"], check=False)
+        listed = json.loads(r.stdout)["reservations"]["list"] if r.returncode == 0 else []
+        for x in listed:
+            seen[x["subject"].split(":", 1)[1]] = x
+        b = seen.get("stops-early")
+        if b_gone is None and b and b["state"] not in ("scheduled", "installed"):
+            b_gone = time.time_ns()
+        if a_send.poll() is not None and b_gone:
+            break
+        time.sleep(0.1)
+    labkit.stop_processes(procs)
+    metrics = labkit.follow_metrics(lab)
+    a = seen.get("runs-longer", {})
+    check(f"{source}: a flow that sends past its window keeps its reservation, extended while it sends",
+          a.get("end_unix_ns", 0) > end_a + 400_000_000 and metrics["extensions"] >= 2,
+          f"granted end {end_a}, now {a.get('end_unix_ns')} ({(a.get('end_unix_ns', 0) - end_a) / 1e6:.0f} ms "
+          f"later), revision {a.get('revision')}, {metrics}")
+    check(f"{source}: a flow that stops early gives its reservation back well before its window ends",
+          b_gone is not None and b_gone < end_b - 2_000_000_000 and metrics["releases"] >= 1
+          and metrics["released_link_s"] > 0,
+          f"sender exited at {b_stopped}, reservation gone at {b_gone}, granted end {end_b}, {metrics}")
     lab.stop_controller()
     lab.start_controller()
 

@@ -284,26 +284,6 @@ def inside(args):
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def roce_flow(lab, src, dst, raw):
-    """A rocegen spec of one RoCEv2 flow src -> dst at half the port's rate
-    for TRAFFIC_S seconds (the lab's DCQCN), written into raw; the file's path."""
-    f = lab.fabric
-    pps = lab.rate_pps(float(f.hosts[src]["gbps"])) * 0.5
-    out = subprocess.run([labmod.foresight_bin("rocegen"), "spec", "ring-allreduce", "--hosts",
-                          f"{src}={f.ip(src)},{dst}={f.ip(dst)}", "--bytes", "4096", "--line-rate-pps", f"{pps:.3f}",
-                          "--start-in-ms", "1000", "--background", f"{src}:{dst}:{10 ** 9}:{pps:.3f}", "-o", "-"],
-                         check=True, capture_output=True, text=True).stdout
-    spec = json.loads(out)
-    spec["flows"] = [fl for fl in spec["flows"] if fl["kind"] != "collective"]
-    spec["dcqcn"] = labkit.LAB_DCQCN
-    for fl in spec["flows"]:
-        fl["stop_offset_ns"] = TRAFFIC_S * 10 ** 9
-    path = os.path.join(raw, "spec.json")
-    with open(path, "w") as fh:
-        json.dump(spec, fh)
-    return path
-
-
 def traffic(lab, inner):
     """Starts the traffic the page is checked beside, runs the browser part
     (`inner`) and stops the traffic: a registered TCP job h3 -> h7 that
@@ -323,13 +303,7 @@ def traffic(lab, inner):
                             "--bytes", "1GB", "--start-in-ms", "500", "--duration-ms", str((TRAFFIC_S + 5) * 1000),
                             "--controller", labmod.NDSP_ADDR], check=False)
         check("the RoCEv2 flow's reservation is admitted", r.returncode == 0, r.stderr[:300])
-        spec = roce_flow(lab, "h1", "h5", raw)
-        for h in ("h5", "h1"):
-            procs.append(lab.host(h).popen(
-                [labmod.foresight_bin("rocegen"), "run", "--spec", spec, "--host", h, "--out", raw,
-                 "--timeout-s", str(TRAFFIC_S + 30), "--rto-ms", "1000", "--ack-every", "16", "--ack-delay-ms", "100",
-                 "--tlp-ms", str(labmod.tail_probe_ms(100)), "--quiet"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs += labkit.start_roce_flow(lab, "h1", "h5", raw, TRAFFIC_S)
         time.sleep(2.0)
         check("the browser checks beside the traffic", inner().returncode == 0)
     finally:

@@ -44,9 +44,12 @@ fn expected(reservations: &[&ValidatedReservation]) -> (Entries, BTreeSet<(Strin
                 continue;
             }
             let leaf = f.hops[0].node.clone();
-            let qp = match f.dest_qp {
-                Some(q) => format!("dst_qp={q}&&&16777215,"),
-                None => String::new(),
+            let (qp, port) = match f.dest_qp {
+                Some(q) => (
+                    format!("dst_qp={q}&&&16777215,"),
+                    "l4_dst_port=4791&&&65535,",
+                ),
+                None => (String::new(), ""),
             };
             let (src, dst) = (f.source_address, f.destination_address);
             let labels: Vec<String> = f
@@ -62,7 +65,7 @@ fn expected(reservations: &[&ValidatedReservation]) -> (Entries, BTreeSet<(Strin
                 labels.join(",")
             ));
             set.insert(format!(
-                "FsIngress.int_ingress.watchlist|dst_addr={dst}&&&255.255.255.255,{qp}l4_dst_port=4791&&&65535,src_addr={src}&&&255.255.255.255|FsIngress.int_ingress.int_source(ds_instruction=32768,instruction_bitmap=62464,max_hop=8)"
+                "FsIngress.int_ingress.watchlist|dst_addr={dst}&&&255.255.255.255,{qp}{port}src_addr={src}&&&255.255.255.255|FsIngress.int_ingress.int_source(ds_instruction=32768,instruction_bitmap=62464,max_hop=8)"
             ));
             for h in &f.hops {
                 busy.insert((h.node.clone(), h.egress_port));

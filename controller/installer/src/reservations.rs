@@ -91,11 +91,15 @@ impl ReservedFlow {
 
     /// The ingress leaf's INT `watchlist` entry: instrument the flow's
     /// RoCEv2 packets so every hop stamps its queue and the sink reports.
+    /// A flow that steers every QP of its host pair (a TCP job's, too) is
+    /// watched for all its traffic, as it is steered: its UDP packets get
+    /// INT, and the entry's counter counts TCP as well (reservations that
+    /// follow their traffic read it).
     pub fn watch_entry(&self) -> Object {
         watch(
             self.src_ip,
             self.dst_ip,
-            Some(ROCEV2_UDP_PORT),
+            self.dst_qp.map(|_| ROCEV2_UDP_PORT),
             self.dst_qp,
             WATCH_PRIORITY,
         )

@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use super::millis::{ms_to_ns, MAX_MS};
 use super::target_args::TargetArgs;
+use crate::daemon::follow::{FollowConfig, FollowFrom};
 use crate::daemon::learning::{LearnFrom, LearningConfig};
 use crate::daemon::limits::Limits;
 use crate::daemon::telemetry::{MismatchTolerance, TelemetryConfig};
@@ -293,6 +294,29 @@ pub struct ControllerCmd {
     /// compute between iterations.
     #[arg(long, default_value_t = 50.0)]
     learn_idle_ms: f64,
+    /// Reservations follow their traffic: one whose flows still send near
+    /// its end is extended in steps (as far as every link of its paths has
+    /// room; never into what another reservation holds), one whose flows
+    /// stopped is released early. Where the traffic is seen: --follow-from.
+    #[arg(long)]
+    follow_traffic: bool,
+    /// Where --follow-traffic sees a reserved flow's traffic: `int` (its
+    /// INT reports, RoCEv2 only; needs --int-listen) or `counters` (the
+    /// watch counters of its host pair at its ingress leaf, read every
+    /// 20 ms: UDP and TCP).
+    #[arg(long, value_enum, default_value_t = FollowSource::Int)]
+    follow_from: FollowSource,
+    /// An extension step, as a share of a flow's granted duration.
+    #[arg(long, default_value_t = 0.25)]
+    follow_step: f64,
+    /// The most a flow is extended in all, as a share of its granted duration.
+    #[arg(long, default_value_t = 1.0)]
+    follow_max: f64,
+    /// Flows quiet this long after they sent: the reservation is released
+    /// (until then they count as sending). Set it above the transport's
+    /// retransmission timeout, or a stalled flow loses its reservation.
+    #[arg(long, default_value_t = 200.0)]
+    release_idle_ms: f64,
     /// Keep a share of every link's reservable capacity for tenants:
     /// `alice=0.5,bob=0.3` (`*=F` for every other tenant together; by
     /// default what the named ones leave). Each share group is planned in
@@ -425,6 +449,13 @@ impl ControllerCmd {
 enum LearnSource {
     Counters,
     Int,
+}
+
+/// `--follow-from`: see [`FollowFrom`].
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
+enum FollowSource {
+    Int,
+    Counters,
 }
 
 /// `--learn-returns`: see [`LearningConfig::reserve_returns`].
@@ -674,6 +705,30 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
                 bail!("--mismatch-rate-fraction: want a fraction >= 0, e.g. 0.25");
             },
             ..MismatchTolerance::default()
+        },
+        follow: if cmd.follow_traffic {
+            let share = |name: &str, v: f64| {
+                if v.is_finite() && v > 0.0 && v <= 10.0 {
+                    Ok(v)
+                } else {
+                    bail!("{name}: want a share of the granted duration in (0, 10], e.g. 0.25, got {v}")
+                }
+            };
+            if cmd.follow_from == FollowSource::Int && cmd.int_listen.is_none() {
+                bail!("--follow-traffic --follow-from int needs the INT collector (--int-listen); or see the traffic with --follow-from counters");
+            }
+            Some(FollowConfig {
+                from: match cmd.follow_from {
+                    FollowSource::Int => FollowFrom::Int,
+                    FollowSource::Counters => FollowFrom::Counters,
+                },
+                step_fraction: share("--follow-step", cmd.follow_step)?,
+                max_fraction: share("--follow-max", cmd.follow_max)?,
+                idle_ns: ms_to_ns("--release-idle-ms", cmd.release_idle_ms, MAX_SETTING_MS)?,
+                ..Default::default()
+            })
+        } else {
+            None
         },
         learning: if cmd.learn_iterations {
             let fraction = |name: &str, v: f64| {

@@ -97,6 +97,9 @@ pub struct Config {
     /// Learn registered jobs' iterations and reserve them ahead (T+5);
     /// learning from INT needs the INT collector.
     pub learning: Option<LearningConfig>,
+    /// Extend reservations whose flows still send, release those whose
+    /// flows stopped (`--follow-traffic`).
+    pub follow: Option<super::follow::FollowConfig>,
     /// Per-tenant limits.
     pub limits: Limits,
     /// Largest NDSP request the server decodes, bytes.

@@ -92,6 +92,16 @@ pub struct Metrics {
     pub int_reports: Counter,
     pub int_bad_reports: Counter,
     pub state_write_errors: Counter,
+    /// Reservations extended because their flows still sent.
+    pub follow_extensions: Counter,
+    /// Extensions refused (no room, or at the cap), once per end.
+    pub follow_refusals: Counter,
+    /// Link-seconds those extensions reserved beyond the ends.
+    pub follow_extended_link_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
+    /// Reservations released early because their flows stopped.
+    pub follow_releases: Counter,
+    /// Link-seconds those early releases gave back.
+    pub follow_released_link_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -107,6 +117,11 @@ impl Default for Metrics {
             int_reports: Counter::default(),
             int_bad_reports: Counter::default(),
             state_write_errors: Counter::default(),
+            follow_extensions: Counter::default(),
+            follow_refusals: Counter::default(),
+            follow_extended_link_seconds: Counter::default(),
+            follow_releases: Counter::default(),
+            follow_released_link_seconds: Counter::default(),
         }
     }
 }
@@ -186,6 +201,31 @@ impl Metrics {
             "foresight_state_write_errors",
             "Failed writes of the state file",
             self.state_write_errors.clone(),
+        );
+        registry.register(
+            "foresight_reservation_extensions",
+            "Reservations extended because their flows still sent near the end",
+            self.follow_extensions.clone(),
+        );
+        registry.register(
+            "foresight_reservation_extension_refusals",
+            "Extensions refused: no room on a link, or the cap reached",
+            self.follow_refusals.clone(),
+        );
+        registry.register(
+            "foresight_reservation_extended_link_seconds",
+            "Link-seconds extensions reserved beyond the reservations' ends",
+            self.follow_extended_link_seconds.clone(),
+        );
+        registry.register(
+            "foresight_reservation_early_releases",
+            "Reservations released early because their flows stopped",
+            self.follow_releases.clone(),
+        );
+        registry.register(
+            "foresight_reservation_released_link_seconds",
+            "Link-seconds given back by early releases",
+            self.follow_released_link_seconds.clone(),
         );
         let mut out = String::new();
         encode(&mut out, &registry).expect("encoding into a String cannot fail");
@@ -473,8 +513,9 @@ mod tests {
             }
         }
         // Families without samples yet (no NDSP request, no switch write,
-        // no reconciliation) are left out; the other 13 are there.
-        assert_eq!(declared.len(), 13, "{text}");
+        // no reconciliation) are left out; the other 18 are there (5 of
+        // them reservations that follow the traffic).
+        assert_eq!(declared.len(), 18, "{text}");
         assert!(!text.contains("foresight_ndsp_requests"), "{text}");
     }
 

@@ -27,6 +27,8 @@
 //! * [`scheduler`] — installs and expiries at their moments;
 //! * [`predictions`] — reserving what learning predicts ([`learning`],
 //!   fed by [`telemetry`] or [`watch_counters`]);
+//! * [`follow`] — reservations that follow their traffic: extended while
+//!   it runs, released when it stops;
 //! * [`link_state`] — the operator's link down/up.
 //!
 //! The switches:
@@ -51,6 +53,7 @@ pub mod controller;
 pub mod desired;
 pub mod engine;
 pub mod events;
+pub mod follow;
 pub mod forecast_mismatches;
 pub mod ha;
 pub mod http;

@@ -1,8 +1,8 @@
 //! The prediction loop (learned periodic schedules): every tick, learning
 //! closes the jobs' quiet iterations and says what to reserve ahead and
 //! what to withdraw; the loop does it through `transact`. Also what keeps
-//! learning fed: the registered jobs and their watched host pairs, and,
-//! with `--learn-from counters`, the watch counters polled from the leaves.
+//! learning fed: the registered jobs and their watched host pairs (with
+//! `--learn-from counters` their counters are polled, `watch_counters`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,7 +14,6 @@ use super::events::Event;
 use super::learning::Step;
 use super::requests;
 use super::state;
-use super::watch_counters::WatchCounters;
 
 impl Controller {
     /// Bring learning's job list and the INT watch of their host pairs in
@@ -31,50 +30,6 @@ impl Controller {
         match inner.compiler.set_watched_pairs(&pairs) {
             Ok(leaves) => *self.watched_leaves.lock().expect("leaves lock") = leaves,
             Err(e) => tracing::error!(%e, "cannot watch the jobs' host pairs"),
-        }
-    }
-
-    /// What learning sees with `--learn-from counters`: every `poll_ns`,
-    /// the watch counters of the leaves that hold learned jobs' hosts, as
-    /// bytes per host pair since the last read.
-    pub(super) async fn poll_watch_counters(
-        self: Arc<Self>,
-        mut counters: WatchCounters,
-        poll_ns: u64,
-    ) {
-        let Some(learning) = self.learning.clone() else {
-            return;
-        };
-        let mut ticker = tokio::time::interval(Duration::from_nanos(poll_ns));
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let request = counters.request();
-        loop {
-            ticker.tick().await;
-            let leaves: Vec<String> = self
-                .watched_leaves
-                .lock()
-                .expect("leaves lock")
-                .iter()
-                .cloned()
-                .collect();
-            let reads = leaves.iter().filter_map(|leaf| {
-                let switch = self.switches.get(leaf)?;
-                let request = request.clone();
-                Some(async move { (leaf, switch.read_entities(vec![request]).await) })
-            });
-            for (leaf, read) in futures::future::join_all(reads).await {
-                let now = now_unix_ns();
-                match read {
-                    Ok(entities) => {
-                        let grew = counters.increments(leaf, &entities);
-                        let mut l = learning.lock().expect("learning lock");
-                        for ((src, dst), bytes) in grew {
-                            l.record(src, dst, bytes, now);
-                        }
-                    }
-                    Err(e) => tracing::debug!(switch = %leaf, %e, "watch counters not read"),
-                }
-            }
         }
     }
 

@@ -185,6 +185,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     if let Some(l) = config.learning {
         start_predictions(&controller, l).await?;
     }
+    if let Some(f) = config.follow {
+        super::follow::start(&controller, f)?;
+    }
     // The admin port now serves the leader's routes (a follower's until now).
     let _ = http_apps.send(http::router(
         controller.clone(),
@@ -544,9 +547,27 @@ async fn start_predictions(controller: &Arc<Controller>, l: LearningConfig) -> a
         drop(controller.commit(&mut inner, now_unix_ns(), false).await);
     }
     tokio::spawn(controller.clone().learn(l.idle_ns));
-    if let LearnFrom::Counters { poll_ns } = l.from {
+    if let (LearnFrom::Counters { poll_ns }, Some(learning)) = (l.from, &controller.learning) {
         let counters = WatchCounters::new(&controller.info)?;
-        tokio::spawn(controller.clone().poll_watch_counters(counters, poll_ns));
+        let learning = learning.clone();
+        tokio::spawn(controller.clone().poll_watch_counters(
+            counters,
+            poll_ns,
+            |c| {
+                c.watched_leaves
+                    .lock()
+                    .expect("leaves lock")
+                    .iter()
+                    .cloned()
+                    .collect()
+            },
+            move |src, dst, bytes, at| {
+                learning
+                    .lock()
+                    .expect("learning lock")
+                    .record(src, dst, bytes, at)
+            },
+        ));
     }
     Ok(())
 }

@@ -543,6 +543,20 @@ impl LinkLoads {
         (out, resume)
     }
 
+    /// When the flow (src, dst, QP) was last reported; with `qp` `None`,
+    /// the latest of every QP between the hosts.
+    pub fn last_seen(&self, src: Ipv4Addr, dst: Ipv4Addr, qp: Option<u32>) -> Option<u64> {
+        let flows = self.flows.lock().expect("flows lock");
+        match qp {
+            Some(q) => flows.get(&(src, dst, Some(q))).map(|o| o.last_seen_unix_ns),
+            None => flows
+                .iter()
+                .filter(|((s, d, _), _)| *s == src && *d == dst)
+                .map(|(_, o)| o.last_seen_unix_ns)
+                .max(),
+        }
+    }
+
     /// What the reports of flow (src, dst, QP) showed; with `qp` `None`
     /// (a reservation of every QP between the hosts), the earliest-seen
     /// flow between them.

@@ -1,18 +1,25 @@
-//! How T+5 sees a job's traffic: the direct counters of the INT
-//! `watchlist` entries at its hosts' leaves, polled. They count UDP and TCP
-//! alike, where INT reports exist for UDP only, so a gloo/TCP job is seen
-//! as well as a RoCEv2 one. What each entry counted since the last poll
-//! becomes bytes of its (source, destination) host pair; a reserved flow's
-//! own watch entry counts for its pair too.
+//! How the controller sees traffic without INT: the direct counters of the
+//! INT `watchlist` entries at the source hosts' leaves, polled. They count
+//! UDP and TCP alike, where INT reports exist for UDP only, so a gloo/TCP
+//! job is seen as well as a RoCEv2 one. What each entry counted since the
+//! last poll becomes bytes of its (source, destination) host pair; a
+//! reserved flow's own watch entry counts for its pair too. Learning
+//! (`--learn-from counters`) and reservations that follow their traffic
+//! (`--follow-from counters`) each run a poll.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use p4rt::proto::p4::v1 as p4;
 use p4rt::P4Info;
 use prost::Message;
 
 use installer::names;
+
+use super::clock::now_unix_ns;
+use super::controller::Controller;
 
 /// Bytes per (source, destination) host pair.
 pub type PairBytes = BTreeMap<(Ipv4Addr, Ipv4Addr), u64>;
@@ -110,6 +117,43 @@ impl WatchCounters {
             }
         };
         Some((host(self.src_field)?, host(self.dst_field)?))
+    }
+}
+
+impl Controller {
+    /// Every `poll_ns`, read the watch counters of the switches `leaves`
+    /// names (asked anew each poll) and hand what each host pair sent since
+    /// the last read to `record` (source, destination, bytes, when).
+    pub(super) async fn poll_watch_counters(
+        self: Arc<Self>,
+        mut counters: WatchCounters,
+        poll_ns: u64,
+        leaves: impl Fn(&Controller) -> Vec<String>,
+        mut record: impl FnMut(Ipv4Addr, Ipv4Addr, u64, u64),
+    ) {
+        let mut ticker = tokio::time::interval(Duration::from_nanos(poll_ns));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let request = counters.request();
+        loop {
+            ticker.tick().await;
+            let leaves = leaves(&self);
+            let reads = leaves.iter().filter_map(|leaf| {
+                let switch = self.switches.get(leaf)?;
+                let request = request.clone();
+                Some(async move { (leaf, switch.read_entities(vec![request]).await) })
+            });
+            for (leaf, read) in futures::future::join_all(reads).await {
+                let now = now_unix_ns();
+                match read {
+                    Ok(entities) => {
+                        for ((src, dst), bytes) in counters.increments(leaf, &entities) {
+                            record(src, dst, bytes, now);
+                        }
+                    }
+                    Err(e) => tracing::debug!(switch = %leaf, %e, "watch counters not read"),
+                }
+            }
+        }
     }
 }
 

@@ -18,11 +18,13 @@
 //! (registrations); `outcome` opens records and turns a plan into them;
 //! `records` is the engine itself, records and ledger kept in step;
 //! `refusal` says why a request is refused; `steering` how a reserved flow
-//! is held on its path (SR labels or its UDP source port).
+//! is held on its path (SR labels or its UDP source port); `follow`
+//! extends or releases a reservation as its traffic runs on or stops.
 
 mod changes;
 mod collectives;
 mod demands;
+mod follow;
 mod jobs;
 mod links;
 mod outcome;
@@ -30,8 +32,9 @@ mod records;
 mod refusal;
 mod steering;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
+pub use follow::{Extended, NoExtension, Released};
 pub use links::LinkChange;
 pub use outcome::{PlanTiming, Planned};
 pub use records::{to_ndsp, Engine, Reoptimization, Restored};

@@ -12,6 +12,12 @@ use std::io::IsTerminal;
 
 use clap::Parser;
 
+/// The controller builds and drops many small, short-lived values per
+/// commit (entries, keys, paths); glibc's allocator spent half of a
+/// commit's time on them (`foresight scale`, docs/figures.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "foresight",

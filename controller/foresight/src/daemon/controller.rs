@@ -140,8 +140,8 @@ impl Controller {
     /// engine locked; await the acks after unlocking (switch tasks apply
     /// states in the order they were sent).
     pub(super) async fn commit(&self, inner: &mut Inner, now: u64, changed: bool) -> Acks {
-        if changed {
-            self.store.save(&inner.engine.state, &self.metrics).await;
+        if changed && self.store.save(&inner.engine.state, &self.metrics).await {
+            inner.engine.state.reservations.committed();
         }
         let desired = match inner.compiler.changes(&inner.engine.state, now) {
             Ok(d) => d,

@@ -485,7 +485,11 @@ impl Compiler {
         let mut busy: HashMap<(String, u16), Vec<(u64, u64)>> = HashMap::new();
         let mut live_flows = HashSet::new();
         let mut live_steered = HashSet::new();
-        for r in &state.reservations {
+        // Only records whose first flow starts within the lead can have
+        // entries on the switches now; in sequence order, since an earlier
+        // reservation's entries win over a later one's.
+        let installed = in_seq_order(state.reservations.starting_by(now.saturating_add(lead)));
+        for r in installed {
             for (i, f) in r.flows.iter().enumerate() {
                 if !f.active(now, lead) {
                     if self.watches_steered(f, now) {
@@ -534,7 +538,11 @@ impl Compiler {
         }
         let mut live_predrain = HashSet::new();
         if !busy.is_empty() {
-            for r in &state.reservations {
+            // Fallback flows that overlap a busy window start before its end.
+            let last_busy = busy.values().flatten().map(|w| w.1).max().unwrap_or(0);
+            let overlapping =
+                in_seq_order(state.reservations.starting_by(last_busy.saturating_sub(1)));
+            for r in overlapping {
                 for (i, f) in r.flows.iter().enumerate() {
                     if f.status != Status::FallbackEcmp || f.hops.is_empty() || now >= f.end_unix_ns
                     {
@@ -573,4 +581,11 @@ impl Compiler {
         }
         Ok(out)
     }
+}
+
+/// `records` sorted by sequence number.
+fn in_seq_order<'a>(records: impl Iterator<Item = &'a Reservation>) -> Vec<&'a Reservation> {
+    let mut records: Vec<&Reservation> = records.collect();
+    records.sort_unstable_by_key(|r| r.seq);
+    records
 }

@@ -20,6 +20,7 @@ use super::clock::now_unix_ns;
 use super::controller::{Controller, Inner, Mutation};
 use super::engine::{Engine, Extended, NoExtension, Released};
 use super::events::Event;
+use super::live_reservations::LiveReservations;
 use super::state::{FlowRecord, Lifecycle, Reservation};
 use super::watch_counters::WatchCounters;
 
@@ -278,7 +279,7 @@ struct JobStarts<'a> {
 }
 
 impl<'a> JobStarts<'a> {
-    fn of(reservations: &'a [Reservation], now: u64) -> JobStarts<'a> {
+    fn of(reservations: &'a LiveReservations, now: u64) -> JobStarts<'a> {
         let mut starts: HashMap<_, Vec<u64>> = HashMap::new();
         for r in reservations.iter().filter(|r| !r.cancelled) {
             let Some(job) = r.job_id.as_deref() else {
@@ -313,7 +314,7 @@ impl<'a> JobStarts<'a> {
 /// What to extend and release at `now`, given when each flow's traffic was
 /// `last_seen`; reservations are installed `lead_ns` ahead of their start.
 fn decide(
-    reservations: &[Reservation],
+    reservations: &LiveReservations,
     lead_ns: u64,
     c: &FollowConfig,
     last_seen: impl Fn(&FlowRecord) -> Option<u64>,
@@ -321,7 +322,8 @@ fn decide(
 ) -> Decisions {
     let mut out = Decisions::default();
     let next_of_job = JobStarts::of(reservations, now);
-    for r in reservations {
+    // Only what has been installed by now can be followed.
+    for r in reservations.starting_by(now.saturating_add(lead_ns)) {
         if r.lifecycle(now, lead_ns) != Lifecycle::Installed {
             continue;
         }
@@ -436,10 +438,11 @@ mod tests {
     #[test]
     fn a_step_is_not_extended_into_the_jobs_next_step() {
         let (e, _) = engine_with_one_reservation();
-        let mut steps = e.state.reservations.clone();
+        let mut steps: Vec<Reservation> = e.state.reservations.iter().cloned().collect();
         steps[0].job_id = Some("job".into());
         let mut next = steps[0].clone();
         next.id = "next".into();
+        next.seq += 1;
         for f in &mut next.flows {
             f.start_unix_ns = f.end_unix_ns;
             f.end_unix_ns += 50 * MS;
@@ -447,10 +450,23 @@ mod tests {
         steps.push(next);
         let c = FollowConfig::default();
         let near_end = T0 + 40 * MS;
-        let d = decide(&steps, 10 * MS, &c, |_| Some(near_end - 5 * MS), near_end);
+        let live = |steps: &[Reservation]| steps.iter().cloned().collect::<LiveReservations>();
+        let d = decide(
+            &live(&steps),
+            10 * MS,
+            &c,
+            |_| Some(near_end - 5 * MS),
+            near_end,
+        );
         assert!(d.extend.is_empty(), "{d:?}");
         steps[1].job_id = Some("another".into());
-        let d = decide(&steps, 10 * MS, &c, |_| Some(near_end - 5 * MS), near_end);
+        let d = decide(
+            &live(&steps),
+            10 * MS,
+            &c,
+            |_| Some(near_end - 5 * MS),
+            near_end,
+        );
         assert_eq!(d.extend.len(), 1, "{d:?}");
     }
 
@@ -459,7 +475,8 @@ mod tests {
         // Sent at T0 + 1 ms; 200 ms of silence is past the window's end
         // here, so move the end out of the way: check just the rule.
         let (mut e, _) = engine_with_one_reservation();
-        for f in &mut e.state.reservations[0].flows {
+        let seq = e.state.reservations.iter().next().unwrap().seq;
+        for f in &mut e.state.reservations.record_mut(seq).flows {
             f.end_unix_ns = T0 + 1_000 * MS;
         }
         let c = FollowConfig::default();

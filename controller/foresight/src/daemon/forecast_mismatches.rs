@@ -25,7 +25,8 @@ impl Controller {
             let mut flows = Vec::new();
             {
                 let inner = self.inner.lock().await;
-                for r in &inner.engine.state.reservations {
+                let live = &inner.engine.state.reservations;
+                for r in live.starting_by(now.saturating_add(self.lead_ns)) {
                     for (i, f) in r.flows.iter().enumerate() {
                         if f.active(now, self.lead_ns) {
                             flows.push((

@@ -249,11 +249,11 @@ mod tests {
         let first = file.commit(&s).unwrap();
         assert!(first > 1000 * 100, "the first commit holds everything");
         assert_eq!(file.commit(&s).unwrap(), 0, "nothing changed");
-        s.reservations[10].revision += 1;
+        s.reservations.nth_mut(10).revision += 1;
         let one = file.commit(&s).unwrap();
         assert!(one < 1000, "one record's line: {one} bytes");
-        s.reservations.remove(20);
-        s.reservations.push(reservation(1001));
+        s.reservations.remove_nth(20);
+        s.reservations.insert(reservation(1001));
         s.next_seq = 1002;
         s.jobs.push(Job {
             tenant: "t".into(),
@@ -289,7 +289,7 @@ mod tests {
         assert_eq!(journal_len(), 0);
         let mut folds = 0;
         for round in 0..500u64 {
-            s.reservations[(round % 50) as usize].revision += 1;
+            s.reservations.nth_mut((round % 50) as usize).revision += 1;
             let before = journal_len();
             file.commit(&s).unwrap();
             if journal_len() < before {
@@ -314,9 +314,9 @@ mod tests {
         file.commit(&s).unwrap();
         for round in 0..20u64 {
             let n = s.reservations.len() as u64;
-            s.reservations[(round % n) as usize].revision += 1;
+            s.reservations.nth_mut((round % n) as usize).revision += 1;
             if round == 7 {
-                s.reservations.remove(2);
+                s.reservations.remove_nth(2);
             }
             file.commit(&s).unwrap();
         }
@@ -337,7 +337,7 @@ mod tests {
         let mut s = State::new("f", 1);
         s.reservations = (1..=3).map(reservation).collect();
         file.commit(&s).unwrap();
-        s.reservations[0].revision += 1;
+        s.reservations.nth_mut(0).revision += 1;
         file.commit(&s).unwrap();
         drop(file);
         let journal = journal_path(&path);
@@ -349,7 +349,7 @@ mod tests {
         let (mut file, back) = reopen(&path);
         assert_eq!(ids(&back), ids(&s));
         assert_eq!(std::fs::read(&journal).unwrap(), whole, "cut back");
-        s.reservations.push(reservation(4));
+        s.reservations.insert(reservation(4));
         file.commit(&s).unwrap();
         drop(file);
         assert_eq!(ids(&reopen(&path).1), ids(&s));

@@ -15,6 +15,8 @@
 //! * [`requests`] — what the engine is handed beside a validated request
 //!   (idempotency keys, recorded registrations, predicted batches);
 //! * [`state`] — intended state (jobs, reservations);
+//! * [`live_reservations`] — the live reservations, indexed (by id,
+//!   subject, time) and with what changed since the last commit;
 //! * [`state_keys`] — the state as keyed records, and what a commit of it
 //!   writes and deletes;
 //! * [`store`], [`journal`], [`ha`] — where it survives: a state file (a
@@ -63,6 +65,7 @@ pub mod leader_gate;
 pub mod learning;
 pub mod limits;
 pub mod link_state;
+pub mod live_reservations;
 pub mod live_view;
 pub mod metrics;
 pub mod predictions;

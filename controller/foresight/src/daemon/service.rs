@@ -310,7 +310,7 @@ impl DemandSignaling for Ndsp {
                     }
                     // The freed capacity may lower the peak of what has not
                     // been installed yet.
-                    let moved = inner.engine.reoptimize_pending(now);
+                    let moved = inner.engine.reoptimize_pending(now, &records);
                     let mut events = changed(records.clone());
                     events.extend(changed(moved));
                     Ok((records, events))

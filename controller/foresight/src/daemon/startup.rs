@@ -102,7 +102,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     };
     let now = now_unix_ns();
     let Restart {
-        engine,
+        mut engine,
         restored,
         expired,
         reloaded,
@@ -148,8 +148,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         compiler.desired(&engine.state, now)?,
         &metrics,
     );
-    if reloaded && (!expired.is_empty() || !restored.diverged.is_empty()) {
-        leading.store.save(&engine.state, &metrics).await;
+    if reloaded
+        && (!expired.is_empty() || !restored.diverged.is_empty())
+        && leading.store.save(&engine.state, &metrics).await
+    {
+        engine.state.reservations.committed();
     }
     if let Some(lost) = leading.lost {
         let statuses = handles

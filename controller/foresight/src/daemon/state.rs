@@ -16,6 +16,8 @@ use anyhow::{bail, Context};
 use ndsp::types::{ReasonCode, ReservationStatus};
 use serde::{Deserialize, Serialize};
 
+use super::live_reservations::LiveReservations;
+
 /// Version of the state file format.
 pub const STATE_VERSION: u32 = 1;
 
@@ -38,7 +40,7 @@ pub struct State {
     /// Registered job topologies.
     pub jobs: Vec<Job>,
     /// Live reservations (scheduled or installed), in sequence order.
-    pub reservations: Vec<Reservation>,
+    pub reservations: LiveReservations,
     /// Fabric links an operator took down (`foresight link down`), both
     /// directions of each; absent in files written before link state.
     #[serde(default)]
@@ -58,7 +60,7 @@ impl State {
             next_seq: 1,
             next_qp: BTreeMap::new(),
             jobs: Vec::new(),
-            reservations: Vec::new(),
+            reservations: LiveReservations::default(),
             links_down: Vec::new(),
             history: Vec::new(),
         }
@@ -123,9 +125,12 @@ impl State {
         Ok(())
     }
 
-    /// Move a finished reservation to the history (bounded).
-    pub fn retire(&mut self, index: usize) -> &Reservation {
-        let r = self.reservations.remove(index);
+    /// Move the finished reservation `seq` to the history (bounded).
+    pub fn retire(&mut self, seq: u64) -> &Reservation {
+        let r = self
+            .reservations
+            .remove(seq)
+            .unwrap_or_else(|| panic!("retiring reservation seq {seq}, which is not live"));
         self.history.push(r);
         if self.history.len() > HISTORY_LIMIT {
             let excess = self.history.len() - HISTORY_LIMIT;
@@ -137,8 +142,7 @@ impl State {
     /// A live or finished reservation by id.
     pub fn find(&self, id: &str) -> Option<&Reservation> {
         self.reservations
-            .iter()
-            .find(|r| r.id == id)
+            .find(id)
             .or_else(|| self.history.iter().rev().find(|r| r.id == id))
     }
 }
@@ -184,7 +188,7 @@ pub struct Job {
 }
 
 /// What a reservation answers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Subject {
     Demand(String),

@@ -44,9 +44,12 @@ fn reservation_key(seq: u64) -> String {
     format!("reservation/{seq:020}")
 }
 
-/// The records a store holds, as last committed. Compared with the state
-/// record by record (`==`), so a commit serializes only what changed,
-/// not every live reservation.
+/// The records a store holds, as last committed. A commit compares only
+/// the reservations the state says were touched since the last commit
+/// (`LiveReservations::touched`) with their committed copies, and
+/// serializes those that differ: its cost follows the change, not what
+/// is held. Whoever commits clears the touched set once the store holds
+/// the change (`LiveReservations::committed`).
 #[derive(Default)]
 pub struct Committed {
     meta: Vec<u8>,
@@ -130,19 +133,20 @@ impl Committed {
             .filter(|k| !jobs.contains(*k))
             .cloned()
             .collect();
-        let mut seqs = HashSet::with_capacity(state.reservations.len());
-        for r in &state.reservations {
-            if self.reservations.get(&r.seq) != Some(r) {
-                out.reservations.push((r.clone(), serde_json::to_vec(r)?));
+        // Only what changed since the last commit is looked at, not every
+        // live reservation.
+        for seq in state.reservations.touched() {
+            match state.reservations.get(seq) {
+                Some(r) if self.reservations.get(&seq) != Some(r) => {
+                    out.reservations.push((r.clone(), serde_json::to_vec(r)?));
+                }
+                Some(_) => {}
+                None if self.reservations.contains_key(&seq) => {
+                    out.deleted_reservations.push(seq);
+                }
+                None => {}
             }
-            seqs.insert(r.seq);
         }
-        out.deleted_reservations = self
-            .reservations
-            .keys()
-            .filter(|s| !seqs.contains(*s))
-            .copied()
-            .collect();
         Ok(out)
     }
 
@@ -192,7 +196,7 @@ pub fn assemble(keys: &BTreeMap<String, Vec<u8>>, fabric: &str) -> anyhow::Resul
             state.jobs.push(job);
         } else if name.starts_with("reservation/") {
             let r: Reservation = serde_json::from_slice(value).with_context(|| name.clone())?;
-            state.reservations.push(r);
+            state.reservations.insert(r);
         } else if name != "meta" {
             anyhow::bail!("{name}: not a key of Foresight state");
         }
@@ -257,9 +261,9 @@ pub(crate) mod tests {
         assert!(c.changes(&s).unwrap().is_empty(), "nothing changed since");
 
         // One record changes, one goes, one comes, the job goes.
-        s.reservations[0].revision += 1;
-        s.reservations.remove(1);
-        s.reservations.push(reservation(4));
+        s.reservations.nth_mut(0).revision += 1;
+        s.reservations.remove_nth(1);
+        s.reservations.insert(reservation(4));
         s.jobs.clear();
         let (puts, deletes) = written(&c, &s);
         assert_eq!(

@@ -27,26 +27,29 @@ impl Store {
     /// Persist before anything is installed or answered. A file that cannot
     /// be written is counted and logged (the controller goes on); a leader
     /// that cannot commit to etcd steps down, since another replica may
-    /// already lead.
-    pub async fn save(&self, state: &State, metrics: &Metrics) {
+    /// already lead. Whether the store now holds `state` (what it did not
+    /// take is written with the next commit).
+    pub async fn save(&self, state: &State, metrics: &Metrics) -> bool {
         match self {
-            Store::Memory => {}
+            Store::Memory => true,
             Store::File(file) => {
                 let committed = file
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
                     .commit(state);
-                if let Err(e) = committed {
+                if let Err(e) = &committed {
                     metrics.state_write_errors.inc();
                     tracing::error!(error = %format!("{e:#}"), "cannot write the state file; a restart would lose the latest changes");
                 }
+                committed.is_ok()
             }
-            Store::Etcd(leadership) => {
-                if let Err(e) = leadership.save(state).await {
+            Store::Etcd(leadership) => match leadership.save(state).await {
+                Ok(()) => true,
+                Err(e) => {
                     metrics.state_write_errors.inc();
-                    ha::step_down(&format!("{e:#}"));
+                    ha::step_down(&format!("{e:#}"))
                 }
-            }
+            },
         }
     }
 

@@ -11,8 +11,8 @@ use super::refusal::Refusal;
 use crate::daemon::state::{Reason, Reservation, Status, Subject};
 
 impl Engine {
-    pub(super) fn cancel_at(&mut self, idx: usize) -> String {
-        let r = &mut self.state.reservations[idx];
+    pub(super) fn cancel_at(&mut self, seq: u64) -> String {
+        let mut r = self.state.reservations.record_mut(seq);
         self.planner.release(&r.id);
         r.cancelled = true;
         r.status = Status::Cancelled;
@@ -28,31 +28,32 @@ impl Engine {
             f.udp_src_port = None;
         }
         let id = r.id.clone();
-        self.state.retire(idx);
+        drop(r);
+        self.state.retire(seq);
         id
     }
 
     /// Cancel a demand, collective, reservation or job of the tenant.
     pub fn cancel(&mut self, c: &nt::ValidatedCancel) -> Result<Vec<Reservation>, Refusal> {
         let tenant = &c.ctx.tenant;
-        let matches: Vec<usize> = self
-            .state
-            .reservations
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| {
-                &r.tenant == tenant
-                    && match &c.target {
-                        CancelTarget::Demand(id) => r.subject == Subject::Demand(id.clone()),
-                        CancelTarget::Collective(id) => {
-                            r.subject == Subject::Collective(id.clone())
-                        }
-                        CancelTarget::Reservation(id) => &r.id == id,
-                        CancelTarget::Job(id) => r.job_id.as_ref() == Some(id),
-                    }
-            })
-            .map(|(i, _)| i)
-            .collect();
+        let live = &self.state.reservations;
+        let matches: Vec<u64> = match &c.target {
+            CancelTarget::Demand(id) => live.all_answering(tenant, &Subject::Demand(id.clone())),
+            CancelTarget::Collective(id) => {
+                live.all_answering(tenant, &Subject::Collective(id.clone()))
+            }
+            CancelTarget::Reservation(id) => live
+                .find(id)
+                .filter(|r| &r.tenant == tenant)
+                .map(|r| r.seq)
+                .into_iter()
+                .collect(),
+            CancelTarget::Job(id) => live
+                .iter()
+                .filter(|r| &r.tenant == tenant && r.job_id.as_ref() == Some(id))
+                .map(|r| r.seq)
+                .collect(),
+        };
         let job_known = match &c.target {
             CancelTarget::Job(id) => self.jobs.contains_key(&(tenant.clone(), id.clone())),
             _ => false,
@@ -69,8 +70,8 @@ impl Engine {
             )));
         }
         let mut out = Vec::new();
-        for idx in matches.into_iter().rev() {
-            let id = self.cancel_at(idx);
+        for seq in matches.into_iter().rev() {
+            let id = self.cancel_at(seq);
             out.push(self.state.find(&id).expect("retired").clone());
         }
         out.reverse();
@@ -92,7 +93,7 @@ impl Engine {
                 (Subject::Collective(id.clone()), "deviation.collective_id")
             }
         };
-        let Some(idx) = self.live_index(tenant, &subject) else {
+        let Some(seq) = self.live_seq(tenant, &subject) else {
             return Err(Refusal::NotFound(format!(
                 "{field}: no live {} {:?} of tenant {tenant:?}",
                 subject.kind(),
@@ -100,11 +101,11 @@ impl Engine {
             )));
         };
         let reference = d.reference_unix_ns.unwrap_or(now);
-        let old = self.state.reservations[idx].clone();
+        let old = self.state.reservations.record(seq).clone();
         let mut flows = old.flows.clone();
         match &d.change {
             WorkloadChange::Completed { .. } | WorkloadChange::Aborted { .. } => {
-                let id = self.cancel_at(idx);
+                let id = self.cancel_at(seq);
                 return Ok(Planned::answered(vec![self
                     .state
                     .find(&id)
@@ -144,7 +145,7 @@ impl Engine {
         if p.record.status != Status::Admitted && p.record.reason == Reason::None {
             p.record.reason = Reason::WorkloadDeviation;
         }
-        self.state.reservations[idx] = p.record.clone();
+        self.state.reservations.insert(p.record.clone());
         Ok(Planned {
             records: vec![p.record],
             moved: self.current(&moved),
@@ -156,16 +157,10 @@ impl Engine {
     /// Retire reservations whose every flow window is over; returns them.
     pub fn expire(&mut self, now: u64) -> Vec<String> {
         let mut out = Vec::new();
-        let mut i = 0;
-        while i < self.state.reservations.len() {
-            if now >= self.state.reservations[i].end_unix_ns() {
-                let id = self.state.reservations[i].id.clone();
-                self.planner.release(&id);
-                self.state.retire(i);
-                out.push(id);
-            } else {
-                i += 1;
-            }
+        for seq in self.state.reservations.ended_by(now) {
+            let id = self.state.retire(seq).id.clone();
+            self.planner.release(&id);
+            out.push(id);
         }
         out
     }

@@ -40,8 +40,8 @@ impl Engine {
             })?;
         c.check_ranks(&job)?;
         let subject = Subject::Collective(c.collective_id.clone());
-        if let Some(idx) = self.live_index(&tenant, &subject) {
-            let existing = &self.state.reservations[idx];
+        if let Some(seq) = self.live_seq(&tenant, &subject) {
+            let existing = self.state.reservations.record(seq);
             if existing.request == key {
                 return Ok(Planned::answered(vec![existing.clone()]));
             }
@@ -136,7 +136,7 @@ impl Engine {
             record.advisory = Some(format!(
                 "host {addr} of the job is not attached to the fabric; the collective's traffic is routed by ECMP"
             ));
-            self.state.reservations.push(record.clone());
+            self.state.reservations.insert(record.clone());
             return Ok(Planned {
                 superseded,
                 ..Planned::answered(vec![record])
@@ -257,7 +257,7 @@ impl Engine {
         let mut moved = Vec::new();
         let pending = self.pending(record, DemandKind::Collective(kind), flows, meta);
         let (p, timing) = self.plan_one(pending, Some(now), &mut moved);
-        self.state.reservations.push(p.record.clone());
+        self.state.reservations.insert(p.record.clone());
         Ok(Planned {
             records: vec![p.record],
             moved: self.current(&moved),

@@ -23,7 +23,7 @@ impl Engine {
             .demands
             .iter()
             .filter(|d| {
-                self.live_index(tenant, &Subject::Demand(d.demand_id.clone()))
+                self.live_seq(tenant, &Subject::Demand(d.demand_id.clone()))
                     .is_none()
             })
             .count()
@@ -68,10 +68,14 @@ impl Engine {
             .iter()
             .filter_map(|r| self.state.find(&r.id).cloned());
         planned.moved.extend(shortened);
-        let ids: BTreeSet<&str> = planned.records.iter().map(|r| r.id.as_str()).collect();
-        for r in self.state.reservations.iter_mut() {
-            if ids.contains(r.id.as_str()) {
-                r.predicted = true;
+        for r in &planned.records {
+            if let Some(mut live) = self
+                .state
+                .reservations
+                .seq_of(&r.id)
+                .and_then(|seq| self.state.reservations.get_mut(seq))
+            {
+                live.predicted = true;
             }
         }
         for r in &mut planned.records {
@@ -83,35 +87,40 @@ impl Engine {
     /// End `job_id`'s predicted reservations that began before `start` at
     /// `start`, in new revisions. Returns them as they were.
     fn end_predictions_at(&mut self, tenant: &str, job_id: &str, start: u64) -> Vec<Reservation> {
+        let earlier: Vec<u64> = self
+            .state
+            .reservations
+            .starting_by(start.saturating_sub(1))
+            .filter(|r| {
+                r.predicted
+                    && !r.cancelled
+                    && r.tenant == tenant
+                    && r.job_id.as_deref() == Some(job_id)
+                    && r.end_unix_ns() > start
+                    && r.start_unix_ns() < start
+            })
+            .map(|r| r.seq)
+            .collect();
         let mut before = Vec::new();
-        for idx in 0..self.state.reservations.len() {
-            let r = &self.state.reservations[idx];
-            let earlier = r.predicted
-                && !r.cancelled
-                && r.tenant == tenant
-                && r.job_id.as_deref() == Some(job_id)
-                && r.start_unix_ns() < start
-                && r.end_unix_ns() > start;
-            if !earlier {
-                continue;
-            }
-            before.push(r.clone());
-            let r = &mut self.state.reservations[idx];
+        for seq in earlier {
+            before.push(self.state.reservations.record(seq).clone());
+            let mut r = self.state.reservations.record_mut(seq);
             for f in &mut r.flows {
                 f.end_unix_ns = f.end_unix_ns.min(start.max(f.start_unix_ns));
             }
             r.revision += 1;
             r.advisory = Some("ends where the job's next predicted iteration begins".into());
-            let r = r.clone();
-            self.reledger(&r);
+            let changed = r.clone();
+            drop(r);
+            self.reledger(&changed);
         }
         before
     }
 
     /// Put `r` back as it was (same id), in the state and the ledger.
     fn replace_record(&mut self, r: Reservation) {
-        if let Some(slot) = self.state.reservations.iter_mut().find(|x| x.id == r.id) {
-            *slot = r.clone();
+        if self.state.reservations.seq_of(&r.id) == Some(r.seq) {
+            self.state.reservations.insert(r.clone());
             self.reledger(&r);
         }
     }
@@ -132,8 +141,8 @@ impl Engine {
             .collect();
         let mut out = Vec::new();
         for id in ids {
-            if let Some(idx) = self.state.reservations.iter().position(|r| r.id == id) {
-                let id = self.cancel_at(idx);
+            if let Some(seq) = self.state.reservations.seq_of(&id) {
+                let id = self.cancel_at(seq);
                 out.push(self.state.find(&id).expect("retired").clone());
             }
         }
@@ -178,8 +187,8 @@ impl Engine {
         let mut answers: Vec<Option<Reservation>> = vec![None; batch.demands.len()];
         for (i, d) in batch.demands.iter().enumerate() {
             let subject = Subject::Demand(d.demand_id.clone());
-            if let Some(idx) = self.live_index(tenant, &subject) {
-                let existing = &self.state.reservations[idx];
+            if let Some(seq) = self.live_seq(tenant, &subject) {
+                let existing = self.state.reservations.record(seq);
                 if existing.request == keys[i] {
                     answers[i] = Some(existing.clone());
                 } else {
@@ -237,14 +246,13 @@ impl Engine {
         let mut moved = Vec::new();
         let timing = self.plan_pending(&mut pending, Some(now), &mut moved);
         for (i, p) in pending {
-            self.state.reservations.push(p.record.clone());
+            self.state.reservations.insert(p.record.clone());
             answers[i] = Some(p.record);
         }
         for (i, r) in fallback {
-            self.state.reservations.push((*r).clone());
+            self.state.reservations.insert((*r).clone());
             answers[i] = Some(*r);
         }
-        self.state.reservations.sort_by_key(|r| r.seq);
         Ok(Planned {
             records: answers
                 .into_iter()

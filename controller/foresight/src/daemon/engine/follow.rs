@@ -93,13 +93,14 @@ impl Engine {
         now: u64,
         sending: impl Fn(&FlowRecord) -> bool,
     ) -> Result<Extended, NoExtension> {
-        let idx = self
+        let seq = self
             .state
             .reservations
-            .iter()
-            .position(|r| r.id == id && !r.cancelled)
+            .find(id)
+            .filter(|r| !r.cancelled)
+            .map(|r| r.seq)
             .ok_or(NoExtension::NotLive)?;
-        let r = &self.state.reservations[idx];
+        let r = self.state.reservations.record(seq);
         let chosen: Vec<usize> = r
             .flows
             .iter()
@@ -129,7 +130,7 @@ impl Engine {
             .iter()
             .map(|&i| self.reserved_links(&r.flows[i]))
             .sum();
-        let r = &mut self.state.reservations[idx];
+        let mut r = self.state.reservations.record_mut(seq);
         let mut end = 0;
         for &i in &chosen {
             r.flows[i].end_unix_ns += step_ns;
@@ -142,8 +143,9 @@ impl Engine {
             (most + step_ns) as f64 / 1e6,
             chosen.len()
         ));
-        let r = r.clone();
-        self.reledger(&r);
+        let changed = r.clone();
+        drop(r);
+        self.reledger(&changed);
         Ok(Extended {
             end_unix_ns: end,
             link_seconds: links as f64 * step_ns as f64 / 1e9,
@@ -192,15 +194,16 @@ impl Engine {
     /// revision; the scheduler retires it once nothing is left. `None` when
     /// nothing of it was still reserved.
     pub fn release_early(&mut self, id: &str, now: u64, why: &str) -> Option<Released> {
-        let idx = self
+        let seq = self
             .state
             .reservations
-            .iter()
-            .position(|r| r.id == id && !r.cancelled)?;
+            .find(id)
+            .filter(|r| !r.cancelled)?
+            .seq;
         let mut link_seconds = 0.0;
         let mut cut = Vec::new();
         {
-            let r = &self.state.reservations[idx];
+            let r = self.state.reservations.record(seq);
             for (i, f) in r.flows.iter().enumerate() {
                 if !f.status.reserves() || f.accepted_bps == 0 || f.end_unix_ns <= now {
                     continue;
@@ -214,14 +217,15 @@ impl Engine {
         if cut.is_empty() {
             return None;
         }
-        let r = &mut self.state.reservations[idx];
+        let mut r = self.state.reservations.record_mut(seq);
         for (i, from) in cut {
             r.flows[i].end_unix_ns = from;
         }
         r.revision += 1;
         r.advisory = Some(format!("released early: {why}"));
-        let r = r.clone();
-        self.reledger(&r);
+        let changed = r.clone();
+        drop(r);
+        self.reledger(&changed);
         Some(Released { link_seconds })
     }
 }

@@ -111,18 +111,17 @@ impl Engine {
             .collect()
     }
 
-    /// Indices of live reservations with a flow, not over at `now`, whose
-    /// recorded hops cross an edge in `edges`.
+    /// Sequence numbers of live reservations with a flow, not over at
+    /// `now`, whose recorded hops cross an edge in `edges`.
     pub(super) fn crossing(
         &self,
         edges: &BTreeSet<planner::topology::EdgeId>,
         now: u64,
-    ) -> Vec<usize> {
+    ) -> Vec<u64> {
         self.state
             .reservations
             .iter()
-            .enumerate()
-            .filter(|(_, r)| {
+            .filter(|r| {
                 r.flows.iter().any(|f| {
                     now < f.end_unix_ns
                         && f.hops
@@ -130,20 +129,20 @@ impl Engine {
                             .any(|h| self.edge_of(h).is_some_and(|e| edges.contains(&e)))
                 })
             })
-            .map(|(i, _)| i)
+            .map(|r| r.seq)
             .collect()
     }
 
-    /// Re-plan reservation `idx` on the current link state; flows left
+    /// Re-plan reservation `seq` on the current link state; flows left
     /// without a reservation while a link is down get reason LINK_DOWN.
     pub(super) fn replan_for_links(
         &mut self,
-        idx: usize,
+        seq: u64,
         down: &BTreeSet<planner::topology::EdgeId>,
         now: Option<u64>,
         moved: &mut Vec<String>,
     ) -> anyhow::Result<Reservation> {
-        let pending = self.replanning(self.state.reservations[idx].clone())?;
+        let pending = self.replanning(self.state.reservations.record(seq).clone())?;
         self.planner.release(&pending.record.id);
         let (mut p, _) = self.plan_one(pending, now, moved);
         if !down.is_empty() {
@@ -172,7 +171,7 @@ impl Engine {
                 ));
             }
         }
-        self.state.reservations[idx] = p.record.clone();
+        self.state.reservations.insert(p.record.clone());
         Ok(p.record)
     }
 
@@ -204,7 +203,7 @@ impl Engine {
         for e in edges {
             self.planner.set_edge_down(e, down);
         }
-        let targets: Vec<usize> = if down {
+        let targets: Vec<u64> = if down {
             self.state.links_down.push(link);
             self.state.links_down.sort();
             self.crossing(&edges.into_iter().collect(), now)
@@ -213,19 +212,18 @@ impl Engine {
             self.state
                 .reservations
                 .iter()
-                .enumerate()
-                .filter(|(_, r)| {
+                .filter(|r| {
                     r.reason == Reason::LinkDown
                         || r.flows.iter().any(|f| f.reason == Reason::LinkDown)
                 })
-                .map(|(i, _)| i)
+                .map(|r| r.seq)
                 .collect()
         };
         let all_down = self.down_edges();
         let mut moved = Vec::new();
-        for idx in targets {
+        for seq in targets {
             let r = self
-                .replan_for_links(idx, &all_down, Some(now), &mut moved)
+                .replan_for_links(seq, &all_down, Some(now), &mut moved)
                 .map_err(|e| format!("re-planning: {e}"))?;
             change.affected.push(r);
         }
@@ -239,16 +237,20 @@ impl Engine {
         // The link left or joined the ECMP groups of the switches around
         // it, so a source port may now hash elsewhere: check every other
         // steered flow (the re-planned ones were just steered afresh).
-        for idx in 0..self.state.reservations.len() {
-            if change
-                .affected
-                .iter()
-                .any(|a| a.id == self.state.reservations[idx].id)
-            {
-                continue;
-            }
-            if self.resteer(idx, &change.link, down, now) {
-                change.affected.push(self.state.reservations[idx].clone());
+        let affected: BTreeSet<u64> = change.affected.iter().map(|a| a.seq).collect();
+        let steered: Vec<u64> = self
+            .state
+            .reservations
+            .iter()
+            .filter(|r| !affected.contains(&r.seq))
+            .filter(|r| r.flows.iter().any(|f| f.udp_src_port.is_some()))
+            .map(|r| r.seq)
+            .collect();
+        for seq in steered {
+            if self.resteer(seq, &change.link, down, now) {
+                change
+                    .affected
+                    .push(self.state.reservations.record(seq).clone());
             }
         }
         Ok(change)
@@ -335,7 +337,7 @@ mod tests {
         assert_eq!(change.link, link);
         assert_eq!(e.state.links_down, vec![link.clone()]);
         assert_eq!(change.affected.len(), 1);
-        let moved = e.state.reservations[0].clone();
+        let moved = e.state.reservations.nth(0).clone();
         assert_eq!(moved.revision, 2);
         assert_eq!(moved.status, Status::Admitted, "the other spine has room");
         assert_ne!(moved.flows[0].hops[0], first, "off the failed link");
@@ -374,7 +376,7 @@ mod tests {
             .set_link(&other.a, u32::from(other.a_port), false, T0 + MS)
             .unwrap();
         assert_eq!(change.affected.len(), 1);
-        assert_eq!(e.state.reservations[0].status, Status::Admitted);
+        assert_eq!(e.state.reservations.nth(0).status, Status::Admitted);
         assert_eq!(e.state.links_down, vec![link]);
         let pa = e
             .path_availability(
@@ -400,10 +402,10 @@ mod tests {
         let (again, restored) = restart(e.topo, stale);
         assert_eq!(
             restored.diverged,
-            vec![again.state.reservations[0].id.clone()]
+            vec![again.state.reservations.nth(0).id.clone()]
         );
-        assert_eq!(again.state.reservations[0].status, Status::FallbackEcmp);
-        assert_eq!(again.state.reservations[0].reason, Reason::LinkDown);
+        assert_eq!(again.state.reservations.nth(0).status, Status::FallbackEcmp);
+        assert_eq!(again.state.reservations.nth(0).reason, Reason::LinkDown);
         assert!(
             again.reserved_now(T0 + MS).is_empty(),
             "nothing reserved across a down link"

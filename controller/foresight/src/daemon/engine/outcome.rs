@@ -207,7 +207,11 @@ impl Engine {
             return PlanTiming::default();
         }
         let demands: Vec<Demand> = pending.iter().map(|(_, p)| p.demand.clone()).collect();
-        let movable = now.map_or_else(Vec::new, |n| self.movable(n));
+        let during = (
+            self.to_unix_ns(demands.iter().map(Demand::start_ns).min().unwrap_or(0)),
+            self.to_unix_ns(demands.iter().map(Demand::end_ns).max().unwrap_or(0)),
+        );
+        let movable = now.map_or_else(Vec::new, |n| self.movable(n, during));
         let movable: Vec<&str> = movable.iter().map(String::as_str).collect();
         let t0 = Instant::now();
         let plan = self.planner.plan_moving(&demands, &movable);
@@ -229,15 +233,19 @@ impl Engine {
 
     /// Live reservations that may move at `now` (see `Reoptimization`):
     /// every flow reserved in full, and nothing installed yet (or, if
-    /// allowed, installed but not started).
-    fn movable(&self, now: u64) -> Vec<String> {
+    /// allowed, installed but not started); only those whose windows
+    /// overlap `during` (Unix ns, end exclusive), where the capacity in
+    /// question is: moving others cannot make room there, and looking
+    /// only there keeps planning's cost off what is held for later.
+    fn movable(&self, now: u64, during: (u64, u64)) -> Vec<String> {
         let policy = self.reoptimization;
-        if !policy.pending {
+        if !policy.pending || during.1 <= during.0 {
             return Vec::new();
         }
         self.state
             .reservations
-            .iter()
+            .starting_by(during.1 - 1)
+            .filter(|r| r.end_unix_ns() > during.0)
             .filter(|r| {
                 r.flows
                     .iter()
@@ -257,10 +265,10 @@ impl Engine {
     /// moved and why) and adds their ids to `moved` (once each).
     fn apply_moves(&mut self, planned: &[planner::admission::Moved], moved: &mut Vec<String>) {
         for m in planned {
-            let Some(idx) = self.state.reservations.iter().position(|r| r.id == m.id) else {
+            let Some(seq) = self.state.reservations.seq_of(&m.id) else {
                 continue;
             };
-            let record = &self.state.reservations[idx];
+            let record = self.state.reservations.record(seq);
             let paths: Vec<(usize, Vec<Hop>, Hold)> = m
                 .flows
                 .iter()
@@ -278,7 +286,7 @@ impl Engine {
                     Some((f.index, hops, hold))
                 })
                 .collect();
-            let r = &mut self.state.reservations[idx];
+            let mut r = self.state.reservations.record_mut(seq);
             let mut lost = None;
             for (i, hops, hold) in paths {
                 let f = &mut r.flows[i];
@@ -292,12 +300,15 @@ impl Engine {
                 }
                 hold.write_to(f);
             }
-            if let Some(reason) = lost {
-                super::steering::settle_after_loss(r, reason);
-                let r = r.clone();
-                self.reledger(&r);
+            let settled = lost.map(|reason| {
+                super::steering::settle_after_loss(&mut r, reason);
+                r.clone()
+            });
+            drop(r);
+            if let Some(settled) = settled {
+                self.reledger(&settled);
             }
-            let r = &mut self.state.reservations[idx];
+            let mut r = self.state.reservations.record_mut(seq);
             r.revision += 1;
             let why: Vec<String> = m.causes.iter().map(|c| c.to_string()).collect();
             r.advisory = Some(truncate(
@@ -319,15 +330,29 @@ impl Engine {
     /// moved, then re-planned, is told once, as it ended up).
     pub(super) fn current(&self, ids: &[String]) -> Vec<Reservation> {
         ids.iter()
-            .filter_map(|id| self.state.reservations.iter().find(|r| &r.id == id))
+            .filter_map(|id| self.state.reservations.find(id))
             .cloned()
             .collect()
     }
 
     /// After a cancellation: re-places the reservations that may move when
     /// that lowers their peak; returns those that moved, as they are now.
-    pub fn reoptimize_pending(&mut self, now: u64) -> Vec<Reservation> {
-        let movable = self.movable(now);
+    /// `freed` are the reservations that gave their capacity back: only
+    /// what overlaps their windows may move.
+    pub fn reoptimize_pending(&mut self, now: u64, freed: &[Reservation]) -> Vec<Reservation> {
+        let during = (
+            freed
+                .iter()
+                .map(Reservation::start_unix_ns)
+                .min()
+                .unwrap_or(0),
+            freed
+                .iter()
+                .map(Reservation::end_unix_ns)
+                .max()
+                .unwrap_or(0),
+        );
+        let movable = self.movable(now, during);
         if movable.is_empty() {
             return Vec::new();
         }
@@ -675,9 +700,9 @@ mod tests {
             header: header(),
             target: Some(proto::cancel_request::Target::DemandId("f".into())),
         };
-        e.cancel(&cancel.validate().unwrap()).unwrap();
+        let cancelled = e.cancel(&cancel.validate().unwrap()).unwrap();
         assert_eq!(peak(&e), 60 * G, "cancelling alone moves nothing");
-        let moved = e.reoptimize_pending(T0 + MS);
+        let moved = e.reoptimize_pending(T0 + MS, &cancelled);
         assert_eq!(moved.len(), 2);
         assert_eq!(peak(&e), 50 * G);
         for m in &moved {
@@ -688,7 +713,7 @@ mod tests {
             );
         }
         // Once installed, nothing moves any more.
-        let again = e.reoptimize_pending(T0 + 95 * MS);
+        let again = e.reoptimize_pending(T0 + 95 * MS, &cancelled);
         assert_eq!(again.len(), 0);
     }
 }

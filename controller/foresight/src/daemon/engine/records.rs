@@ -135,9 +135,9 @@ impl Engine {
         }
         if !engine.state.links_down.is_empty() {
             let down = engine.down_edges();
-            for idx in engine.crossing(&down, 0) {
-                let id = engine.state.reservations[idx].id.clone();
-                engine.replan_for_links(idx, &down, None, &mut Vec::new())?;
+            for seq in engine.crossing(&down, 0) {
+                let id = engine.state.reservations.record(seq).id.clone();
+                engine.replan_for_links(seq, &down, None, &mut Vec::new())?;
                 restored.diverged.push(id);
             }
         }
@@ -279,42 +279,22 @@ impl Engine {
         (format!("r{seq}/{subject}"), seq)
     }
 
-    pub(super) fn live_index(&self, tenant: &str, subject: &Subject) -> Option<usize> {
-        self.state
-            .reservations
-            .iter()
-            .position(|r| r.tenant == tenant && &r.subject == subject)
+    /// The live reservation of `tenant` answering `subject` (its seq).
+    pub(super) fn live_seq(&self, tenant: &str, subject: &Subject) -> Option<u64> {
+        self.state.reservations.answering(tenant, subject)
     }
 
     /// Live reservations of `tenant`.
     pub fn live_count(&self, tenant: &str) -> usize {
-        self.state
-            .reservations
-            .iter()
-            .filter(|r| r.tenant == tenant)
-            .count()
+        self.state.reservations.count_of(tenant)
     }
 
     /// The next moment the desired switch state changes (an install, an
-    /// expiry), after `now`.
+    /// expiry), after `now`. Flows held by a source port install nothing
+    /// but their INT watch where a collector takes reports (`desired`);
+    /// they count too.
     pub fn next_event(&self, now: u64, lead_ns: u64) -> Option<u64> {
-        let mut next: Option<u64> = None;
-        let mut consider = |t: u64| {
-            if t > now && next.is_none_or(|n| t < n) {
-                next = Some(t);
-            }
-        };
-        for r in &self.state.reservations {
-            consider(r.end_unix_ns());
-            // Flows held by a source port install nothing but their INT
-            // watch where a collector takes reports (`desired`).
-            let steered = r.flows.iter().filter(|f| f.udp_src_port.is_some());
-            for f in r.installing().chain(steered) {
-                consider(f.install_unix_ns(lead_ns));
-                consider(f.end_unix_ns);
-            }
-        }
-        next
+        self.state.reservations.next_event(now, lead_ns)
     }
 
     /// Reserved rate on each directed link at `now` (planner ledger).
@@ -450,19 +430,21 @@ mod tests {
             e.topo.host_by_name("h1").unwrap(),
             e.topo.host_by_name("h3").unwrap(),
         );
-        let planned = e.path_of(&saved.reservations[0].flows[0].hops).unwrap();
+        let planned = e.path_of(&saved.reservations.nth(0).flows[0].hops).unwrap();
         let other = planner::paths::all_paths(e.topo, src, dst, 8)
             .into_iter()
             .find(|p| p.edges() != planned.edges())
             .expect("two spines");
-        let f = &mut saved.reservations[0].flows[0];
+        let mut first = saved.reservations.nth_mut(0);
+        let f = &mut first.flows[0];
         f.hops = e.hops_of(&other);
         f.labels = other.label_stack(e.topo).unwrap();
         let recorded = f.hops.clone();
+        drop(first);
         let (again, restored) = restart(e.topo, saved);
         assert_eq!(restored.reservations, 1);
         assert!(restored.diverged.is_empty());
-        assert_eq!(again.state.reservations[0].flows[0].hops, recorded);
+        assert_eq!(again.state.reservations.nth(0).flows[0].hops, recorded);
         let reserved: std::collections::BTreeMap<u32, u64> =
             again.reserved_now(T0 + MS).into_iter().collect();
         for edge in other.reserved_edges(e.topo, src) {

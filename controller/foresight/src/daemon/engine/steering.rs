@@ -145,12 +145,12 @@ impl Engine {
         }
     }
 
-    /// After link `link` went down (or up): the flows of reservation `idx`
+    /// After link `link` went down (or up): the flows of reservation `seq`
     /// held by a source port that no longer hashes onto their path get
     /// another port (or labels, or ECMP, as [`Engine::hold`] decides), in a
     /// new revision that says why. Whether anything changed.
-    pub(super) fn resteer(&mut self, idx: usize, link: &LinkRef, down: bool, now: u64) -> bool {
-        let r = &self.state.reservations[idx];
+    pub(super) fn resteer(&mut self, seq: u64, link: &LinkRef, down: bool, now: u64) -> bool {
+        let r = self.state.reservations.record(seq);
         let holds: Vec<(usize, Hold)> = r
             .flows
             .iter()
@@ -172,7 +172,7 @@ impl Engine {
                 Some((*i, self.ecmp_hops(&f)?))
             })
             .collect();
-        let r = &mut self.state.reservations[idx];
+        let mut r = self.state.reservations.record_mut(seq);
         let (mut ported, mut pinned, mut lost) = (0, 0, 0);
         for (i, hold) in holds {
             let f = &mut r.flows[i];
@@ -191,12 +191,15 @@ impl Engine {
                 f.hops = hops;
             }
         }
-        if lost > 0 {
-            settle_after_loss(r, Reason::NoPath);
-            let r = r.clone();
-            self.reledger(&r);
+        let settled = (lost > 0).then(|| {
+            settle_after_loss(&mut r, Reason::NoPath);
+            r.clone()
+        });
+        drop(r);
+        if let Some(settled) = settled {
+            self.reledger(&settled);
         }
-        let r = &mut self.state.reservations[idx];
+        let mut r = self.state.reservations.record_mut(seq);
         r.revision += 1;
         r.advisory = Some(format!(
             "link {link} {}: the ECMP groups on the path changed; {ported} flows told another \

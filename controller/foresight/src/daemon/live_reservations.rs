@@ -1,0 +1,504 @@
+//! The live reservations, indexed the ways the controller asks for them,
+//! so that no request, commit or scheduler tick walks everything held: by
+//! sequence number (their order), by id, by (tenant, subject), by the
+//! moments they start and end, and by the moments the switches' intended
+//! state changes for them. It also remembers which records changed since
+//! the last commit, so a commit writes those without comparing the rest.
+//!
+//! Records are changed through [`RecordMut`], which re-indexes the record
+//! when it is dropped; there is no other way to reach one mutably, so the
+//! indexes cannot drift from the records.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::{Deref, DerefMut};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::state::{Reservation, Subject};
+
+/// Live reservations in sequence order, with their indexes.
+#[derive(Debug, Clone, Default)]
+pub struct LiveReservations {
+    records: BTreeMap<u64, Reservation>,
+    by_id: HashMap<String, u64>,
+    /// Per tenant, the live reservations answering each subject (one,
+    /// unless a subject was answered again before its record retired).
+    by_subject: HashMap<String, HashMap<Subject, BTreeSet<u64>>>,
+    per_tenant: HashMap<String, usize>,
+    /// (first flow start, seq).
+    starts: BTreeSet<(u64, u64)>,
+    /// (last flow end, seq).
+    ends: BTreeSet<(u64, u64)>,
+    /// (flow start, seq) of the flows whose entries go in at a moment
+    /// (pinned flows, and steered ones for their INT watch).
+    event_starts: BTreeSet<(u64, u64)>,
+    /// (moment, seq): those flows' ends and every record's end.
+    event_ends: BTreeSet<(u64, u64)>,
+    /// Records put, changed or removed since the last commit.
+    touched: BTreeSet<u64>,
+}
+
+/// What a record is indexed by; compared before and after a change.
+#[derive(PartialEq, Eq)]
+struct IndexKeys {
+    id: String,
+    tenant: String,
+    subject: Subject,
+    start: u64,
+    end: u64,
+    event_starts: BTreeSet<u64>,
+    event_ends: BTreeSet<u64>,
+}
+
+impl IndexKeys {
+    fn of(r: &Reservation) -> IndexKeys {
+        let end = r.end_unix_ns();
+        let timed = r
+            .flows
+            .iter()
+            .filter(|f| f.installs() || f.udp_src_port.is_some());
+        let mut event_ends: BTreeSet<u64> = timed.clone().map(|f| f.end_unix_ns).collect();
+        event_ends.insert(end);
+        IndexKeys {
+            id: r.id.clone(),
+            tenant: r.tenant.clone(),
+            subject: r.subject.clone(),
+            start: r.start_unix_ns(),
+            end,
+            event_starts: timed.map(|f| f.start_unix_ns).collect(),
+            event_ends,
+        }
+    }
+}
+
+impl LiveReservations {
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Every live reservation, in sequence order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Reservation> + Clone {
+        self.records.values()
+    }
+
+    pub fn get(&self, seq: u64) -> Option<&Reservation> {
+        self.records.get(&seq)
+    }
+
+    /// The record `seq`, which the caller knows is live.
+    pub fn record(&self, seq: u64) -> &Reservation {
+        self.records
+            .get(&seq)
+            .unwrap_or_else(|| panic!("reservation seq {seq} is not live"))
+    }
+
+    /// The record `seq` to change; re-indexed when the guard drops.
+    pub fn get_mut(&mut self, seq: u64) -> Option<RecordMut<'_>> {
+        let before = IndexKeys::of(self.records.get(&seq)?);
+        Some(RecordMut {
+            set: self,
+            seq,
+            before: Some(before),
+        })
+    }
+
+    /// [`Self::get_mut`] of a record the caller knows is live.
+    pub fn record_mut(&mut self, seq: u64) -> RecordMut<'_> {
+        self.get_mut(seq)
+            .unwrap_or_else(|| panic!("reservation seq {seq} is not live"))
+    }
+
+    /// The sequence number of the live reservation `id`.
+    pub fn seq_of(&self, id: &str) -> Option<u64> {
+        self.by_id.get(id).copied()
+    }
+
+    /// The live reservation `id`.
+    pub fn find(&self, id: &str) -> Option<&Reservation> {
+        self.seq_of(id).and_then(|s| self.records.get(&s))
+    }
+
+    /// The (earliest) live reservation of `tenant` answering `subject`.
+    pub fn answering(&self, tenant: &str, subject: &Subject) -> Option<u64> {
+        self.by_subject.get(tenant)?.get(subject)?.first().copied()
+    }
+
+    /// Every live reservation of `tenant` answering `subject`.
+    pub fn all_answering(&self, tenant: &str, subject: &Subject) -> Vec<u64> {
+        self.by_subject
+            .get(tenant)
+            .and_then(|s| s.get(subject))
+            .map(|seqs| seqs.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// How many reservations `tenant` holds.
+    pub fn count_of(&self, tenant: &str) -> usize {
+        self.per_tenant.get(tenant).copied().unwrap_or(0)
+    }
+
+    /// Adds `r`, or replaces the live record with its sequence number.
+    pub fn insert(&mut self, r: Reservation) {
+        let seq = r.seq;
+        if let Some(old) = self.records.remove(&seq) {
+            self.unindex(seq, &IndexKeys::of(&old));
+        }
+        self.index(seq, &IndexKeys::of(&r));
+        self.records.insert(seq, r);
+        self.touched.insert(seq);
+    }
+
+    pub fn remove(&mut self, seq: u64) -> Option<Reservation> {
+        let r = self.records.remove(&seq)?;
+        self.unindex(seq, &IndexKeys::of(&r));
+        self.touched.insert(seq);
+        Some(r)
+    }
+
+    /// Records whose first flow starts at or before `t`, in start order;
+    /// the others have nothing on the switches before `t`.
+    pub fn starting_by(&self, t: u64) -> impl Iterator<Item = &Reservation> {
+        self.starts
+            .range(..=(t, u64::MAX))
+            .map(|(_, seq)| self.record(*seq))
+    }
+
+    /// Sequence numbers of the records whose last flow ended by `t`, in
+    /// sequence order.
+    pub fn ended_by(&self, t: u64) -> Vec<u64> {
+        let mut seqs: Vec<u64> = self
+            .ends
+            .range(..=(t, u64::MAX))
+            .map(|(_, seq)| *seq)
+            .collect();
+        seqs.sort_unstable();
+        seqs
+    }
+
+    /// The next moment after `now` at which a record ends or a flow's
+    /// entries go in (`lead_ns` before it starts) or come out.
+    pub fn next_event(&self, now: u64, lead_ns: u64) -> Option<u64> {
+        let end = self
+            .event_ends
+            .range((now.saturating_add(1), 0)..)
+            .next()
+            .map(|(t, _)| *t);
+        // start - lead > now  <=>  start > now + lead
+        let install = self
+            .event_starts
+            .range((now.saturating_add(lead_ns).saturating_add(1), 0)..)
+            .next()
+            .map(|(t, _)| t.saturating_sub(lead_ns));
+        match (end, install) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Records put, changed or removed since [`Self::committed`].
+    pub fn touched(&self) -> impl Iterator<Item = u64> + '_ {
+        self.touched.iter().copied()
+    }
+
+    /// What [`Self::touched`] listed is durable.
+    pub fn committed(&mut self) {
+        self.touched.clear();
+    }
+
+    /// The `i`-th record in sequence order (tests).
+    #[cfg(test)]
+    pub fn nth(&self, i: usize) -> &Reservation {
+        self.records.values().nth(i).expect("fewer records")
+    }
+
+    /// [`Self::nth`], to change (tests).
+    #[cfg(test)]
+    pub fn nth_mut(&mut self, i: usize) -> RecordMut<'_> {
+        let seq = self.nth(i).seq;
+        self.record_mut(seq)
+    }
+
+    /// Removes [`Self::nth`] (tests).
+    #[cfg(test)]
+    pub fn remove_nth(&mut self, i: usize) -> Reservation {
+        let seq = self.nth(i).seq;
+        self.remove(seq).expect("live")
+    }
+
+    fn index(&mut self, seq: u64, k: &IndexKeys) {
+        self.by_id.insert(k.id.clone(), seq);
+        self.by_subject
+            .entry(k.tenant.clone())
+            .or_default()
+            .entry(k.subject.clone())
+            .or_default()
+            .insert(seq);
+        *self.per_tenant.entry(k.tenant.clone()).or_default() += 1;
+        self.starts.insert((k.start, seq));
+        self.ends.insert((k.end, seq));
+        self.event_starts
+            .extend(k.event_starts.iter().map(|t| (*t, seq)));
+        self.event_ends
+            .extend(k.event_ends.iter().map(|t| (*t, seq)));
+    }
+
+    fn unindex(&mut self, seq: u64, k: &IndexKeys) {
+        if self.by_id.get(&k.id) == Some(&seq) {
+            self.by_id.remove(&k.id);
+        }
+        if let Some(subjects) = self.by_subject.get_mut(&k.tenant) {
+            if let Some(seqs) = subjects.get_mut(&k.subject) {
+                seqs.remove(&seq);
+                if seqs.is_empty() {
+                    subjects.remove(&k.subject);
+                }
+            }
+            if subjects.is_empty() {
+                self.by_subject.remove(&k.tenant);
+            }
+        }
+        if let Some(n) = self.per_tenant.get_mut(&k.tenant) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_tenant.remove(&k.tenant);
+            }
+        }
+        self.starts.remove(&(k.start, seq));
+        self.ends.remove(&(k.end, seq));
+        for t in &k.event_starts {
+            self.event_starts.remove(&(*t, seq));
+        }
+        for t in &k.event_ends {
+            self.event_ends.remove(&(*t, seq));
+        }
+    }
+}
+
+impl FromIterator<Reservation> for LiveReservations {
+    fn from_iter<I: IntoIterator<Item = Reservation>>(records: I) -> Self {
+        let mut set = LiveReservations::default();
+        for r in records {
+            set.insert(r);
+        }
+        set
+    }
+}
+
+impl<'a> IntoIterator for &'a LiveReservations {
+    type Item = &'a Reservation;
+    type IntoIter = std::collections::btree_map::Values<'a, u64, Reservation>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.records.values()
+    }
+}
+
+/// Saved as the list of records, in sequence order (the state file's
+/// `reservations`).
+impl Serialize for LiveReservations {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.records.values())
+    }
+}
+
+/// Loaded records are not "touched": they are what the store holds.
+impl<'de> Deserialize<'de> for LiveReservations {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let records = Vec::<Reservation>::deserialize(d)?;
+        let mut set: LiveReservations = records.into_iter().collect();
+        set.committed();
+        Ok(set)
+    }
+}
+
+/// A live record being changed; its indexes follow when it drops, and the
+/// next commit writes it.
+pub struct RecordMut<'a> {
+    set: &'a mut LiveReservations,
+    seq: u64,
+    before: Option<IndexKeys>,
+}
+
+impl Deref for RecordMut<'_> {
+    type Target = Reservation;
+    fn deref(&self) -> &Reservation {
+        self.set.record(self.seq)
+    }
+}
+
+impl DerefMut for RecordMut<'_> {
+    fn deref_mut(&mut self) -> &mut Reservation {
+        let seq = self.seq;
+        self.set.records.get_mut(&seq).expect("a guarded record")
+    }
+}
+
+impl Drop for RecordMut<'_> {
+    fn drop(&mut self) {
+        let before = self.before.take().expect("dropped once");
+        let seq = self.seq;
+        let after = IndexKeys::of(self.set.record(seq));
+        if after != before {
+            self.set.unindex(seq, &before);
+            self.set.index(seq, &after);
+        }
+        self.set.touched.insert(seq);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::state::{FlowRecord, Reason, Status};
+
+    fn record(seq: u64, tenant: &str, demand: &str, start: u64, end: u64) -> Reservation {
+        Reservation {
+            id: format!("r{seq}/{demand}"),
+            seq,
+            tenant: tenant.into(),
+            subject: Subject::Demand(demand.into()),
+            job_id: None,
+            request: String::new(),
+            priority: 0,
+            elastic: false,
+            deadline_unix_ns: None,
+            status: Status::Admitted,
+            reason: Reason::None,
+            advisory: None,
+            revision: 1,
+            flows: vec![FlowRecord {
+                flow_id: "f".into(),
+                src: "h1".into(),
+                dst: "h2".into(),
+                src_ip: "10.0.0.1".parse().unwrap(),
+                dst_ip: "10.0.0.2".parse().unwrap(),
+                src_rank: None,
+                dst_rank: None,
+                qp: 1,
+                steer_qp: false,
+                bytes: 1,
+                rate_bps: 1,
+                duration_ns: end - start,
+                requested_start_unix_ns: start,
+                status: Status::Admitted,
+                reason: Reason::None,
+                accepted_bps: 1,
+                start_unix_ns: start,
+                end_unix_ns: end,
+                labels: vec![16],
+                hops: vec![super::super::state::Hop {
+                    switch: "leaf1".into(),
+                    port: 1,
+                }],
+                udp_src_port: None,
+                qp_choices: None,
+            }],
+            cancelled: false,
+            predicted: false,
+        }
+    }
+
+    /// Every index answers what a walk over the records would.
+    fn check(set: &LiveReservations, now: u64, lead: u64) {
+        for r in set.iter() {
+            assert_eq!(set.seq_of(&r.id), Some(r.seq));
+            let first = set
+                .iter()
+                .find(|x| x.tenant == r.tenant && x.subject == r.subject);
+            assert_eq!(set.answering(&r.tenant, &r.subject), first.map(|x| x.seq));
+            let n = set.iter().filter(|x| x.tenant == r.tenant).count();
+            assert_eq!(set.count_of(&r.tenant), n);
+        }
+        let walked: BTreeSet<u64> = set
+            .iter()
+            .filter(|r| r.start_unix_ns() <= now)
+            .map(|r| r.seq)
+            .collect();
+        let indexed: BTreeSet<u64> = set.starting_by(now).map(|r| r.seq).collect();
+        assert_eq!(walked, indexed);
+        let ended: Vec<u64> = set
+            .iter()
+            .filter(|r| r.end_unix_ns() <= now)
+            .map(|r| r.seq)
+            .collect();
+        assert_eq!(ended, set.ended_by(now));
+        let mut next: Option<u64> = None;
+        for r in set.iter() {
+            let mut consider = |t: u64| {
+                if t > now && next.is_none_or(|n| t < n) {
+                    next = Some(t);
+                }
+            };
+            consider(r.end_unix_ns());
+            for f in r.installing() {
+                consider(f.install_unix_ns(lead));
+                consider(f.end_unix_ns);
+            }
+        }
+        assert_eq!(set.next_event(now, lead), next, "now {now}");
+    }
+
+    #[test]
+    fn indexes_follow_inserts_changes_and_removals() {
+        let mut set: LiveReservations = [
+            record(1, "a", "d1", 100, 200),
+            record(2, "a", "d2", 150, 400),
+            record(3, "b", "d1", 50, 120),
+        ]
+        .into_iter()
+        .collect();
+        for now in [0, 60, 100, 130, 160, 250, 500] {
+            check(&set, now, 20);
+        }
+        {
+            let mut r = set.record_mut(2);
+            r.flows[0].start_unix_ns = 300;
+            r.flows[0].end_unix_ns = 350;
+        }
+        set.insert(record(4, "b", "d1", 10, 20));
+        for now in [0, 15, 100, 290, 320, 360] {
+            check(&set, now, 20);
+        }
+        assert_eq!(set.answering("b", &Subject::Demand("d1".into())), Some(3));
+        set.remove(3);
+        assert_eq!(set.answering("b", &Subject::Demand("d1".into())), Some(4));
+        assert_eq!(set.seq_of("r3/d1"), None);
+        assert_eq!(set.count_of("b"), 1);
+        for now in [0, 15, 100, 290, 320, 360] {
+            check(&set, now, 20);
+        }
+        let seqs: Vec<u64> = set.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [1, 2, 4], "sequence order");
+    }
+
+    #[test]
+    fn a_commit_sees_what_changed_since_the_last() {
+        let mut set: LiveReservations = (1..=5)
+            .map(|s| record(s, "a", &format!("d{s}"), 0, 9))
+            .collect();
+        set.committed();
+        assert_eq!(set.touched().count(), 0);
+        set.record_mut(2).revision += 1;
+        set.remove(4);
+        set.insert(record(6, "a", "d6", 0, 9));
+        assert_eq!(set.touched().collect::<Vec<_>>(), [2, 4, 6]);
+        set.committed();
+        assert_eq!(set.touched().count(), 0);
+    }
+
+    #[test]
+    fn saved_as_a_list_and_loaded_untouched() {
+        let set: LiveReservations = [record(2, "a", "x", 0, 9), record(1, "a", "y", 0, 9)]
+            .into_iter()
+            .collect();
+        let text = serde_json::to_string(&set).unwrap();
+        assert!(text.starts_with("[{\"id\":\"r1/y\""), "{text}");
+        let back: LiveReservations = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(back.touched().count(), 0);
+        assert_eq!(back.seq_of("r2/x"), Some(2));
+    }
+}

@@ -7,7 +7,8 @@
 //! * [`static_state`] — routes, ECMP groups, SR adjacencies, priorities, INT
 //!   and ECN configuration derived from the topology;
 //! * [`reservations`] — the ingress SR push and INT watch entries of
-//!   reserved flows;
+//!   reserved flows; [`reserved_entries`] builds the same from P4Info ids
+//!   resolved once, for the controller's commits;
 //! * [`ecn`] — DCQCN port profiles (static and lowered around a reserved
 //!   burst) and pre-drain entries for competing flows;
 //! * [`pipeline`] — push a pipeline, deleting the clone sessions BMv2
@@ -27,6 +28,7 @@ pub mod names;
 pub mod pipeline;
 pub mod reconcile;
 pub mod reservations;
+pub mod reserved_entries;
 pub mod static_state;
 
 pub use device::{Devices, Target};

@@ -12,6 +12,7 @@ pub mod entity;
 pub mod entry_spec;
 pub mod error;
 pub mod p4info;
+pub mod prepared;
 pub mod switch;
 pub mod value;
 

@@ -139,7 +139,8 @@ pub struct ControllerCmd {
     /// Which reservations planning may move to other paths (windows and
     /// rates never) to admit a demand or lower the peak: off, pending (none
     /// of their entries installed yet) or not-started (also installed but
-    /// not started).
+    /// not started). Only those whose windows overlap what is being
+    /// planned (or what a cancellation freed) move.
     #[arg(long, value_enum, default_value_t = daemon::ReoptimizeMode::Pending)]
     reoptimize: daemon::ReoptimizeMode,
     /// How reserved flows are held on their paths: sr (the ingress leaf

@@ -34,6 +34,7 @@ use installer::ecn::{dcqcn_burst_entries, predrain_entry, EcnProfile};
 use installer::intent::{Key, Resolved};
 use installer::layered::Layered;
 use installer::reservations::{host_pair_watch_entry, ReservedFlow};
+use installer::reserved_entries::ReservedEntries;
 use installer::static_state::{
     collector_config_with_down, hash_mode_config, port_mtu_config, static_state_with_down,
     switch_hash_config, Collector, EcmpMode,
@@ -153,6 +154,8 @@ pub struct Compiler {
     /// The overlays the last [`Compiler::changes`] was derived from (None:
     /// send every switch next time).
     sent: Option<HashMap<String, Overlay>>,
+    /// Builds reserved flows' entries from ids resolved at pipeline load.
+    reserved: ReservedEntries,
 }
 
 fn resolve_one(
@@ -170,6 +173,19 @@ fn resolve_one(
         .into_iter()
         .next()
         .expect("one keyed object"))
+}
+
+/// A prepared entity of `switch` with its key.
+fn keyed(
+    switch: &str,
+    entity: Result<p4::Entity, p4rt::entity::BuildError>,
+) -> Result<Resolved1, IntentError> {
+    let entity = entity.map_err(|e| IntentError {
+        switch: switch.to_string(),
+        source: e.into(),
+    })?;
+    let key = installer::intent::key_of(&entity).expect("a table entry is keyed");
+    Ok((key, Arc::new(entity)))
 }
 
 /// The resolved static state of every switch with `down` edges out of
@@ -264,7 +280,12 @@ impl Compiler {
         policy: Policy,
     ) -> Result<Compiler, IntentError> {
         let (base, lowered) = base_state(topo, &info, &devices, &policy, &BTreeSet::new())?;
+        let reserved = ReservedEntries::new(&info).map_err(|e| IntentError {
+            switch: "every switch".into(),
+            source: e.into(),
+        })?;
         Ok(Compiler {
+            reserved,
             topo,
             info,
             devices,
@@ -374,15 +395,14 @@ impl Compiler {
         }
         let rf = self.reserved_flow(f);
         let leaf = &f.hops[0].switch;
-        let (info, devices) = (&self.info, &self.devices);
         let tc = if self.yields(r) {
             self.policy.background_tc
         } else {
             self.policy.reserved_tc
         };
         let entities = Arc::new(FlowEntities {
-            sr: resolve_one(leaf, rf.entry_in_queue(tc), info, devices)?,
-            watch: resolve_one(leaf, rf.watch_entry(), info, devices)?,
+            sr: keyed(leaf, self.reserved.sr(&rf, tc))?,
+            watch: keyed(leaf, self.reserved.watch(&rf))?,
         });
         self.flows.insert(key, entities.clone());
         Ok(entities)
@@ -499,12 +519,7 @@ impl Compiler {
                             None => {
                                 let rf = self.reserved_flow(f);
                                 let leaf = &f.hops[0].switch;
-                                let w = Arc::new(resolve_one(
-                                    leaf,
-                                    rf.watch_entry(),
-                                    &self.info,
-                                    &self.devices,
-                                )?);
+                                let w = Arc::new(keyed(leaf, self.reserved.watch(&rf))?);
                                 self.steered_watch.insert(key.clone(), w.clone());
                                 w
                             }

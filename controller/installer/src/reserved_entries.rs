@@ -1,0 +1,189 @@
+//! A reserved flow's entries (its SR push and its INT watch), built from
+//! P4Info ids resolved when the pipeline is loaded: the per-flow entries
+//! of a commit, which [`ReservedFlow::entry_in_queue`] and
+//! [`ReservedFlow::watch_entry`] describe by name and text for people and
+//! tests. Both give the same entries; a test holds them to it.
+
+use p4rt::entity::BuildError;
+use p4rt::prepared::{FieldValue, PreparedTable};
+use p4rt::proto::p4::v1 as p4;
+use p4rt::P4Info;
+use planner::conventions::ROCEV2_UDP_PORT;
+
+use crate::intent::normal_form;
+use crate::names;
+use crate::reservations::{
+    ReservedFlow, INT_DS_INSTRUCTIONS, INT_INSTRUCTIONS, INT_MAX_HOP, RESERVATION_PRIORITY,
+    WATCH_PRIORITY,
+};
+
+const HOST: u128 = 0xffff_ffff;
+const QP: u128 = 0xff_ffff;
+
+/// The two tables every reserved flow writes to, resolved once.
+pub struct ReservedEntries {
+    sr: PreparedTable,
+    watch: PreparedTable,
+}
+
+impl ReservedEntries {
+    pub fn new(info: &P4Info) -> Result<ReservedEntries, BuildError> {
+        const PARAMS: [&[&str]; 4] = [
+            &["tc", "label0"],
+            &["tc", "label0", "label1"],
+            &["tc", "label0", "label1", "label2"],
+            &["tc", "label0", "label1", "label2", "label3"],
+        ];
+        let pushes: Vec<(&str, &[&str])> = names::SR_PUSH.iter().copied().zip(PARAMS).collect();
+        Ok(ReservedEntries {
+            sr: PreparedTable::new(
+                info,
+                names::SR_RESERVATION,
+                &["src_addr", "dst_addr", "dst_qp"],
+                &pushes,
+            )?,
+            watch: PreparedTable::new(
+                info,
+                names::INT_WATCHLIST,
+                &["src_addr", "dst_addr", "l4_dst_port", "dst_qp"],
+                &[(
+                    names::INT_SOURCE,
+                    &["max_hop", "instruction_bitmap", "ds_instruction"],
+                )],
+            )?,
+        })
+    }
+
+    /// [`ReservedFlow::entry_in_queue`]: push the labels, queue `tc`.
+    pub fn sr(&self, f: &ReservedFlow, tc: u8) -> Result<p4::Entity, BuildError> {
+        let depth = f.labels.len();
+        if !(1..=names::SR_PUSH.len()).contains(&depth) {
+            return Err(BuildError::Invalid(format!(
+                "{} labels: a reserved flow pushes 1 to {}",
+                depth,
+                names::SR_PUSH.len()
+            )));
+        }
+        let mut params = Vec::with_capacity(depth + 1);
+        params.push(u128::from(tc));
+        params.extend(f.labels.iter().map(|l| u128::from(*l)));
+        let entry = self.sr.entry(
+            &[hosts(f.src_ip), hosts(f.dst_ip), qp(f.dst_qp)],
+            depth - 1,
+            &params,
+            RESERVATION_PRIORITY,
+        )?;
+        Ok(normal_form(entry.into()))
+    }
+
+    /// [`ReservedFlow::watch_entry`]: INT for the flow's packets.
+    pub fn watch(&self, f: &ReservedFlow) -> Result<p4::Entity, BuildError> {
+        let port = match f.dst_qp {
+            Some(_) => FieldValue::Ternary(u128::from(ROCEV2_UDP_PORT), 0xffff),
+            None => FieldValue::Ternary(0, 0),
+        };
+        let entry = self.watch.entry(
+            &[hosts(f.src_ip), hosts(f.dst_ip), port, qp(f.dst_qp)],
+            0,
+            &[
+                u128::from(INT_MAX_HOP),
+                u128::from(INT_INSTRUCTIONS),
+                u128::from(INT_DS_INSTRUCTIONS),
+            ],
+            WATCH_PRIORITY,
+        )?;
+        Ok(normal_form(entry.into()))
+    }
+}
+
+fn hosts(ip: std::net::Ipv4Addr) -> FieldValue {
+    FieldValue::Ternary(u128::from(u32::from(ip)), HOST)
+}
+
+fn qp(dst_qp: Option<u32>) -> FieldValue {
+    match dst_qp {
+        Some(q) => FieldValue::Ternary(u128::from(q), QP),
+        None => FieldValue::Ternary(0, 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::{Devices, Target};
+    use crate::intent::Intent;
+
+    fn by_text(f: &ReservedFlow, object: crate::intent::Object, info: &P4Info) -> p4::Entity {
+        let resolved = Intent {
+            objects: vec![object],
+        }
+        .resolve("leaf1", info, &Devices::bmv2())
+        .unwrap();
+        assert_eq!(resolved.entities.len(), 1, "{f:?}");
+        (**resolved.entities.values().next().unwrap()).clone()
+    }
+
+    /// Every label depth, with and without a QP, at the edges of each
+    /// value's width: the same entities as the text path.
+    #[test]
+    fn the_same_entries_as_by_name_and_text() {
+        let info = P4Info::load(Target::Bmv2.committed_p4info()).unwrap();
+        let prepared = ReservedEntries::new(&info).unwrap();
+        for depth in 1..=4 {
+            for dst_qp in [None, Some(0), Some(17), Some(0xff_ffff)] {
+                for (src, dst, label) in [
+                    ("10.0.1.1", "10.0.2.1", 16),
+                    ("0.0.0.1", "255.255.255.254", 0xf_ffff),
+                ] {
+                    let f = ReservedFlow {
+                        demand: "d".into(),
+                        flow: 0,
+                        ingress_leaf: 0,
+                        src_ip: src.parse().unwrap(),
+                        dst_ip: dst.parse().unwrap(),
+                        dst_qp,
+                        labels: (0..depth).map(|i| label - i).collect(),
+                        hops: Vec::new(),
+                        start_ns: 0,
+                        end_ns: 1,
+                    };
+                    for tc in [0, 5, 7] {
+                        assert_eq!(
+                            prepared.sr(&f, tc).unwrap(),
+                            by_text(&f, f.entry_in_queue(tc), &info),
+                            "{f:?} tc {tc}"
+                        );
+                    }
+                    assert_eq!(
+                        prepared.watch(&f).unwrap(),
+                        by_text(&f, f.watch_entry(), &info),
+                        "{f:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_value_too_wide_or_a_stack_too_deep_is_refused() {
+        let info = P4Info::load(Target::Bmv2.committed_p4info()).unwrap();
+        let prepared = ReservedEntries::new(&info).unwrap();
+        let mut f = ReservedFlow {
+            demand: "d".into(),
+            flow: 0,
+            ingress_leaf: 0,
+            src_ip: "10.0.1.1".parse().unwrap(),
+            dst_ip: "10.0.2.1".parse().unwrap(),
+            dst_qp: None,
+            labels: vec![1 << 20],
+            hops: Vec::new(),
+            start_ns: 0,
+            end_ns: 1,
+        };
+        let e = prepared.sr(&f, 5).unwrap_err().to_string();
+        assert!(e.contains("label0"), "{e}");
+        f.labels = vec![16; 5];
+        let e = prepared.sr(&f, 5).unwrap_err().to_string();
+        assert!(e.contains("5 labels"), "{e}");
+    }
+}

@@ -104,15 +104,12 @@ impl Engine {
         let mut before = Vec::new();
         for seq in earlier {
             before.push(self.state.reservations.record(seq).clone());
-            let mut r = self.state.reservations.record_mut(seq);
-            for f in &mut r.flows {
-                f.end_unix_ns = f.end_unix_ns.min(start.max(f.start_unix_ns));
-            }
-            r.revision += 1;
-            r.advisory = Some("ends where the job's next predicted iteration begins".into());
-            let changed = r.clone();
-            drop(r);
-            self.reledger(&changed);
+            let why = "ends where the job's next predicted iteration begins".to_string();
+            self.revise(seq, why, |flows| {
+                for f in flows {
+                    f.end_unix_ns = f.end_unix_ns.min(start.max(f.start_unix_ns));
+                }
+            });
         }
         before
     }

@@ -130,22 +130,19 @@ impl Engine {
             .iter()
             .map(|&i| self.reserved_links(&r.flows[i]))
             .sum();
-        let mut r = self.state.reservations.record_mut(seq);
-        let mut end = 0;
-        for &i in &chosen {
-            r.flows[i].end_unix_ns += step_ns;
-            end = end.max(r.flows[i].end_unix_ns);
-        }
-        r.revision += 1;
-        r.advisory = Some(format!(
+        let why = format!(
             "extended by {:.1} ms to {:.1} ms past its grant: {} of its flows still send",
             step_ns as f64 / 1e6,
             (most + step_ns) as f64 / 1e6,
             chosen.len()
-        ));
-        let changed = r.clone();
-        drop(r);
-        self.reledger(&changed);
+        );
+        let mut end = 0;
+        self.revise(seq, why, |flows| {
+            for &i in &chosen {
+                flows[i].end_unix_ns += step_ns;
+                end = end.max(flows[i].end_unix_ns);
+            }
+        });
         Ok(Extended {
             end_unix_ns: end,
             link_seconds: links as f64 * step_ns as f64 / 1e9,
@@ -217,15 +214,11 @@ impl Engine {
         if cut.is_empty() {
             return None;
         }
-        let mut r = self.state.reservations.record_mut(seq);
-        for (i, from) in cut {
-            r.flows[i].end_unix_ns = from;
-        }
-        r.revision += 1;
-        r.advisory = Some(format!("released early: {why}"));
-        let changed = r.clone();
-        drop(r);
-        self.reledger(&changed);
+        self.revise(seq, format!("released early: {why}"), |flows| {
+            for (i, from) in cut {
+                flows[i].end_unix_ns = from;
+            }
+        });
         Some(Released { link_seconds })
     }
 }

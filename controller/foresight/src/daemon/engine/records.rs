@@ -200,6 +200,25 @@ impl Engine {
         }
     }
 
+    /// Changes the flows of live reservation `seq` with `change`, as a new
+    /// revision that says why (`advisory`), and gives the ledger what its
+    /// flows now reserve. Returns the record as it now is.
+    pub(super) fn revise(
+        &mut self,
+        seq: u64,
+        advisory: String,
+        change: impl FnOnce(&mut [crate::daemon::state::FlowRecord]),
+    ) -> Reservation {
+        let mut r = self.state.reservations.record_mut(seq);
+        change(&mut r.flows);
+        r.revision += 1;
+        r.advisory = Some(advisory);
+        let revised = r.clone();
+        drop(r);
+        self.reledger(&revised);
+        revised
+    }
+
     pub(super) fn host(&self, name: &str) -> anyhow::Result<HostIdx> {
         self.topo
             .host_by_name(name)

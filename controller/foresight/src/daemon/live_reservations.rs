@@ -355,50 +355,38 @@ mod tests {
     use crate::daemon::state::{FlowRecord, Reason, Status};
 
     fn record(seq: u64, tenant: &str, demand: &str, start: u64, end: u64) -> Reservation {
-        Reservation {
-            id: format!("r{seq}/{demand}"),
-            seq,
-            tenant: tenant.into(),
-            subject: Subject::Demand(demand.into()),
-            job_id: None,
-            request: String::new(),
-            priority: 0,
-            elastic: false,
-            deadline_unix_ns: None,
+        let mut r = crate::daemon::state_keys::tests::reservation(seq);
+        r.id = format!("r{seq}/{demand}");
+        r.tenant = tenant.into();
+        r.subject = Subject::Demand(demand.into());
+        r.flows = vec![FlowRecord {
+            flow_id: "f".into(),
+            src: "h1".into(),
+            dst: "h2".into(),
+            src_ip: "10.0.0.1".parse().unwrap(),
+            dst_ip: "10.0.0.2".parse().unwrap(),
+            src_rank: None,
+            dst_rank: None,
+            qp: 1,
+            steer_qp: false,
+            bytes: 1,
+            rate_bps: 1,
+            duration_ns: end - start,
+            requested_start_unix_ns: start,
             status: Status::Admitted,
             reason: Reason::None,
-            advisory: None,
-            revision: 1,
-            flows: vec![FlowRecord {
-                flow_id: "f".into(),
-                src: "h1".into(),
-                dst: "h2".into(),
-                src_ip: "10.0.0.1".parse().unwrap(),
-                dst_ip: "10.0.0.2".parse().unwrap(),
-                src_rank: None,
-                dst_rank: None,
-                qp: 1,
-                steer_qp: false,
-                bytes: 1,
-                rate_bps: 1,
-                duration_ns: end - start,
-                requested_start_unix_ns: start,
-                status: Status::Admitted,
-                reason: Reason::None,
-                accepted_bps: 1,
-                start_unix_ns: start,
-                end_unix_ns: end,
-                labels: vec![16],
-                hops: vec![super::super::state::Hop {
-                    switch: "leaf1".into(),
-                    port: 1,
-                }],
-                udp_src_port: None,
-                qp_choices: None,
+            accepted_bps: 1,
+            start_unix_ns: start,
+            end_unix_ns: end,
+            labels: vec![16],
+            hops: vec![super::super::state::Hop {
+                switch: "leaf1".into(),
+                port: 1,
             }],
-            cancelled: false,
-            predicted: false,
-        }
+            udp_src_port: None,
+            qp_choices: None,
+        }];
+        r
     }
 
     /// Every index answers what a walk over the records would.

@@ -450,23 +450,15 @@ mod tests {
         steps.push(next);
         let c = FollowConfig::default();
         let near_end = T0 + 40 * MS;
-        let live = |steps: &[Reservation]| steps.iter().cloned().collect::<LiveReservations>();
-        let d = decide(
-            &live(&steps),
-            10 * MS,
-            &c,
-            |_| Some(near_end - 5 * MS),
-            near_end,
-        );
+        // Seen 5 ms before the step's end, decided then.
+        let decide_near_end = |steps: &[Reservation]| {
+            let live: LiveReservations = steps.iter().cloned().collect();
+            decide(&live, 10 * MS, &c, |_| Some(near_end - 5 * MS), near_end)
+        };
+        let d = decide_near_end(&steps);
         assert!(d.extend.is_empty(), "{d:?}");
         steps[1].job_id = Some("another".into());
-        let d = decide(
-            &live(&steps),
-            10 * MS,
-            &c,
-            |_| Some(near_end - 5 * MS),
-            near_end,
-        );
+        let d = decide_near_end(&steps);
         assert_eq!(d.extend.len(), 1, "{d:?}");
     }
 

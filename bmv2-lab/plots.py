@@ -176,8 +176,14 @@ def jax_steps(out):
     modes = [m for m in JAX_LABEL if any(r["mode"] == m for r in runs)]
     fig, ax = plt.subplots(1, 2, figsize=(12, 4.4))
     data = [[float(r["mean_vs_ref"]) for r in runs if r["mode"] == m] for m in modes]
-    ax[0].boxplot(data, labels=[JAX_LABEL[m].replace(" (", "\n(") for m in modes], widths=0.5,
-                  showfliers=False)
+    if not modes:
+        # Without a reference mode's runs (e.g. a run of one mode) there is
+        # no ratio to draw; the per-iteration times still are.
+        ax[0].text(0.5, 0.5, "no run has a reference median to compare with\n(run the isolated mode too)",
+                   ha="center", va="center", transform=ax[0].transAxes)
+    else:
+        ax[0].boxplot(data, labels=[JAX_LABEL[m].replace(" (", "\n(") for m in modes], widths=0.5,
+                      showfliers=False)
     for i, (m, d) in enumerate(zip(modes, data)):
         xs = [i + 1 + (j - len(d) / 2) * 0.03 for j in range(len(d))]
         ax[0].scatter(xs, d, s=14, color=JAX_COLORS[m], zorder=3)

@@ -92,11 +92,43 @@ def find_tool(name, env_var=None):
     return None
 
 
+_warned_stale = set()
+
+# The crates each lab binary is built from (its path dependencies).
+BINARY_CRATES = {
+    "foresight": ("foresight", "p4rt", "installer", "bmv2", "planner", "sim", "ndsp", "rocegen"),
+    "rocegen": ("rocegen",),
+}
+
+
+def newest_source(name):
+    """The newest modification time of what `name` is built from in this
+    checkout (its crates' src/, build.rs and Cargo.toml, the protos, the
+    workspace's Cargo files); 0 for a binary not listed."""
+    crates = BINARY_CRATES.get(name, ())
+    paths = [os.path.join(REPO, f) for f in ("Cargo.toml", "Cargo.lock")] if crates else []
+    tops = [os.path.join(REPO, "proto")] if name == "foresight" else []
+    for c in crates:
+        base = os.path.join(REPO, "controller", c)
+        paths += [os.path.join(base, "Cargo.toml"), os.path.join(base, "build.rs")]
+        tops.append(os.path.join(base, "src"))
+    for top in tops:
+        for d, _, files in os.walk(top):
+            paths += [os.path.join(d, f) for f in files]
+    return max((os.path.getmtime(p) for p in paths if os.path.exists(p)), default=0.0)
+
+
 def foresight_bin(name="foresight"):
-    """$FORESIGHT_BIN_DIR/<name>, target/release/<name> of this checkout, or <name> on PATH."""
+    """$FORESIGHT_BIN_DIR/<name>, target/release/<name> of this checkout, or <name> on PATH.
+    A target/release binary older than the sources is used, with a warning:
+    an experiment would otherwise measure old code without saying so."""
     bin_dir = os.environ.get("FORESIGHT_BIN_DIR")
     p = os.path.join(bin_dir or os.path.join(REPO, "target", "release"), name)
     if os.access(p, os.X_OK):
+        if not bin_dir and name not in _warned_stale and os.path.getmtime(p) < newest_source(name):
+            _warned_stale.add(name)
+            print(f"[lab] WARNING: {p} is older than its sources; "
+                  f"rebuild it (`cargo build --release -p {name}`) or this runs old code", file=sys.stderr)
         return p
     found = find_tool(name)
     if not found:

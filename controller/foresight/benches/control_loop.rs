@@ -16,13 +16,18 @@
 //!    all-reduces on a generated leaf-spine of 12 BMv2 switches (8 leaves of
 //!    16 NICs, 4 spines; 8 GPUs per NIC), hosts taken leaf by leaf in turn
 //!    so that every ring crosses the spines; how the time grows with the
-//!    entities written.
+//!    entities written. With more leaf counts, the same rings on fabrics of
+//!    that many leaves: the controller writes to every switch at once, so
+//!    the loop should not grow with the switches a ring is spread over.
 //!
 //! `cargo bench -p foresight --bench control_loop`
-//! (env: `FORESIGHT_BENCH_ITERATIONS`, default 200; `FORESIGHT_BENCH_CHANNELS`,
+//! (env: `FORESIGHT_BENCH_PARTS`, default loop,etcd,restart,scale;
+//! `FORESIGHT_BENCH_ITERATIONS`, default 200; `FORESIGHT_BENCH_CHANNELS`,
 //! default 8; `FORESIGHT_BENCH_RESERVATIONS`, default 500;
 //! `FORESIGHT_BENCH_SCALE_RANKS`, default 16,256,1024 (empty: skip);
-//! `FORESIGHT_BENCH_SCALE_ITERATIONS`, default 50).
+//! `FORESIGHT_BENCH_SCALE_LEAVES`, default 8 (each with 4 spines);
+//! `FORESIGHT_BENCH_SCALE_ITERATIONS`, default 50; `FORESIGHT_BENCH_CSV`, a
+//! file the scale figures are appended to, one row per fabric and ring).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -40,6 +45,20 @@ fn env(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// A comma-separated list from the environment, or `default`.
+fn env_list<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse()
+                .unwrap_or_else(|_| panic!("{name}: {s:?} is not one of a comma-separated list"))
+        })
+        .collect()
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -156,21 +175,40 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let parts: Vec<String> = env_list("FORESIGHT_BENCH_PARTS", "loop,etcd,restart,scale");
+    if let Some(unknown) = parts
+        .iter()
+        .find(|p| !["loop", "etcd", "restart", "scale"].contains(&p.as_str()))
+    {
+        panic!("FORESIGHT_BENCH_PARTS: {unknown:?}; want loop, etcd, restart, scale");
+    }
+    let runs = |part: &str| parts.iter().any(|p| p == part);
     runtime.block_on(async move {
-        control_loop(&fabric).await;
-        control_loop_etcd(&fabric).await;
-        restart(&mut fabric).await;
+        if runs("loop") {
+            control_loop(&fabric).await;
+        }
+        if runs("etcd") {
+            control_loop_etcd(&fabric).await;
+        }
+        if runs("restart") {
+            restart(&mut fabric).await;
+        }
         drop(fabric);
-        scale().await;
+        if runs("scale") {
+            for leaves in env_list("FORESIGHT_BENCH_SCALE_LEAVES", "8") {
+                scale(leaves).await;
+            }
+        }
     });
 }
 
-/// The generated fabric of the scale figures, written into `dir`.
-fn scale_topology(dir: &std::path::Path) -> std::path::PathBuf {
+/// The generated fabric of the scale figures (`leaves` leaves of 16 NICs,
+/// 4 spines), written into `dir`.
+fn scale_topology(dir: &std::path::Path, leaves: u32) -> std::path::PathBuf {
     use planner::topology::generate::{leaf_spine, LeafSpine};
     let spec = leaf_spine(&LeafSpine {
         name: "bench-scale".into(),
-        leaves: 8,
+        leaves,
         spines: 4,
         hosts_per_leaf: 16,
         host_gbps: 100.0,
@@ -184,24 +222,15 @@ fn scale_topology(dir: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
-async fn scale() {
-    let ranks: Vec<u32> = std::env::var("FORESIGHT_BENCH_SCALE_RANKS")
-        .unwrap_or_else(|_| "16,256,1024".into())
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| {
-            s.trim()
-                .parse()
-                .expect("FORESIGHT_BENCH_SCALE_RANKS: comma-separated rank counts")
-        })
-        .collect();
+async fn scale(leaves: u32) {
+    let ranks: Vec<u32> = env_list("FORESIGHT_BENCH_SCALE_RANKS", "16,256,1024");
     if ranks.is_empty() {
         return;
     }
     let iterations = env("FORESIGHT_BENCH_SCALE_ITERATIONS", 50);
     let channels = env("FORESIGHT_BENCH_CHANNELS", 8) as u32;
     let dir = tempfile::tempdir().unwrap();
-    let topology = scale_topology(dir.path());
+    let topology = scale_topology(dir.path(), leaves);
     let topo = planner::topology::yaml::load_file(&topology).unwrap();
     let Some(fabric) = Fabric::start_topology("control-loop scale bench", &topology) else {
         return;
@@ -221,13 +250,15 @@ async fn scale() {
                 .to_string()
         })
         .collect();
-    let most = *ranks.iter().max().unwrap();
-    assert!(
-        most as usize <= 8 * hosts.len(),
-        "{most} ranks need {} NICs; the fabric has {}",
-        most.div_ceil(8),
-        hosts.len()
-    );
+    let (ranks, too_many): (Vec<u32>, Vec<u32>) = ranks
+        .into_iter()
+        .partition(|&n| n as usize <= 8 * hosts.len());
+    if !too_many.is_empty() {
+        println!(
+            "scale: {leaves} leaves hold {} ranks; not run: {too_many:?}",
+            8 * hosts.len()
+        );
+    }
     let controller = fabric.controller(50);
     let mut client = controller.client().await;
     let names: Vec<&str> = hosts.iter().map(String::as_str).collect();
@@ -266,9 +297,79 @@ async fn scale() {
             d[2] / d[3].max(1.0) * 1e3,
             d[3] / (iterations + warmup) as f64
         );
+        if let Ok(path) = std::env::var("FORESIGHT_BENCH_CSV") {
+            let row = ScaleRow {
+                switches: fabric.switches.len(),
+                leaves,
+                ranks: n,
+                planner_ms: d[0] / d[1].max(1.0) * 1e3,
+                write_ms: d[2] / d[3].max(1.0) * 1e3,
+            };
+            row.append(&path, &rounds);
+        }
         rounds.print();
     }
     controller.kill();
+}
+
+/// One scale figure as a CSV row (`FORESIGHT_BENCH_CSV`), for the cost
+/// curves.
+struct ScaleRow {
+    switches: usize,
+    leaves: usize,
+    ranks: u32,
+    planner_ms: f64,
+    write_ms: f64,
+}
+
+impl ScaleRow {
+    const HEADER: &'static str =
+        "switches,leaves,ranks,flows,entity_changes,loop_p50_ms,loop_p99_ms,\
+        rpc_p50_ms,rpc_p99_ms,cancel_p50_ms,planner_ms,switch_write_ms,load_1min";
+
+    fn append(&self, path: &str, rounds: &Rounds) {
+        use std::io::Write;
+        let sorted = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            v
+        };
+        let (server, rpc, removal) = (
+            sorted(&rounds.server),
+            sorted(&rounds.rpc),
+            sorted(&rounds.removal),
+        );
+        let load = std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|l| l.split_whitespace().next().map(str::to_string))
+            .unwrap_or_default();
+        let fresh = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap_or_else(|e| panic!("FORESIGHT_BENCH_CSV {path}: {e}"));
+        if fresh {
+            writeln!(file, "{}", Self::HEADER).unwrap();
+        }
+        writeln!(
+            file,
+            "{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{load}",
+            self.switches,
+            self.leaves,
+            self.ranks,
+            rounds.flows,
+            rounds.changes,
+            quantile(&server, 0.5),
+            quantile(&server, 0.99),
+            quantile(&rpc, 0.5),
+            quantile(&rpc, 0.99),
+            quantile(&removal, 0.5),
+            self.planner_ms,
+            self.write_ms,
+        )
+        .unwrap();
+    }
 }
 
 /// A tenant limit (`--max-live-reservations`) with room for the held

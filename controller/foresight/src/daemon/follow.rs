@@ -279,21 +279,30 @@ struct JobStarts<'a> {
 }
 
 impl<'a> JobStarts<'a> {
-    fn of(reservations: &'a LiveReservations, now: u64) -> JobStarts<'a> {
+    /// Of the jobs of `installed` only (the reservations a tick follows),
+    /// so a tick does not walk what is held for later.
+    fn of(
+        reservations: &'a LiveReservations,
+        installed: &[&'a Reservation],
+        now: u64,
+    ) -> JobStarts<'a> {
+        let jobs: BTreeSet<(&str, &str)> = installed
+            .iter()
+            .filter_map(|r| Some((r.tenant.as_str(), r.job_id.as_deref()?)))
+            .collect();
         let mut starts: HashMap<_, Vec<u64>> = HashMap::new();
-        for r in reservations.iter().filter(|r| !r.cancelled) {
-            let Some(job) = r.job_id.as_deref() else {
-                continue;
-            };
-            for f in r
-                .flows
-                .iter()
-                .filter(|f| f.status.reserves() && f.end_unix_ns > now)
-            {
-                starts
-                    .entry((r.tenant.as_str(), job, f.src_ip, f.dst_ip))
-                    .or_default()
-                    .push(f.start_unix_ns);
+        for (tenant, job) in jobs {
+            for r in reservations.of_job(tenant, job).filter(|r| !r.cancelled) {
+                for f in r
+                    .flows
+                    .iter()
+                    .filter(|f| f.status.reserves() && f.end_unix_ns > now)
+                {
+                    starts
+                        .entry((r.tenant.as_str(), job, f.src_ip, f.dst_ip))
+                        .or_default()
+                        .push(f.start_unix_ns);
+                }
             }
         }
         JobStarts { starts }
@@ -321,12 +330,13 @@ fn decide(
     now: u64,
 ) -> Decisions {
     let mut out = Decisions::default();
-    let next_of_job = JobStarts::of(reservations, now);
     // Only what has been installed by now can be followed.
-    for r in reservations.starting_by(now.saturating_add(lead_ns)) {
-        if r.lifecycle(now, lead_ns) != Lifecycle::Installed {
-            continue;
-        }
+    let installed: Vec<&Reservation> = reservations
+        .starting_by(now.saturating_add(lead_ns))
+        .filter(|r| r.lifecycle(now, lead_ns) == Lifecycle::Installed)
+        .collect();
+    let next_of_job = JobStarts::of(reservations, &installed, now);
+    for r in installed {
         // Installed ahead of its start: its counters are read from
         // the start, so what they count later is its own traffic.
         out.leaves.extend(

@@ -1,7 +1,8 @@
 //! The live reservations, indexed the ways the controller asks for them,
 //! so that no request, commit or scheduler tick walks everything held: by
-//! sequence number (their order), by id, by (tenant, subject), by the
-//! moments they start and end, and by the moments the switches' intended
+//! sequence number (their order), by id, by (tenant, subject), by
+//! (tenant, job), by the moments they start and end, and by the moments
+//! the switches' intended
 //! state changes for them. It also remembers which records changed since
 //! the last commit, so a commit writes those without comparing the rest.
 //!
@@ -24,6 +25,8 @@ pub struct LiveReservations {
     /// Per tenant, the live reservations answering each subject (one,
     /// unless a subject was answered again before its record retired).
     by_subject: HashMap<String, HashMap<Subject, BTreeSet<u64>>>,
+    /// Per (tenant, job), the live reservations of that job.
+    by_job: HashMap<(String, String), BTreeSet<u64>>,
     per_tenant: HashMap<String, usize>,
     /// (first flow start, seq).
     starts: BTreeSet<(u64, u64)>,
@@ -44,6 +47,7 @@ struct IndexKeys {
     id: String,
     tenant: String,
     subject: Subject,
+    job: Option<String>,
     start: u64,
     end: u64,
     event_starts: BTreeSet<u64>,
@@ -63,6 +67,7 @@ impl IndexKeys {
             id: r.id.clone(),
             tenant: r.tenant.clone(),
             subject: r.subject.clone(),
+            job: r.job_id.clone(),
             start: r.start_unix_ns(),
             end,
             event_starts: timed.map(|f| f.start_unix_ns).collect(),
@@ -134,6 +139,19 @@ impl LiveReservations {
             .and_then(|s| s.get(subject))
             .map(|seqs| seqs.iter().copied().collect())
             .unwrap_or_default()
+    }
+
+    /// The live reservations of `tenant`'s job `job`, in sequence order.
+    pub fn of_job<'a>(
+        &'a self,
+        tenant: &str,
+        job: &str,
+    ) -> impl DoubleEndedIterator<Item = &'a Reservation> + 'a {
+        self.by_job
+            .get(&(tenant.to_string(), job.to_string()))
+            .into_iter()
+            .flatten()
+            .map(|seq| self.record(*seq))
     }
 
     /// How many reservations `tenant` holds.
@@ -237,6 +255,12 @@ impl LiveReservations {
             .entry(k.subject.clone())
             .or_default()
             .insert(seq);
+        if let Some(job) = &k.job {
+            self.by_job
+                .entry((k.tenant.clone(), job.clone()))
+                .or_default()
+                .insert(seq);
+        }
         *self.per_tenant.entry(k.tenant.clone()).or_default() += 1;
         self.starts.insert((k.start, seq));
         self.ends.insert((k.end, seq));
@@ -259,6 +283,15 @@ impl LiveReservations {
             }
             if subjects.is_empty() {
                 self.by_subject.remove(&k.tenant);
+            }
+        }
+        if let Some(job) = &k.job {
+            let key = (k.tenant.clone(), job.clone());
+            if let Some(seqs) = self.by_job.get_mut(&key) {
+                seqs.remove(&seq);
+                if seqs.is_empty() {
+                    self.by_job.remove(&key);
+                }
             }
         }
         if let Some(n) = self.per_tenant.get_mut(&k.tenant) {
@@ -399,6 +432,15 @@ mod tests {
             assert_eq!(set.answering(&r.tenant, &r.subject), first.map(|x| x.seq));
             let n = set.iter().filter(|x| x.tenant == r.tenant).count();
             assert_eq!(set.count_of(&r.tenant), n);
+            if let Some(job) = &r.job_id {
+                let walked: Vec<u64> = set
+                    .iter()
+                    .filter(|x| x.tenant == r.tenant && x.job_id.as_ref() == Some(job))
+                    .map(|x| x.seq)
+                    .collect();
+                let indexed: Vec<u64> = set.of_job(&r.tenant, job).map(|x| x.seq).collect();
+                assert_eq!(walked, indexed, "job {job}");
+            }
         }
         let walked: BTreeSet<u64> = set
             .iter()
@@ -431,10 +473,14 @@ mod tests {
 
     #[test]
     fn indexes_follow_inserts_changes_and_removals() {
+        let of_job = |mut r: Reservation, job: &str| {
+            r.job_id = Some(job.into());
+            r
+        };
         let mut set: LiveReservations = [
-            record(1, "a", "d1", 100, 200),
-            record(2, "a", "d2", 150, 400),
-            record(3, "b", "d1", 50, 120),
+            of_job(record(1, "a", "d1", 100, 200), "j"),
+            of_job(record(2, "a", "d2", 150, 400), "j"),
+            of_job(record(3, "b", "d1", 50, 120), "j"),
         ]
         .into_iter()
         .collect();
@@ -445,7 +491,14 @@ mod tests {
             let mut r = set.record_mut(2);
             r.flows[0].start_unix_ns = 300;
             r.flows[0].end_unix_ns = 350;
+            r.job_id = Some("k".into());
         }
+        let jobs = |set: &LiveReservations, tenant: &str, job: &str| -> Vec<u64> {
+            set.of_job(tenant, job).map(|r| r.seq).collect()
+        };
+        assert_eq!(jobs(&set, "a", "j"), [1]);
+        assert_eq!(jobs(&set, "a", "k"), [2]);
+        assert_eq!(jobs(&set, "b", "j"), [3]);
         set.insert(record(4, "b", "d1", 10, 20));
         for now in [0, 15, 100, 290, 320, 360] {
             check(&set, now, 20);
@@ -455,6 +508,7 @@ mod tests {
         assert_eq!(set.answering("b", &Subject::Demand("d1".into())), Some(4));
         assert_eq!(set.seq_of("r3/d1"), None);
         assert_eq!(set.count_of("b"), 1);
+        assert!(jobs(&set, "b", "j").is_empty());
         for now in [0, 15, 100, 290, 320, 360] {
             check(&set, now, 20);
         }

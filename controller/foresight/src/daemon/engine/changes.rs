@@ -48,11 +48,7 @@ impl Engine {
                 .map(|r| r.seq)
                 .into_iter()
                 .collect(),
-            CancelTarget::Job(id) => live
-                .iter()
-                .filter(|r| &r.tenant == tenant && r.job_id.as_ref() == Some(id))
-                .map(|r| r.seq)
-                .collect(),
+            CancelTarget::Job(id) => live.of_job(tenant, id).map(|r| r.seq).collect(),
         };
         let job_known = match &c.target {
             CancelTarget::Job(id) => self.jobs.contains_key(&(tenant.clone(), id.clone())),

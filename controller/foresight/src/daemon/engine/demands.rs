@@ -124,24 +124,17 @@ impl Engine {
 
     /// Cancel a job's predicted reservations that have not ended by `now`.
     pub fn withdraw_predicted(&mut self, tenant: &str, job_id: &str, now: u64) -> Vec<Reservation> {
-        let ids: Vec<String> = self
+        let seqs: Vec<u64> = self
             .state
             .reservations
-            .iter()
-            .filter(|r| {
-                r.predicted
-                    && r.tenant == tenant
-                    && r.job_id.as_deref() == Some(job_id)
-                    && r.end_unix_ns() > now
-            })
-            .map(|r| r.id.clone())
+            .of_job(tenant, job_id)
+            .filter(|r| r.predicted && r.end_unix_ns() > now)
+            .map(|r| r.seq)
             .collect();
         let mut out = Vec::new();
-        for id in ids {
-            if let Some(seq) = self.state.reservations.seq_of(&id) {
-                let id = self.cancel_at(seq);
-                out.push(self.state.find(&id).expect("retired").clone());
-            }
+        for seq in seqs {
+            let id = self.cancel_at(seq);
+            out.push(self.state.find(&id).expect("retired").clone());
         }
         out
     }

@@ -167,14 +167,6 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let Some(mut fabric) = Fabric::start("control-loop bench") else {
-        return;
-    };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
     let parts: Vec<String> = env_list("FORESIGHT_BENCH_PARTS", "loop,etcd,restart,scale");
     if let Some(unknown) = parts
         .iter()
@@ -183,17 +175,33 @@ fn main() {
         panic!("FORESIGHT_BENCH_PARTS: {unknown:?}; want loop, etcd, restart, scale");
     }
     let runs = |part: &str| parts.iter().any(|p| p == part);
+    // The small leaf-spine serves the first three figures; the scale
+    // figures start fabrics of their own.
+    let small = if ["loop", "etcd", "restart"].iter().any(|p| runs(p)) {
+        let Some(fabric) = Fabric::start("control-loop bench") else {
+            return;
+        };
+        Some(fabric)
+    } else {
+        None
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async move {
-        if runs("loop") {
-            control_loop(&fabric).await;
+        if let Some(mut fabric) = small {
+            if runs("loop") {
+                control_loop(&fabric).await;
+            }
+            if runs("etcd") {
+                control_loop_etcd(&fabric).await;
+            }
+            if runs("restart") {
+                restart(&mut fabric).await;
+            }
         }
-        if runs("etcd") {
-            control_loop_etcd(&fabric).await;
-        }
-        if runs("restart") {
-            restart(&mut fabric).await;
-        }
-        drop(fabric);
         if runs("scale") {
             for leaves in env_list("FORESIGHT_BENCH_SCALE_LEAVES", "8") {
                 scale(leaves).await;

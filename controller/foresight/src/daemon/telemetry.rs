@@ -11,7 +11,7 @@
 //! seen, and the rate of its ingress port from the tx bytes its reports
 //! carry) for forecast mismatch signals.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -379,6 +379,41 @@ type FlowKey = (Ipv4Addr, Ipv4Addr, Option<u32>);
 /// Flows not seen for this long are forgotten.
 const FLOW_IDLE_NS: u64 = 60_000_000_000;
 
+/// The flows reports were seen for, ordered by (src, dst, QP) so that every
+/// QP of a host pair is one range. Idle flows are pruned when the map has
+/// doubled since the last pruning (at least 4,096): with many active flows,
+/// a report does not walk them all.
+struct FlowObservations {
+    by_key: BTreeMap<FlowKey, FlowObservation>,
+    prune_at: usize,
+}
+
+impl FlowObservations {
+    const MIN_PRUNE_AT: usize = 4096;
+
+    fn new() -> FlowObservations {
+        FlowObservations {
+            by_key: BTreeMap::new(),
+            prune_at: Self::MIN_PRUNE_AT,
+        }
+    }
+
+    /// Every QP's observation between the hosts.
+    fn of_pair(&self, src: Ipv4Addr, dst: Ipv4Addr) -> impl Iterator<Item = &FlowObservation> {
+        self.by_key
+            .range((src, dst, None)..=(src, dst, Some(u32::MAX)))
+            .map(|(_, o)| o)
+    }
+
+    fn prune_if_grown(&mut self, now_unix_ns: u64) {
+        if self.by_key.len() > self.prune_at {
+            self.by_key
+                .retain(|_, o| now_unix_ns.saturating_sub(o.last_seen_unix_ns) < FLOW_IDLE_NS);
+            self.prune_at = (2 * self.by_key.len()).max(Self::MIN_PRUNE_AT);
+        }
+    }
+}
+
 /// Per-port loads, congestion episodes and flow observations from reports.
 pub struct LinkLoads {
     /// (switch name, topology port, edge) by (INT node id, device port).
@@ -386,7 +421,7 @@ pub struct LinkLoads {
     config: TelemetryConfig,
     state: Mutex<PortState>,
     congestion: Mutex<Congestion>,
-    flows: Mutex<HashMap<FlowKey, FlowObservation>>,
+    flows: Mutex<FlowObservations>,
 }
 
 impl LinkLoads {
@@ -412,7 +447,7 @@ impl LinkLoads {
             config,
             state: Mutex::new(HashMap::new()),
             congestion: Mutex::new(Congestion::default()),
-            flows: Mutex::new(HashMap::new()),
+            flows: Mutex::new(FlowObservations::new()),
         }
     }
 
@@ -492,7 +527,7 @@ impl LinkLoads {
             if let (Some(ts), Some(tx)) = (h.egress_ts, h.tx_bytes) {
                 let mut flows = self.flows.lock().expect("flows lock");
                 let key = (report.src, report.dst, report.dst_qp);
-                let o = flows.entry(key).or_insert(FlowObservation {
+                let o = flows.by_key.entry(key).or_insert(FlowObservation {
                     first_seen_unix_ns: now_unix_ns,
                     last_seen_unix_ns: now_unix_ns,
                     reports: 0,
@@ -506,11 +541,7 @@ impl LinkLoads {
                 o.last = (ts, tx);
                 o.last_seen_unix_ns = now_unix_ns;
                 o.reports += self.config.report_weight();
-                if flows.len() > 4096 {
-                    flows.retain(|_, o| {
-                        now_unix_ns.saturating_sub(o.last_seen_unix_ns) < FLOW_IDLE_NS
-                    });
-                }
+                flows.prune_if_grown(now_unix_ns);
             }
         }
     }
@@ -548,12 +579,11 @@ impl LinkLoads {
     pub fn last_seen(&self, src: Ipv4Addr, dst: Ipv4Addr, qp: Option<u32>) -> Option<u64> {
         let flows = self.flows.lock().expect("flows lock");
         match qp {
-            Some(q) => flows.get(&(src, dst, Some(q))).map(|o| o.last_seen_unix_ns),
-            None => flows
-                .iter()
-                .filter(|((s, d, _), _)| *s == src && *d == dst)
-                .map(|(_, o)| o.last_seen_unix_ns)
-                .max(),
+            Some(q) => flows
+                .by_key
+                .get(&(src, dst, Some(q)))
+                .map(|o| o.last_seen_unix_ns),
+            None => flows.of_pair(src, dst).map(|o| o.last_seen_unix_ns).max(),
         }
     }
 
@@ -563,11 +593,10 @@ impl LinkLoads {
     pub fn flow(&self, src: Ipv4Addr, dst: Ipv4Addr, qp: Option<u32>) -> Option<FlowObservation> {
         let flows = self.flows.lock().expect("flows lock");
         match qp {
-            Some(q) => flows.get(&(src, dst, Some(q))).copied(),
+            Some(q) => flows.by_key.get(&(src, dst, Some(q))).copied(),
             None => flows
-                .iter()
-                .filter(|((s, d, _), _)| *s == src && *d == dst)
-                .map(|(_, o)| *o)
+                .of_pair(src, dst)
+                .copied()
                 .min_by_key(|o| o.first_seen_unix_ns),
         }
     }
@@ -815,6 +844,56 @@ pub mod tests {
             }
             .report_weight(),
             1
+        );
+    }
+
+    #[test]
+    fn a_host_pairs_qps_are_one_range_and_idle_flows_are_pruned_when_the_map_doubles() {
+        let ip = |s: &str| -> Ipv4Addr { s.parse().unwrap() };
+        let seen = |t: u64| FlowObservation {
+            first_seen_unix_ns: t,
+            last_seen_unix_ns: t,
+            reports: 1,
+            first: (0, 0),
+            last: (0, 0),
+        };
+        let (a, b, c) = (ip("10.0.1.1"), ip("10.0.2.1"), ip("10.0.2.2"));
+        let mut flows = FlowObservations::new();
+        for (key, t) in [
+            ((a, b, None), 1),
+            ((a, b, Some(0)), 2),
+            ((a, b, Some(u32::MAX)), 3),
+            ((a, c, Some(7)), 4),
+            ((b, a, Some(7)), 5),
+        ] {
+            flows.by_key.insert(key, seen(t));
+        }
+        let of = |x, y| -> Vec<u64> { flows.of_pair(x, y).map(|o| o.last_seen_unix_ns).collect() };
+        assert_eq!(of(a, b), [1, 2, 3]);
+        assert_eq!(of(a, c), [4]);
+        assert_eq!(of(c, a), Vec::<u64>::new());
+        // 4,097 flows: 4,000 idle for over a minute, 97 recent.
+        let now = FLOW_IDLE_NS + 1_000;
+        let mut flows = FlowObservations::new();
+        for q in 0..4097u32 {
+            let t = if q < 4000 { 0 } else { now };
+            flows.by_key.insert((a, b, Some(q)), seen(t));
+        }
+        flows.prune_if_grown(now);
+        assert_eq!(flows.by_key.len(), 97);
+        assert_eq!(flows.prune_at, 4096);
+        // 10,000 active flows: pruned at 4,097 and 8,195 only.
+        let mut flows = FlowObservations::new();
+        let mut prunes = 0;
+        for q in 0..10_000u32 {
+            flows.by_key.insert((a, b, Some(q)), seen(now));
+            let before = flows.prune_at;
+            flows.prune_if_grown(now);
+            prunes += usize::from(flows.prune_at != before);
+        }
+        assert_eq!(
+            (flows.by_key.len(), prunes, flows.prune_at),
+            (10_000, 2, 16_390)
         );
     }
 

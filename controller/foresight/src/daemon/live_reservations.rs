@@ -2,9 +2,9 @@
 //! so that no request, commit or scheduler tick walks everything held: by
 //! sequence number (their order), by id, by (tenant, subject), by
 //! (tenant, job), by the moments they start and end, and by the moments
-//! the switches' intended
-//! state changes for them. It also remembers which records changed since
-//! the last commit, so a commit writes those without comparing the rest.
+//! the switches' intended state changes for them. It also remembers which
+//! records changed since the last commit, so a commit writes those without
+//! comparing the rest.
 //!
 //! Records are changed through [`RecordMut`], which re-indexes the record
 //! when it is dropped; there is no other way to reach one mutably, so the
@@ -24,9 +24,9 @@ pub struct LiveReservations {
     by_id: HashMap<String, u64>,
     /// Per tenant, the live reservations answering each subject (one,
     /// unless a subject was answered again before its record retired).
-    by_subject: HashMap<String, HashMap<Subject, BTreeSet<u64>>>,
-    /// Per (tenant, job), the live reservations of that job.
-    by_job: HashMap<(String, String), BTreeSet<u64>>,
+    by_subject: PerTenant<Subject>,
+    /// Per tenant, the live reservations of each job.
+    by_job: PerTenant<String>,
     per_tenant: HashMap<String, usize>,
     /// (first flow start, seq).
     starts: BTreeSet<(u64, u64)>,
@@ -39,6 +39,33 @@ pub struct LiveReservations {
     event_ends: BTreeSet<(u64, u64)>,
     /// Records put, changed or removed since the last commit.
     touched: BTreeSet<u64>,
+}
+
+/// Per tenant, per key (a subject, a job), sequence numbers.
+type PerTenant<K> = HashMap<String, HashMap<K, BTreeSet<u64>>>;
+
+fn add<K: std::hash::Hash + Eq + Clone>(index: &mut PerTenant<K>, tenant: &str, key: &K, seq: u64) {
+    index
+        .entry(tenant.to_string())
+        .or_default()
+        .entry(key.clone())
+        .or_default()
+        .insert(seq);
+}
+
+/// Removes `seq`, and the key and tenant once they hold nothing.
+fn take<K: std::hash::Hash + Eq>(index: &mut PerTenant<K>, tenant: &str, key: &K, seq: u64) {
+    if let Some(keys) = index.get_mut(tenant) {
+        if let Some(seqs) = keys.get_mut(key) {
+            seqs.remove(&seq);
+            if seqs.is_empty() {
+                keys.remove(key);
+            }
+        }
+        if keys.is_empty() {
+            index.remove(tenant);
+        }
+    }
 }
 
 /// What a record is indexed by; compared before and after a change.
@@ -148,7 +175,8 @@ impl LiveReservations {
         job: &str,
     ) -> impl DoubleEndedIterator<Item = &'a Reservation> + 'a {
         self.by_job
-            .get(&(tenant.to_string(), job.to_string()))
+            .get(tenant)
+            .and_then(|jobs| jobs.get(job))
             .into_iter()
             .flatten()
             .map(|seq| self.record(*seq))
@@ -249,17 +277,9 @@ impl LiveReservations {
 
     fn index(&mut self, seq: u64, k: &IndexKeys) {
         self.by_id.insert(k.id.clone(), seq);
-        self.by_subject
-            .entry(k.tenant.clone())
-            .or_default()
-            .entry(k.subject.clone())
-            .or_default()
-            .insert(seq);
+        add(&mut self.by_subject, &k.tenant, &k.subject, seq);
         if let Some(job) = &k.job {
-            self.by_job
-                .entry((k.tenant.clone(), job.clone()))
-                .or_default()
-                .insert(seq);
+            add(&mut self.by_job, &k.tenant, job, seq);
         }
         *self.per_tenant.entry(k.tenant.clone()).or_default() += 1;
         self.starts.insert((k.start, seq));
@@ -274,25 +294,9 @@ impl LiveReservations {
         if self.by_id.get(&k.id) == Some(&seq) {
             self.by_id.remove(&k.id);
         }
-        if let Some(subjects) = self.by_subject.get_mut(&k.tenant) {
-            if let Some(seqs) = subjects.get_mut(&k.subject) {
-                seqs.remove(&seq);
-                if seqs.is_empty() {
-                    subjects.remove(&k.subject);
-                }
-            }
-            if subjects.is_empty() {
-                self.by_subject.remove(&k.tenant);
-            }
-        }
+        take(&mut self.by_subject, &k.tenant, &k.subject, seq);
         if let Some(job) = &k.job {
-            let key = (k.tenant.clone(), job.clone());
-            if let Some(seqs) = self.by_job.get_mut(&key) {
-                seqs.remove(&seq);
-                if seqs.is_empty() {
-                    self.by_job.remove(&key);
-                }
-            }
+            take(&mut self.by_job, &k.tenant, job, seq);
         }
         if let Some(n) = self.per_tenant.get_mut(&k.tenant) {
             *n -= 1;

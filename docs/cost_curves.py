@@ -207,7 +207,7 @@ def plot(out):
         twin.minorticks_off()
         twin.set_xlabel("BMv2 switches (256-rank ring)")
         twin.legend(loc="lower right", fontsize=8)
-        exponents.append(("loop", "256 ranks against switches, p50", k))
+        exponents.append(("loop", "256 ranks against switches, p50", f"k = {k:.2f}"))
     ax.set(xscale="log", yscale="log", xlabel="ranks (ring all-reduce, 8 channels)",
            ylabel="NDSP received to all entries acknowledged, ms", title="Control loop on BMv2")
     ax.legend(loc="upper left", fontsize=8)
@@ -240,8 +240,6 @@ def plot(out):
     fig.savefig(FIGURE, dpi=110)
     say(f"wrote {os.path.relpath(FIGURE, ROOT)}")
     for part, label, k in exponents:
-        if isinstance(k, float):
-            k = f"k = {k:.2f}"
         print(f"  {part:<8} {label:<48} {k or '-'}")
 
 

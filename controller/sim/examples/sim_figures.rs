@@ -33,12 +33,12 @@ fn main() -> anyhow::Result<()> {
         w.connections().count(),
         t0.elapsed().as_secs_f64()
     );
-    let seeds = SeedPolicy::PerSwitch;
+    let seeds = sim::routing::SwitchHashing::Program(SeedPolicy::PerSwitch);
     let model = sim::reorder::ReorderModel::default();
-    let ideal = run_policy(&topo, &w, Policy::Ideal, seeds, &model, &[], None, None);
+    let ideal = run_policy(&topo, &w, Policy::Ideal, &seeds, &model, &[], None, None);
     println!("  {:<10} sim {:>6.3} s", "ideal", ideal.wall_s);
     for p in Policy::all(4) {
-        let r = run_policy(&topo, &w, p, seeds, &model, &[], Some(&ideal.jobs), None);
+        let r = run_policy(&topo, &w, p, &seeds, &model, &[], Some(&ideal.jobs), None);
         println!(
             "  {:<10} sim {:>6.3} s (of which planning {:.3} s), iteration/ideal {:.3}, {} events",
             r.policy,
@@ -68,7 +68,7 @@ fn main() -> anyhow::Result<()> {
             &topo,
             &w,
             &Policy::all(4),
-            seeds,
+            &seeds,
             &model,
             &FailSpec::default(),
             progress,

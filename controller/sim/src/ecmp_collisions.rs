@@ -9,7 +9,7 @@ use planner::rng::Rng;
 use planner::topology::generate::{leaf_spine, LeafSpine};
 use planner::topology::Topology;
 
-use crate::routing::{Fabric, FlowHash};
+use crate::routing::{Fabric, FlowHash, Hashed};
 
 /// One Monte-Carlo estimate.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -56,7 +56,7 @@ pub fn collision_monte_carlo(paths: u32, flows: u32, trials: u32, seed: u64) -> 
             fabric.hashed(
                 f.src,
                 f.dst,
-                FlowHash::of(&HashKey::of_flow(&f, HashMode::QpAware)),
+                Hashed::Program(FlowHash::of(&HashKey::of_flow(&f, HashMode::QpAware))),
                 &mut route,
             );
             let spine_link = route[1].0 as usize;

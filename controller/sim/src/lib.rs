@@ -60,17 +60,18 @@ use std::time::Instant;
 use anyhow::bail;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use planner::demand::Flow;
-use planner::ecmp::{HashKey, HashMode, SeedPolicy};
+use planner::ecmp::{HashKey, HashMode};
 use planner::entropy::{Groups, PortRange, Steering};
+use planner::hash_profile::FabricHash;
 use planner::paths::Path;
 use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 use planner::{Planner, PlannerConfig};
 
 use engine::{simulate, Factors, Failure, Job, Links, Options, Router, SimFlow};
 use parts::{PartId, Parts, Route as SimRoute, Use};
-use qps::{key_on_qp, qp_blocks};
+use qps::{flow_key_on_qp, key_on_qp, qp_blocks};
 use reorder::{Nic, RandomPaths, ReorderModel};
-use routing::{Fabric, FlowHash};
+use routing::{Fabric, FlowHash, FlowKey, Hashed, SwitchHashing};
 use workload::Workload;
 
 /// A load-balancing policy.
@@ -184,6 +185,11 @@ struct PolicyRouter<'t> {
     /// QPs per connection (qp-hash) and their hashes.
     qps: u32,
     qp_hashes: Vec<FlowHash>,
+    /// On a described fabric, per route what its switches hash (the
+    /// connection's QPs' keys in `qp_keys`, like `qp_hashes`); empty on
+    /// Foresight's program, which hashes the [`FlowHash`]es.
+    keys: Vec<FlowKey>,
+    qp_keys: Vec<FlowKey>,
     paths: Vec<Path>,
     /// Sprayed fabric parts per (source leaf, destination leaf); `None`:
     /// unreachable. Cleared when links fail.
@@ -310,19 +316,26 @@ impl Router for PolicyRouter<'_> {
     ) -> bool {
         let r = &self.routes[i];
         let (src, dst) = (r.src, r.dst);
+        // The fabric's terms: the key where described, else the hash.
+        let hashed = |keys: &[FlowKey], at: usize, h: FlowHash| {
+            keys.get(at)
+                .map_or(Hashed::Program(h), |&k| Hashed::Described(k))
+        };
+        let (keys, qp_keys) = (&self.keys, &self.qp_keys);
         let f = &mut self.fabric;
         let u = &mut self.uses;
         let ok = match r.how {
-            How::Hashed(h) => f.hashed(src, dst, h, u),
+            How::Hashed(h) => f.hashed(src, dst, hashed(keys, i, h), u),
             How::QpHashed(c) => {
-                let h = self.qp_hashes[c as usize * self.qps as usize + sub as usize];
-                f.hashed(src, dst, h, u)
+                let at = c as usize * self.qps as usize + sub as usize;
+                f.hashed(src, dst, hashed(qp_keys, at, self.qp_hashes[at]), u)
             }
-            How::Adaptive(h) => f.least_loaded(src, dst, h, load, u),
+            How::Adaptive(h) => f.least_loaded(src, dst, hashed(keys, i, h), load, u),
             How::Spray => return self.sprayed(src, dst, parts, out),
             How::Flowlet(d) => f.random(src, dst, d, u),
             How::Fixed(p, h) => {
-                f.fixed(src, &self.paths[p as usize], u) || f.least_loaded(src, dst, h, load, u)
+                f.fixed(src, &self.paths[p as usize], u)
+                    || f.least_loaded(src, dst, hashed(keys, i, h), load, u)
             }
             How::Ideal => f.ideal(src, dst, u),
         };
@@ -508,22 +521,38 @@ pub struct PolicyResult {
     pub steering: Option<SteeringStats>,
 }
 
-/// How unannounced traffic is routed under a policy; `qp` is the flow's
-/// QP under qp-hash (numbered by [`qps::qp_blocks`]); `draw` picks a
-/// flowlet's path.
-fn unannounced(policy: Policy, f: &Flow, qp: Option<u32>, draw: u32) -> How {
+/// How unannounced traffic is routed under a policy, and what a described
+/// switch hashes of it; `qp` is the flow's QP under qp-hash (numbered by
+/// [`qps::qp_blocks`]); `draw` picks a flowlet's path.
+fn unannounced(policy: Policy, f: &Flow, qp: Option<u32>, draw: u32) -> (How, FlowKey) {
     let five = FlowHash::of(&HashKey::of_flow(f, HashMode::FiveTuple));
-    match policy {
+    let how = match policy {
         Policy::Ideal => How::Ideal,
         Policy::Ecmp | Policy::Foresight | Policy::ForesightEntropy => How::Hashed(five),
         Policy::QpHash { .. } => {
             let qp = qp.expect("qp-hash numbers every flow's QPs");
-            How::Hashed(FlowHash::of(&key_on_qp(f, qp)))
+            return (
+                How::Hashed(FlowHash::of(&key_on_qp(f, qp))),
+                flow_key_on_qp(qp),
+            );
         }
         Policy::Adaptive => How::Adaptive(five),
         Policy::Spray(_) => How::Spray,
         Policy::Flowlet(_) => How::Flowlet(draw),
-    }
+    };
+    (how, FlowKey::of(f))
+}
+
+/// One policy's flows and how each is routed.
+struct Prepared {
+    flows: Vec<SimFlow>,
+    routes: Vec<Route>,
+    /// qp-hash: per connection its QPs' hashes.
+    qp_hashes: Vec<FlowHash>,
+    /// On a described fabric (else empty): per route, and per connection's
+    /// QP, what the switches hash.
+    keys: Vec<FlowKey>,
+    qp_keys: Vec<FlowKey>,
 }
 
 /// Simulation inputs derived for one policy: flows, their routing, and the
@@ -532,16 +561,19 @@ fn unannounced(policy: Policy, f: &Flow, qp: Option<u32>, draw: u32) -> How {
 /// paths and the QP hashes are indexed like [`Workload::connections`].
 /// A flowlet's path is drawn from `seed` and the flow's index (each
 /// iteration's flows draw afresh). Under entropy steering, `ports` gives
-/// per connection the source port it was told to send on.
+/// per connection the source port it was told to send on. `described`:
+/// the switches hash as described, so keep every route's key.
 fn prepare(
     w: &Workload,
     policy: Policy,
     planned: bool,
     seed: u64,
     ports: &[Option<u16>],
-) -> (Vec<SimFlow>, Vec<Route>, Vec<FlowHash>) {
+    described: bool,
+) -> Prepared {
     let mut flows = Vec::new();
     let mut routes = Vec::new();
+    let mut keys = Vec::new();
     let mut first = Vec::with_capacity(w.demands.len());
     let mut total = 0;
     for d in &w.demands {
@@ -560,6 +592,14 @@ fn prepare(
             .collect(),
         _ => Vec::new(),
     };
+    let qp_keys: Vec<FlowKey> = match (policy, &blocks) {
+        (Policy::QpHash { qps }, Some(b)) if described => b
+            .connections
+            .iter()
+            .flat_map(|&start| (start..start + qps).map(flow_key_on_qp))
+            .collect(),
+        _ => Vec::new(),
+    };
     for (job, js) in w.jobs.iter().enumerate() {
         for n in 0..js.iterations {
             for di in js.demands.clone() {
@@ -568,6 +608,7 @@ fn prepare(
                     flows.push(SimFlow::gated(bits, job as u32, n, f.start_ns as f64));
                     let conn = (first[di] + k) as u32;
                     let five = || FlowHash::of(&HashKey::of_flow(f, HashMode::FiveTuple));
+                    let mut key = FlowKey::of(f);
                     let how = match policy {
                         Policy::Ideal => How::Ideal,
                         Policy::Ecmp => How::Hashed(five()),
@@ -584,6 +625,7 @@ fn prepare(
                             Some(port) => {
                                 let mut steered = f.clone();
                                 steered.udp_src_port = port;
+                                key.udp_src_port = port;
                                 How::Hashed(FlowHash::of(&HashKey::of_flow(
                                     &steered,
                                     HashMode::FiveTuple,
@@ -592,6 +634,9 @@ fn prepare(
                             None => How::Hashed(five()),
                         },
                     };
+                    if described {
+                        keys.push(key);
+                    }
                     routes.push(Route {
                         src: f.src,
                         dst: f.dst,
@@ -601,35 +646,34 @@ fn prepare(
             }
         }
     }
-    for (i, f) in w.background.iter().enumerate() {
-        flows.push(SimFlow::at(f.bytes as f64 * 8.0, f.start_ns as f64));
+    let background = w.background.iter().enumerate().map(|(i, f)| {
+        let flow = SimFlow::at(f.bytes as f64 * 8.0, f.start_ns as f64);
+        (flow, f, blocks.as_ref().map(|b| b.background[i]))
+    });
+    let streams = w.streams.iter().enumerate().map(|(i, f)| {
+        let mut flow = SimFlow::at(f64::INFINITY, 0.0);
+        flow.max_gbps = (f.rate_bps as f64 / 1e9) as f32;
+        (flow, f, blocks.as_ref().map(|b| b.streams[i]))
+    });
+    for (flow, f, qp) in background.chain(streams) {
+        flows.push(flow);
+        let (how, key) = unannounced(policy, f, qp, draw(seed, routes.len() as u64));
+        if described {
+            keys.push(key);
+        }
         routes.push(Route {
             src: f.src,
             dst: f.dst,
-            how: unannounced(
-                policy,
-                f,
-                blocks.as_ref().map(|b| b.background[i]),
-                draw(seed, routes.len() as u64),
-            ),
+            how,
         });
     }
-    for (i, f) in w.streams.iter().enumerate() {
-        let mut s = SimFlow::at(f64::INFINITY, 0.0);
-        s.max_gbps = (f.rate_bps as f64 / 1e9) as f32;
-        flows.push(s);
-        routes.push(Route {
-            src: f.src,
-            dst: f.dst,
-            how: unannounced(
-                policy,
-                f,
-                blocks.as_ref().map(|b| b.streams[i]),
-                draw(seed, routes.len() as u64),
-            ),
-        });
+    Prepared {
+        flows,
+        routes,
+        qp_hashes,
+        keys,
+        qp_keys,
     }
-    (flows, routes, qp_hashes)
 }
 
 /// Everything one policy's simulation needs.
@@ -643,13 +687,13 @@ struct Setup<'t> {
 }
 
 /// Links down from time 0 are known before planning: Foresight plans
-/// around them. Switches hash with their seeds under `seeds`, and the
-/// planner predicts fallback paths with the same seeds.
+/// around them. Switches hash as `hashing` says, and the planner predicts
+/// fallback paths with the same hashes.
 fn setup<'t>(
     topo: &'t Topology,
     w: &Workload,
     policy: Policy,
-    seeds: SeedPolicy,
+    hashing: &SwitchHashing,
     model: &ReorderModel,
     failures: &[Failure],
 ) -> Setup<'t> {
@@ -657,9 +701,15 @@ fn setup<'t>(
     let planned = matches!(policy, Policy::Foresight | Policy::ForesightEntropy);
     let mut reserved = Vec::new();
     let paths: Vec<Path> = if planned {
-        let config = PlannerConfig {
-            ecmp_seeds: seeds,
-            ..PlannerConfig::default()
+        let config = match hashing {
+            SwitchHashing::Program(seeds) => PlannerConfig {
+                ecmp_seeds: *seeds,
+                ..PlannerConfig::default()
+            },
+            SwitchHashing::Described(d) => PlannerConfig {
+                switch_hash: Some(d.clone()),
+                ..PlannerConfig::default()
+            },
         };
         let mut p = Planner::new(topo, config);
         for f in failures.iter().filter(|f| f.at_ns <= 0.0) {
@@ -682,17 +732,25 @@ fn setup<'t>(
     };
     let plan_s = t0.elapsed().as_secs_f64();
     let (ports, steering) = if policy == Policy::ForesightEntropy {
-        let (ports, stats) = steer(topo, w, &paths, &reserved, seeds, failures);
+        let (ports, stats) = steer(topo, w, &paths, &reserved, hashing, failures);
         (ports, Some(stats))
     } else {
         (Vec::new(), None)
     };
-    let (flows, routes, qp_hashes) = prepare(
+    let described = matches!(hashing, SwitchHashing::Described(_));
+    let Prepared {
+        flows,
+        routes,
+        qp_hashes,
+        keys,
+        qp_keys,
+    } = prepare(
         w,
         policy,
         !paths.is_empty() || w.demands.is_empty(),
         model.seed,
         &ports,
+        described,
     );
     let gbn =
         matches!(policy, Policy::Spray(Nic::Gbn) | Policy::Flowlet(Nic::Gbn)).then_some(*model);
@@ -715,13 +773,15 @@ fn setup<'t>(
             .collect(),
         cap,
         router: PolicyRouter {
-            fabric: Fabric::new(topo, seeds),
+            fabric: Fabric::hashing(topo, hashing),
             routes,
             qps: match policy {
                 Policy::QpHash { qps } => qps,
                 _ => 1,
             },
             qp_hashes,
+            keys,
+            qp_keys,
             paths,
             spray: HashMap::new(),
             uses: Vec::new(),
@@ -751,15 +811,15 @@ pub struct SteeringStats {
 }
 
 /// A source port per connection of `w` (`None`: not reserved, or no port
-/// found), from the 49152-65535 range, for switches hashing the 5-tuple
-/// with their seeds under `seeds`; links down from time 0 are out of the
-/// groups, as they are in the switches' routes.
+/// found), from the 49152-65535 range, for switches hashing as `hashing`
+/// says (Foresight's program: the 5-tuple, with its seeds); links down
+/// from time 0 are out of the groups, as they are in the switches' routes.
 fn steer(
     topo: &Topology,
     w: &Workload,
     paths: &[Path],
     reserved: &[bool],
-    seeds: SeedPolicy,
+    hashing: &SwitchHashing,
     failures: &[Failure],
 ) -> (Vec<Option<u16>>, SteeringStats) {
     let t0 = Instant::now();
@@ -769,7 +829,10 @@ fn steer(
             down[e as usize] = true;
         }
     }
-    let steering = Steering::new(&seeds.seeds(topo), HashMode::FiveTuple);
+    let steering = match hashing {
+        SwitchHashing::Program(seeds) => Steering::new(&seeds.seeds(topo), HashMode::FiveTuple),
+        SwitchHashing::Described(d) => Steering::for_fabric(FabricHash::clone(d)),
+    };
     let mut groups = Groups::new(topo, |e: u32| down[e as usize]);
     let mut stats = SteeringStats::default();
     let ports = w
@@ -810,22 +873,22 @@ pub fn progress_bar(len: u64, msg: String) -> ProgressBar {
     pb
 }
 
-/// Simulates one policy, every switch hashing with its seed under
-/// `seeds`, reordering costed by `model`; `ideal` gives per job the
-/// ideal's iteration times (ratios are 1 without it).
+/// Simulates one policy, every switch hashing as `hashing` says,
+/// reordering costed by `model`; `ideal` gives per job the ideal's
+/// iteration times (ratios are 1 without it).
 #[allow(clippy::too_many_arguments)]
 pub fn run_policy(
     topo: &Topology,
     w: &Workload,
     policy: Policy,
-    seeds: SeedPolicy,
+    hashing: &SwitchHashing,
     model: &ReorderModel,
     failures: &[Failure],
     ideal: Option<&[JobResult]>,
     progress: Option<&MultiProgress>,
 ) -> PolicyResult {
     let t0 = Instant::now();
-    let mut su = setup(topo, w, policy, seeds, model, failures);
+    let mut su = setup(topo, w, policy, hashing, model, failures);
     let gating: u64 = (0..su.flows.len())
         .filter(|&i| su.flows[i].gate.is_some())
         .map(|i| su.router.subflows(i) as u64)
@@ -918,20 +981,29 @@ fn cost_rank(p: Policy) -> u32 {
 /// The ideal first, then every policy, `threads` at a time (0: one per
 /// core; each holds its own simulation in memory), longest first; results
 /// in `policies` order. Failures are timed against the ideal. Switches
-/// hash with their seeds under `seeds`; `model` costs reordering.
+/// hash as `hashing` says; `model` costs reordering.
 #[allow(clippy::too_many_arguments)]
 pub fn run_all(
     topo: &Topology,
     w: &Workload,
     policies: &[Policy],
-    seeds: SeedPolicy,
+    hashing: &SwitchHashing,
     model: &ReorderModel,
     fail: &FailSpec,
     progress: bool,
     threads: usize,
 ) -> Vec<PolicyResult> {
     let mp = progress.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
-    let ideal = run_policy(topo, w, Policy::Ideal, seeds, model, &[], None, mp.as_ref());
+    let ideal = run_policy(
+        topo,
+        w,
+        Policy::Ideal,
+        hashing,
+        model,
+        &[],
+        None,
+        mp.as_ref(),
+    );
     let failures: Vec<Failure> = if fail.edges.is_empty() {
         Vec::new()
     } else {
@@ -963,7 +1035,7 @@ pub fn run_all(
                         topo,
                         w,
                         todo[k],
-                        seeds,
+                        hashing,
                         model,
                         &failures,
                         Some(id),
@@ -998,6 +1070,7 @@ pub fn peak_rss_kib() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use planner::ecmp::SeedPolicy;
     use planner::topology::generate::{preset, Preset};
     use workload::{build, WorkloadKind, WorkloadSpec};
 
@@ -1028,7 +1101,7 @@ mod tests {
             &t,
             &w,
             &[Policy::Foresight],
-            SeedPolicy::PerSwitch,
+            &SeedPolicy::PerSwitch.into(),
             &ReorderModel::default(),
             &FailSpec::default(),
             false,
@@ -1056,7 +1129,7 @@ mod tests {
             &t,
             &w,
             &[Policy::Ecmp, Policy::Foresight, Policy::ForesightEntropy],
-            SeedPolicy::PerSwitch,
+            &SeedPolicy::PerSwitch.into(),
             &ReorderModel::default(),
             &FailSpec::default(),
             false,
@@ -1083,6 +1156,83 @@ mod tests {
         assert!(by("foresight").steering.is_none());
     }
 
+    /// Foresight's program written as a description simulates exactly as
+    /// the program's fast path: ECMP, adaptive and entropy steering on the
+    /// multi-job mix, iteration for iteration.
+    #[test]
+    fn the_program_described_simulates_as_the_program() {
+        let (t, w) = multi_job_64();
+        let policies = [Policy::Ecmp, Policy::Adaptive, Policy::ForesightEntropy];
+        let run = |h: &SwitchHashing| {
+            run_all(
+                &t,
+                &w,
+                &policies,
+                h,
+                &ReorderModel::default(),
+                &FailSpec::default(),
+                false,
+                1,
+            )
+        };
+        let program = run(&SeedPolicy::PerSwitch.into());
+        let d = FabricHash::foresight(&t, &SeedPolicy::PerSwitch, HashMode::FiveTuple);
+        let described = run(&SwitchHashing::Described(std::sync::Arc::new(d)));
+        assert_eq!(program.len(), described.len());
+        for (a, b) in program.iter().zip(&described) {
+            assert_eq!(a.policy, b.policy);
+            for (x, y) in a.jobs.iter().zip(&b.jobs) {
+                assert_eq!(x.iteration_ns, y.iteration_ns, "{} {}", a.policy, x.name);
+            }
+        }
+    }
+
+    /// Where every tier takes its member from the same bits of one CRC, a
+    /// flow's spine fixes its super-spine (the switches' choices are
+    /// polarised): entropy steering finds no port for reserved paths off
+    /// that diagonal and leaves those flows on ECMP. The same CRC read at
+    /// other bits per tier (an ASIC's hash offset) steers every flow. The
+    /// two descriptions are the examples in `docs/switch-hash/`.
+    #[test]
+    fn a_polarised_fabric_leaves_flows_without_a_port() {
+        let t = fabrics::generated(Preset::Clos3, 256, 1).unwrap();
+        let spec = WorkloadSpec {
+            kind: WorkloadKind::AllToAll,
+            bytes: 16 << 20,
+            ..Default::default()
+        };
+        let w = build(&t, &spec).unwrap();
+        let steering = |name: &str| {
+            let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/switch-hash");
+            let file = std::fs::read_to_string(format!("{dir}/{name}")).unwrap();
+            let d = FabricHash::from_yaml(&t, &file, name).unwrap();
+            let r = run_all(
+                &t,
+                &w,
+                &[Policy::ForesightEntropy],
+                &SwitchHashing::Described(std::sync::Arc::new(d)),
+                &ReorderModel::default(),
+                &FailSpec::default(),
+                false,
+                1,
+            );
+            let p = r.iter().find(|p| p.policy == "foresight-entropy");
+            p.unwrap().steering.unwrap()
+        };
+        let polarised = steering("asic-crc16-polarised.yaml");
+        assert!(
+            polarised.no_port > 0 && polarised.steered > 0,
+            "{polarised:?}"
+        );
+        let spread = steering("asic-crc16.yaml");
+        assert!(spread.reserved > 1000, "{spread:?}");
+        assert_eq!(
+            (spread.steered, spread.no_port),
+            (spread.reserved, 0),
+            "{spread:?}"
+        );
+    }
+
     #[test]
     fn foresight_and_spray_are_ideal_ecmp_is_worse_on_average() {
         let t = leaf_spine_256();
@@ -1103,7 +1253,7 @@ mod tests {
                 &t,
                 &w,
                 &[Policy::Ecmp, Policy::Spray(Nic::Ooo), Policy::Foresight],
-                SeedPolicy::PerSwitch,
+                &SeedPolicy::PerSwitch.into(),
                 &ReorderModel::default(),
                 &FailSpec::default(),
                 false,
@@ -1150,7 +1300,8 @@ mod tests {
         )
         .unwrap();
         let run = |p: Policy, m: &ReorderModel| {
-            run_policy(&t, &w, p, SeedPolicy::PerSwitch, m, &[], None, None).jobs[0].iteration_ns[0]
+            run_policy(&t, &w, p, &SeedPolicy::PerSwitch.into(), m, &[], None, None).jobs[0]
+                .iteration_ns[0]
         };
         let base = ReorderModel::default();
         let odd = ReorderModel {
@@ -1272,8 +1423,8 @@ mod tests {
                     flowlet_timeout_ns: 150.0,
                     ..ReorderModel::default()
                 };
-                let mut a = setup(&t, &w, p, SeedPolicy::PerSwitch, &model, &failures);
-                let mut b = setup(&t, &w, p, SeedPolicy::PerSwitch, &model, &failures);
+                let mut a = setup(&t, &w, p, &SeedPolicy::PerSwitch.into(), &model, &failures);
+                let mut b = setup(&t, &w, p, &SeedPolicy::PerSwitch.into(), &model, &failures);
                 let opts = Options {
                     progress: None,
                     finish_times: true,
@@ -1333,8 +1484,26 @@ mod tests {
         exact.coalesce_ns = 0.0;
         for p in Policy::all(2) {
             let m = ReorderModel::default();
-            let a = run_policy(&t, &w, p, SeedPolicy::PerSwitch, &m, &[], None, None);
-            let b = run_policy(&t, &exact, p, SeedPolicy::PerSwitch, &m, &[], None, None);
+            let a = run_policy(
+                &t,
+                &w,
+                p,
+                &SeedPolicy::PerSwitch.into(),
+                &m,
+                &[],
+                None,
+                None,
+            );
+            let b = run_policy(
+                &t,
+                &exact,
+                p,
+                &SeedPolicy::PerSwitch.into(),
+                &m,
+                &[],
+                None,
+                None,
+            );
             let (x, y) = (a.jobs[0].iteration_ns[0], b.jobs[0].iteration_ns[0]);
             assert!((x - y).abs() <= 2e-3 * y, "{}: {x} vs exact {y}", a.policy);
             assert!(
@@ -1368,7 +1537,7 @@ mod tests {
             &t,
             &w,
             &Policy::all(4),
-            SeedPolicy::PerSwitch,
+            &SeedPolicy::PerSwitch.into(),
             &ReorderModel::default(),
             &fail,
             false,
@@ -1400,7 +1569,7 @@ mod tests {
             &t,
             &w,
             &Policy::all(4),
-            SeedPolicy::PerSwitch,
+            &SeedPolicy::PerSwitch.into(),
             &ReorderModel::default(),
             &FailSpec::default(),
             false,
@@ -1447,10 +1616,19 @@ mod tests {
             },
         )
         .unwrap();
-        let run = |seeds| {
+        let run = |seeds: SeedPolicy| {
             let policies = [Policy::Ecmp, Policy::QpHash { qps: 2 }];
             let m = ReorderModel::default();
-            run_all(&t, &w, &policies, seeds, &m, &FailSpec::default(), false, 1)
+            run_all(
+                &t,
+                &w,
+                &policies,
+                &seeds.into(),
+                &m,
+                &FailSpec::default(),
+                false,
+                1,
+            )
         };
         let (same, per_switch) = (run(SeedPolicy::Same(0)), run(SeedPolicy::PerSwitch));
         for p in 1..3 {

@@ -19,6 +19,8 @@ use planner::conventions::{udp_src_port_for_qp, FIRST_QP, QP_MASK};
 use planner::demand::Flow;
 use planner::ecmp::HashKey;
 
+use crate::routing::FlowKey;
+
 use crate::workload::Workload;
 
 /// Where each flow's block of QPs starts.
@@ -62,6 +64,15 @@ pub fn qp_blocks(w: &Workload, k: u32) -> QpBlocks {
 /// [`HashKey::of_flow`] in QP-aware mode of `f` moved to that QP.
 pub fn key_on_qp(f: &Flow, qp: u32) -> HashKey {
     HashKey::roce_qp(f.src_ip, f.dst_ip, udp_src_port_for_qp(qp), qp)
+}
+
+/// What a described switch hashes of a flow moved to `qp` (besides the
+/// addresses): the port and QP of [`key_on_qp`].
+pub fn flow_key_on_qp(qp: u32) -> FlowKey {
+    FlowKey {
+        udp_src_port: udp_src_port_for_qp(qp),
+        dest_qp: qp,
+    }
 }
 
 #[cfg(test)]

@@ -1,19 +1,80 @@
 //! Routing on a fabric with failed links: the switch ECMP walk (exactly
-//! the planner's hash, each switch with its own seed and hash offset, and
-//! member order, with dead members removed from the groups), per-hop fluid
-//! spraying, per-hop least-loaded (adaptive) and per-hop random (flowlets).
+//! the planner's hash, each switch with its own seed and hash offset, or
+//! each switch as a description of its hash says, and member order, with
+//! dead members removed from the groups), per-hop fluid spraying, per-hop
+//! least-loaded (adaptive) and per-hop random (flowlets).
 //!
 //! A next hop is usable when its link is up and the switch behind it can
 //! still reach the destination leaf (routes toward a leaf that a failure cut
 //! off are withdrawn, as BGP would).
 
 use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
 
+use planner::demand::Flow;
 use planner::ecmp::{member_index, HashKey, SeedPolicy, SwitchHash};
+use planner::hash_profile::FabricHash;
 use planner::paths::Path;
 use planner::topology::{EdgeId, HostIdx, NodeRef, SwitchIdx, Topology};
 
 use crate::parts::Use;
+
+/// How a fabric's switches hash.
+#[derive(Clone, Debug)]
+pub enum SwitchHashing {
+    /// Every switch runs Foresight's program, seeded and offset as the
+    /// policy says: the simulator's fast path ([`FlowHash`]).
+    Program(SeedPolicy),
+    /// Every switch as a description of its hash says (fixed-function
+    /// ASICs, `--switch-hash`): each hop hashes the flow's fields afresh.
+    Described(Arc<FabricHash>),
+}
+
+impl From<SeedPolicy> for SwitchHashing {
+    fn from(seeds: SeedPolicy) -> SwitchHashing {
+        SwitchHashing::Program(seeds)
+    }
+}
+
+impl fmt::Display for SwitchHashing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SwitchHashing::Program(seeds) => write!(f, "Foresight's program, seeds {seeds}"),
+            SwitchHashing::Described(_) => write!(f, "as described (--switch-hash)"),
+        }
+    }
+}
+
+/// What a described switch reads of a flow besides its two hosts'
+/// addresses (which the route carries).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowKey {
+    /// UDP source port.
+    pub udp_src_port: u16,
+    /// BTH destination QP.
+    pub dest_qp: u32,
+}
+
+impl FlowKey {
+    /// The flow's own port and QP.
+    pub fn of(f: &Flow) -> FlowKey {
+        FlowKey {
+            udp_src_port: f.udp_src_port,
+            dest_qp: f.dest_qp,
+        }
+    }
+}
+
+/// What the switches hash of one flow, in the fabric's terms: its
+/// seed-0 hash under Foresight's program, its key under a description.
+#[derive(Clone, Copy, Debug)]
+pub enum Hashed {
+    /// [`SwitchHashing::Program`].
+    Program(FlowHash),
+    /// [`SwitchHashing::Described`].
+    Described(FlowKey),
+}
 
 /// A flow's hash key as the simulator carries it: [`HashKey::hash`] with
 /// seed 0. CRC-32 is affine over GF(2) for inputs of one length, so the
@@ -59,13 +120,14 @@ impl Selector {
     }
 }
 
-/// The fabric plus which links are down and every switch's hash seed and
-/// offset.
+/// The fabric plus which links are down and how every switch hashes.
 pub struct Fabric<'t> {
     /// The topology.
     pub topo: &'t Topology,
-    /// Per switch, its hash as a [`Selector`].
+    /// Per switch, its hash as a [`Selector`] (Foresight's program).
     selectors: Vec<Selector>,
+    /// Every switch's described hash, when the fabric is described.
+    described: Option<Arc<FabricHash>>,
     failed: Vec<bool>,
     any_failed: bool,
     reach: HashMap<(SwitchIdx, SwitchIdx), bool>,
@@ -87,8 +149,25 @@ pub struct Fabric<'t> {
 const MAX_GROUP_TABLE: usize = 1 << 24;
 
 impl<'t> Fabric<'t> {
-    /// All links up; switches seeded (and offset) as `seeds` says.
+    /// All links up; switches running Foresight's program, seeded (and
+    /// offset) as `seeds` says.
     pub fn new(topo: &'t Topology, seeds: SeedPolicy) -> Fabric<'t> {
+        Fabric::hashing(topo, &SwitchHashing::Program(seeds))
+    }
+
+    /// All links up; switches hashing as `hashing` says.
+    pub fn hashing(topo: &'t Topology, hashing: &SwitchHashing) -> Fabric<'t> {
+        let (seeds, described) = match hashing {
+            SwitchHashing::Program(seeds) => (*seeds, None),
+            SwitchHashing::Described(d) => {
+                assert_eq!(
+                    d.switches.len(),
+                    topo.switches().len(),
+                    "one described hash per switch"
+                );
+                (SeedPolicy::PerSwitch, Some(d.clone()))
+            }
+        };
         let mut out = Vec::new();
         let mut out_off = vec![0u32];
         for s in 0..topo.switches().len() as SwitchIdx {
@@ -107,6 +186,7 @@ impl<'t> Fabric<'t> {
         Fabric {
             topo,
             selectors: seeds.seeds(topo).into_iter().map(Selector::of).collect(),
+            described,
             failed: vec![false; topo.edge_count()],
             any_failed: false,
             reach: HashMap::new(),
@@ -224,14 +304,15 @@ impl<'t> Fabric<'t> {
             && !self.failed[self.topo.host_down_edge(dst) as usize]
     }
 
-    /// Walks from the source leaf choosing a member per switch
-    /// (`pick(switch's selector, group)`); `false` if the destination is
-    /// unreachable.
+    /// Walks from the source leaf choosing a member per switch:
+    /// `pick(the switch's selected hash of the flow, group)` (0 without
+    /// `hashed`); `false` if the destination is unreachable.
     fn walk(
         &mut self,
         src: HostIdx,
         dst: HostIdx,
-        mut pick: impl FnMut(Selector, &[EdgeId]) -> usize,
+        hashed: Option<Hashed>,
+        mut pick: impl FnMut(u32, &[EdgeId]) -> usize,
         out: &mut Vec<Use>,
     ) -> bool {
         out.clear();
@@ -239,28 +320,65 @@ impl<'t> Fabric<'t> {
         if !self.ends_ok(src, dst) {
             return false;
         }
-        out.push((topo.host_up_edge(src), 1.0));
+        let up = topo.host_up_edge(src);
+        out.push((up, 1.0));
+        let described = match hashed {
+            Some(Hashed::Described(key)) => Some(self.described_flow(src, dst, key)),
+            _ => None,
+        };
         let dst_leaf = topo.hosts()[dst as usize].leaf;
         let mut s = topo.hosts()[src as usize].leaf;
+        let mut in_port = topo.edge(up).to_port;
         while s != dst_leaf {
             self.load_group(s, dst_leaf);
             if self.group.is_empty() {
                 out.clear();
                 return false;
             }
-            let e = self.group[pick(self.selectors[s as usize], &self.group)];
+            let value = match (hashed, &described, &self.described) {
+                (None, ..) => 0,
+                (Some(Hashed::Program(h)), _, None) => self.selectors[s as usize].select(h),
+                (Some(Hashed::Described(_)), Some(flow), Some(d)) => {
+                    let p = &d.switches[s as usize];
+                    p.select(p.hash(flow, in_port))
+                }
+                _ => panic!("a flow hashed in the terms of another fabric's hashing"),
+            };
+            let e = self.group[pick(value, &self.group)];
             out.push((e, 1.0));
-            s = self.to_switch(e).expect("next hops lead to switches");
+            let link = topo.edge(e);
+            let NodeRef::Switch(t) = link.to else {
+                unreachable!("next hops lead to switches")
+            };
+            (s, in_port) = (t, link.to_port);
         }
         out.push((topo.host_down_edge(dst), 1.0));
         true
     }
 
-    /// The path switches give a flow with this hash: member
-    /// `rotr(key.hash(seed), offset) % |group|` at every switch, with that
-    /// switch's seed and offset (the planner's [`SwitchHash::member`]).
-    pub fn hashed(&mut self, src: HostIdx, dst: HostIdx, h: FlowHash, out: &mut Vec<Use>) -> bool {
-        self.walk(src, dst, |t, g| member_index(t.select(h), g.len()), out)
+    /// The flow a described switch hashes: the hosts' addresses with the key.
+    fn described_flow(&self, src: HostIdx, dst: HostIdx, key: FlowKey) -> Flow {
+        let hs = self.topo.hosts();
+        Flow {
+            src,
+            dst,
+            src_ip: hs[src as usize].ip,
+            dst_ip: hs[dst as usize].ip,
+            udp_src_port: key.udp_src_port,
+            dest_qp: key.dest_qp,
+            start_ns: 0,
+            bytes: 0,
+            rate_bps: 0,
+            duration_ns: 0,
+        }
+    }
+
+    /// The path switches give a flow: member `selected hash % |group|` at
+    /// every switch, each with its own hash (the planner's
+    /// [`SwitchHash::member`], or the description's
+    /// [`planner::hash_profile::HashProfile::member`]).
+    pub fn hashed(&mut self, src: HostIdx, dst: HostIdx, h: Hashed, out: &mut Vec<Use>) -> bool {
+        self.walk(src, dst, Some(h), |v, g| member_index(v, g.len()), out)
     }
 
     /// Per hop, the usable next hop with the least `load` (ties: by the
@@ -269,14 +387,15 @@ impl<'t> Fabric<'t> {
         &mut self,
         src: HostIdx,
         dst: HostIdx,
-        h: FlowHash,
+        h: Hashed,
         load: &[f64],
         out: &mut Vec<Use>,
     ) -> bool {
         self.walk(
             src,
             dst,
-            |t, g| {
+            Some(h),
+            |value, g| {
                 let min = g
                     .iter()
                     .map(|&e| load[e as usize])
@@ -285,7 +404,7 @@ impl<'t> Fabric<'t> {
                     .iter()
                     .filter(|&&e| load[e as usize] <= min + 1e-9)
                     .count();
-                let k = member_index(t.select(h), ties);
+                let k = member_index(value, ties);
                 g.iter()
                     .enumerate()
                     .filter(|(_, &e)| load[e as usize] <= min + 1e-9)
@@ -301,7 +420,13 @@ impl<'t> Fabric<'t> {
     /// `draw` (a flowlet switch's choice; no switch hash involved).
     pub fn random(&mut self, src: HostIdx, dst: HostIdx, draw: u32, out: &mut Vec<Use>) -> bool {
         let mut rng = planner::rng::Rng::new(u64::from(draw) ^ 0xf10e_1e70_0000_0000);
-        self.walk(src, dst, |_, g| rng.below(g.len() as u64) as usize, out)
+        self.walk(
+            src,
+            dst,
+            None,
+            |_, g| rng.below(g.len() as u64) as usize,
+            out,
+        )
     }
 
     /// A fixed path (the planner's), if all its links are up.
@@ -443,7 +568,7 @@ mod tests {
                     49152 + (h % 16384) as u16,
                     h.wrapping_mul(0x9e37_79b9) & 0xff_ffff,
                 );
-                assert!(f.hashed(a, b, FlowHash::of(&key), &mut out));
+                assert!(f.hashed(a, b, Hashed::Program(FlowHash::of(&key)), &mut out));
                 let p = ecmp_path(&t, a, b, &key, &by_switch);
                 let mine: Vec<u32> = out[1..].iter().map(|u| u.0).collect();
                 assert_eq!(mine, p.edges(), "{seeds}");
@@ -464,7 +589,7 @@ mod tests {
         assert!(f.hashed(
             a,
             b,
-            FlowHash::of(&HashKey::roce_qp(sa, sb, 49152, 1)),
+            Hashed::Program(FlowHash::of(&HashKey::roce_qp(sa, sb, 49152, 1))),
             &mut out
         ));
         let hop = out[2].0;
@@ -478,10 +603,93 @@ mod tests {
             let (sa, sb) = (t.hosts()[a as usize].ip, t.hosts()[b as usize].ip);
             let key = HashKey::roce_qp(sa, sb, 49152 + h as u16, h);
             let want = ecmp_path_avoiding(&t, a, b, &key, &by_switch, |e| e == hop);
-            let got = f.hashed(a, b, FlowHash::of(&key), &mut out);
+            let got = f.hashed(a, b, Hashed::Program(FlowHash::of(&key)), &mut out);
             assert_eq!(got, want.is_some());
             let mine: Vec<u32> = out.iter().skip(1).map(|u| u.0).collect();
             assert_eq!(mine, want.map_or(Vec::new(), |p| p.edges().to_vec()));
+        }
+    }
+
+    /// A fixed-function fabric: CRC-16 over the 5-tuple and the ingress
+    /// port, the seed in the register, each tier reading other bits.
+    const ASIC: &str = "\
+version: 1
+default:
+  function: crc16-ccitt-false
+  seed: 0x1d
+  fields: [src_ip, dst_ip, ip_proto, l4_src_port, l4_dst_port, ingress_port]
+roles:
+  spine: {offset: 4}
+  superspine: {function: crc32, seed_use: prepend, bits: 16, offset: 16}
+";
+
+    /// On a described fabric the walk is the description's own
+    /// (`FabricHash::path_avoiding`: each hop hashing the flow and its
+    /// ingress port), before and after a spine uplink fails.
+    #[test]
+    fn described_walk_matches_the_description() {
+        let t = three_tier();
+        let d = Arc::new(FabricHash::from_yaml(&t, ASIC, "asic.yaml").unwrap());
+        let mut f = Fabric::hashing(&t, &SwitchHashing::Described(d.clone()));
+        let n = t.hosts().len() as u32;
+        let mut out = Vec::new();
+        let mut failed = None;
+        for round in 0..2 {
+            for h in 0..2000u32 {
+                let (a, b) = (h % n, (h * 7 + 3) % n);
+                if a == b {
+                    continue;
+                }
+                let key = FlowKey {
+                    udp_src_port: 49152 + (h % 16384) as u16,
+                    dest_qp: h.wrapping_mul(0x9e37_79b9) & 0xff_ffff,
+                };
+                let flow = f.described_flow(a, b, key);
+                let want = d.path_avoiding(&t, &flow, |e| Some(e) == failed);
+                let got = f.hashed(a, b, Hashed::Described(key), &mut out);
+                assert_eq!(got, want.is_some(), "round {round}");
+                let mine: Vec<u32> = out.iter().skip(1).map(|u| u.0).collect();
+                assert_eq!(mine, want.map_or(Vec::new(), |p| p.edges().to_vec()));
+            }
+            // Take down the spine -> super-spine hop of some flow.
+            let key = FlowKey {
+                udp_src_port: 49152,
+                dest_qp: 1,
+            };
+            assert!(f.hashed(0, n - 1, Hashed::Described(key), &mut out));
+            failed = Some(out[2].0);
+            f.fail(out[2].0);
+        }
+    }
+
+    /// Foresight's program written as a description routes every flow as
+    /// the program's fast path does.
+    #[test]
+    fn the_program_described_is_the_program() {
+        let t = three_tier();
+        let d = FabricHash::foresight(
+            &t,
+            &SeedPolicy::PerSwitch,
+            planner::ecmp::HashMode::FiveTuple,
+        );
+        let mut described = Fabric::hashing(&t, &SwitchHashing::Described(Arc::new(d)));
+        let mut program = Fabric::new(&t, SeedPolicy::PerSwitch);
+        let n = t.hosts().len() as u32;
+        let (mut a_out, mut b_out) = (Vec::new(), Vec::new());
+        for h in 0..2000u32 {
+            let (a, b) = (h % n, (h * 5 + 1) % n);
+            if a == b {
+                continue;
+            }
+            let key = FlowKey {
+                udp_src_port: 49152 + h as u16,
+                dest_qp: h,
+            };
+            let flow = described.described_flow(a, b, key);
+            let five = FlowHash::of(&HashKey::of_flow(&flow, planner::ecmp::HashMode::FiveTuple));
+            assert!(described.hashed(a, b, Hashed::Described(key), &mut a_out));
+            assert!(program.hashed(a, b, Hashed::Program(five), &mut b_out));
+            assert_eq!(a_out, b_out);
         }
     }
 
@@ -538,7 +746,7 @@ mod tests {
         let a = t.host_by_name("h1").unwrap();
         let b = t.hosts().len() as u32 - 1;
         let (sa, sb) = (t.hosts()[a as usize].ip, t.hosts()[b as usize].ip);
-        let key = |qp| FlowHash::of(&HashKey::roce_qp(sa, sb, 49152, qp));
+        let key = |qp| Hashed::Program(FlowHash::of(&HashKey::roce_qp(sa, sb, 49152, qp)));
         assert!(f.hashed(a, b, key(12345), &mut out));
         let hop = out[2].0; // spine -> super-spine
         f.fail(hop);

@@ -1,10 +1,10 @@
 //! The policy × workload × size table (`foresight sim table`): which
 //! workloads on which fabrics, at which sizes.
 
-use planner::ecmp::SeedPolicy;
 use planner::topology::{NodeRef, Topology};
 
 use crate::reorder::ReorderModel;
+use crate::routing::SwitchHashing;
 use crate::workload::{build, WorkloadKind, WorkloadSpec};
 use crate::{fabrics, run_all, FailSpec, Policy, PolicyResult};
 
@@ -92,20 +92,21 @@ pub fn scenarios() -> Vec<Scenario> {
 
 /// Runs one scenario at `gpus` GPUs: the ideal, then `policies`
 /// (`threads` at a time, see [`run_all`]); `seed` as in [`WorkloadSpec`],
-/// switches hashing with their seeds under `seeds`, reordering costed by
-/// `model`.
+/// switches hashing as `hashing` says for the generated fabric,
+/// reordering costed by `model`.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     sc: &Scenario,
     gpus: u32,
     policies: &[Policy],
     seed: u64,
-    seeds: SeedPolicy,
+    hashing: &dyn Fn(&Topology) -> anyhow::Result<SwitchHashing>,
     model: &ReorderModel,
     progress: bool,
     threads: usize,
 ) -> anyhow::Result<Vec<PolicyResult>> {
     let topo = fabrics::clos3(gpus, sc.oversubscription)?;
+    let hashing = hashing(&topo)?;
     let w = build(
         &topo,
         &WorkloadSpec {
@@ -119,7 +120,7 @@ pub fn run(
         FailSpec::default()
     };
     Ok(run_all(
-        &topo, &w, policies, seeds, model, &fail, progress, threads,
+        &topo, &w, policies, &hashing, model, &fail, progress, threads,
     ))
 }
 

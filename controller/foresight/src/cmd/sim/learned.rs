@@ -83,7 +83,7 @@ fn phase(topo: &Topology, bytes: u64, seeds: SeedPolicy) -> anyhow::Result<Phase
         topo,
         &w,
         &[Policy::Ecmp, Policy::Foresight],
-        seeds,
+        &seeds.into(),
         &sim::reorder::ReorderModel::default(),
         &FailSpec::default(),
         false,

@@ -2,13 +2,16 @@
 //! workloads on a topology file or a generated fabric; table, CSV, SVG.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use planner::demand::parse_bytes;
 use planner::ecmp::SeedPolicy;
-use planner::topology::yaml;
+use planner::hash_profile::FabricHash;
+use planner::topology::{yaml, Topology};
+use sim::routing::SwitchHashing;
 use sim::workload::{build, WorkloadKind, WorkloadSpec};
 use sim::{FailSpec, Policy};
 
@@ -81,6 +84,12 @@ struct PolicyArgs {
     /// same:N (every switch N, no offsets: the polarised fabric).
     #[arg(long, default_value = "per-switch")]
     hash_seed: SeedPolicy,
+    /// Switches that do not run Foresight's program: every switch hashes as
+    /// this file describes (YAML, docs/entropy-steering.md), for ECMP,
+    /// foresight-entropy's ports and the planner's predictions. Instead of
+    /// --hash-seed.
+    #[arg(long, conflicts_with = "hash_seed")]
+    switch_hash: Option<PathBuf>,
     /// Policies simulated at once (0: one per core; each holds its own
     /// simulation in memory).
     #[arg(long, default_value_t = 0)]
@@ -202,6 +211,21 @@ pub fn run(cmd: SimCmd) -> anyhow::Result<()> {
     }
 }
 
+impl PolicyArgs {
+    /// How the switches of `topo` hash: as --switch-hash describes, else
+    /// Foresight's program under --hash-seed.
+    fn hashing(&self, topo: &Topology) -> anyhow::Result<SwitchHashing> {
+        let Some(p) = &self.switch_hash else {
+            return Ok(self.hash_seed.into());
+        };
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        let described = FabricHash::from_yaml(topo, &text, &p.display().to_string())
+            .map_err(anyhow::Error::msg)?;
+        Ok(SwitchHashing::Described(Arc::new(described)))
+    }
+}
+
 fn policies(p: &PolicyArgs) -> anyhow::Result<Vec<Policy>> {
     p.policies
         .split(',')
@@ -258,6 +282,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<()> {
         }
     };
     let build_s = t0.elapsed().as_secs_f64();
+    let hashing = a.common.policy.hashing(&topo)?;
     let w = build(&topo, &ws)?;
     let mut fail = FailSpec {
         edges: Vec::new(),
@@ -281,7 +306,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<()> {
         &topo,
         &w,
         &policies,
-        a.common.policy.hash_seed,
+        &hashing,
         &model,
         &fail,
         progress(),
@@ -293,7 +318,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<()> {
         .map(|j| format!("{} × {}", j.name, j.iterations))
         .collect();
     println!(
-        "{}: {} NICs, {} switches; workload {} ({} connections per round of every job, {} background flows, {} streams); jobs {}; hash seeds {}{}",
+        "{}: {} NICs, {} switches; workload {} ({} connections per round of every job, {} background flows, {} streams); jobs {}; switches hash: {}{}",
         topo.name(),
         topo.hosts().len(),
         topo.switches().len(),
@@ -302,7 +327,7 @@ fn run_one(a: RunArgs) -> anyhow::Result<()> {
         w.background.len(),
         w.streams.len(),
         jobs.join(", "),
-        a.common.policy.hash_seed,
+        hashing,
         if fail.edges.is_empty() {
             String::new()
         } else {
@@ -355,7 +380,7 @@ fn table(a: TableArgs) -> anyhow::Result<()> {
                 g,
                 &policies,
                 a.policy.seed,
-                a.policy.hash_seed,
+                &|topo| a.policy.hashing(topo),
                 &model,
                 progress(),
                 a.policy.jobs,
@@ -375,7 +400,10 @@ fn table(a: TableArgs) -> anyhow::Result<()> {
         }
     }
     let md = sim::output::suite_markdown(&rows);
-    println!("switch hash seeds: {}", a.policy.hash_seed);
+    match &a.policy.switch_hash {
+        Some(p) => println!("switches hash as {} describes", p.display()),
+        None => println!("switch hash seeds: {}", a.policy.hash_seed),
+    }
     print!("{md}");
     let out = &a.policy.out;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;

@@ -154,10 +154,12 @@ class LearnedExperiment(labkit.JaxJobLab):
                 codes.append(0 if killed_ns else p.returncode)
         return codes, killed_ns
 
-    def run_one(self, seed, mode):
+    def run_one(self, seed, mode, load):
         tag = f"s{seed}-{mode}"
         raw = os.path.join(self.out, "raw", tag)
         os.makedirs(raw, exist_ok=True)
+        with open(os.path.join(raw, "load_1m"), "w") as fh:  # kept for --reanalyse
+            fh.write(str(load))
         self.controller(mode)
         timeline = os.path.join(raw, "status.jsonl")
         poller = self.lab.fabric_popen([sys.executable, "-c", STATUS_POLLER, timeline],
@@ -302,7 +304,7 @@ def cmd_learned(args):
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             for mode in args.modes:
                 load = labmod.load_1m()
-                steps, failed, polls, killed_ns = exp.run_one(seed, mode)
+                steps, failed, polls, killed_ns = exp.run_one(seed, mode, load)
                 annotate(steps, polls, args.change_at)
                 row = {**run_summary(seed, mode, steps, failed, polls, killed_ns, args.change_at), "load_1m": load}
                 steps_all += steps
@@ -333,10 +335,13 @@ def print_runs(runs):
 
 def reanalyse(args):
     """Recompute DIR's CSVs and plot from DIR/raw (status timelines and
-    per-step CSVs), e.g. after the analysis changed."""
+    per-step CSVs), e.g. after the analysis changed, or to join seeds run
+    in several sittings (each with its own --first-seed, same --out)."""
     steps_all, runs = [], []
-    for tag in sorted(os.listdir(os.path.join(args.out, "raw"))):
-        seed, mode = tag[1:].split("-", 1)
+    tags = [t[1:].split("-", 1) for t in os.listdir(os.path.join(args.out, "raw"))]
+    order = {m: i for i, m in enumerate(MODES)}
+    for seed, mode in sorted(tags, key=lambda t: (int(t[0]), order.get(t[1], len(order)), t[1])):
+        tag = f"s{seed}-{mode}"
         raw = os.path.join(args.out, "raw", tag)
         with open(os.path.join(raw, "steps.csv")) as fh:
             steps = [{"seed": int(seed), "mode": mode, **r} for r in csv.DictReader(fh)]
@@ -345,7 +350,10 @@ def reanalyse(args):
         if os.path.exists(os.path.join(raw, "killed_unix_ns")):
             killed = int(open(os.path.join(raw, "killed_unix_ns")).read())
         annotate(steps, polls, args.change_at)
-        runs.append(run_summary(int(seed), mode, steps, [], polls, killed, args.change_at))
+        row = run_summary(int(seed), mode, steps, [], polls, killed, args.change_at)
+        load = os.path.join(raw, "load_1m")
+        row["load_1m"] = open(load).read().strip() if os.path.exists(load) else ""
+        runs.append(row)
         steps_all += steps
     fill_ratios(steps_all, runs)
     labkit.write_csv(os.path.join(args.out, "steps.csv"), steps_all)

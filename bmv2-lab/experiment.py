@@ -157,9 +157,14 @@ class Experiment:
                              "foresight-entropy installs none (run it with the shared queue)")
 
     # -- controller per mode ----------------------------------------------
+    def ecmp_hash(self, mode):
+        """The fabric's hash in `mode`; --foresight-hash can make SR
+        Foresight's unreserved traffic hash as foresight-entropy's does."""
+        return getattr(self.args, "foresight_hash", "qp-aware") if mode == "foresight" else ECMP_HASH[mode]
+
     def controller(self, mode, predrain=True):
         steering = STEERING.get(mode, "sr")
-        key = (ECMP_HASH[mode], steering, predrain)
+        key = (self.ecmp_hash(mode), steering, predrain)
         if self.controller_mode == key:
             return
         self.lab.stop_controller()
@@ -167,7 +172,7 @@ class Experiment:
         # with --reserved-queue own, in a queue of its own (5) with its own
         # ECN profile and the port shaped across queues (shaper.py).
         tc = labkit.RESERVED_QUEUE if self.args.reserved_queue == "own" else labkit.ROCE_QUEUE
-        extra = ["--ecmp-hash", ECMP_HASH[mode],
+        extra = ["--ecmp-hash", self.ecmp_hash(mode),
                  "--flowlet-timeout-us", str(int(self.args.flowlet_timeout_ms * 1000)),
                  "--hash-seed", self.args.hash_seed, "--reserved-tc", str(tc),
                  "--background-tc", str(tc if self.args.background_dscp is None else LOW_QUEUE),
@@ -792,6 +797,10 @@ def main():
                             "tier offsets), seeds-only (no offsets) or same:N")
         p.add_argument("--setup-ms", type=float, default=1500.0,
                        help="time from the forecast to the first packet")
+        p.add_argument("--foresight-hash", choices=("qp-aware", "five-tuple"), default="qp-aware",
+                       help="the fabric's ECMP hash in mode foresight (what its unreserved flows take); "
+                            "five-tuple: as in foresight-entropy, so the two differ only in how "
+                            "reserved flows reach their paths")
         p.set_defaults(func=cmd_predrain if name == "predrain" else cmd_allreduce)
     import jax_experiment
     import learned_experiment

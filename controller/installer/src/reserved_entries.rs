@@ -1,8 +1,12 @@
-//! A reserved flow's entries (its SR push and its INT watch), built from
+//! A reserved flow's entries (its SR push and its INT watch) and the
+//! pre-drain entries that mark the flows competing with it, built from
 //! P4Info ids resolved when the pipeline is loaded: the per-flow entries
-//! of a commit, which [`ReservedFlow::entry_in_queue`] and
-//! [`ReservedFlow::watch_entry`] describe by name and text for people and
-//! tests. Both give the same entries; a test holds them to it.
+//! of a commit, which [`ReservedFlow::entry_in_queue`],
+//! [`ReservedFlow::watch_entry`] and [`crate::ecn::predrain_entry`]
+//! describe by name and text for people and tests. Both give the same
+//! entries; a test holds them to it.
+
+use std::net::Ipv4Addr;
 
 use p4rt::entity::BuildError;
 use p4rt::prepared::{FieldValue, PreparedTable};
@@ -10,6 +14,7 @@ use p4rt::proto::p4::v1 as p4;
 use p4rt::P4Info;
 use planner::conventions::ROCEV2_UDP_PORT;
 
+use crate::ecn::PREDRAIN_PRIORITY;
 use crate::intent::normal_form;
 use crate::names;
 use crate::reservations::{
@@ -20,10 +25,11 @@ use crate::reservations::{
 const HOST: u128 = 0xffff_ffff;
 const QP: u128 = 0xff_ffff;
 
-/// The two tables every reserved flow writes to, resolved once.
+/// The tables every reserved flow writes to, resolved once.
 pub struct ReservedEntries {
     sr: PreparedTable,
     watch: PreparedTable,
+    predrain: PreparedTable,
 }
 
 impl ReservedEntries {
@@ -50,6 +56,12 @@ impl ReservedEntries {
                     names::INT_SOURCE,
                     &["max_hop", "instruction_bitmap", "ds_instruction"],
                 )],
+            )?,
+            predrain: PreparedTable::new(
+                info,
+                names::PREDRAIN,
+                &["egress_port", "src_addr", "dst_addr", "dst_qp"],
+                &[(names::PREDRAIN_MARK, &["probability"])],
             )?,
         })
     }
@@ -94,9 +106,34 @@ impl ReservedEntries {
         )?;
         Ok(normal_form(entry.into()))
     }
+
+    /// [`crate::ecn::predrain_entry`] on device port `device_port` (the
+    /// caller translates the topology's port): CE-mark `src → dst`, only
+    /// QP `dst_qp` or every QP between the two.
+    pub fn predrain(
+        &self,
+        device_port: u16,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        dst_qp: Option<u32>,
+        probability: u16,
+    ) -> Result<p4::Entity, BuildError> {
+        let entry = self.predrain.entry(
+            &[
+                FieldValue::Exact(u128::from(device_port)),
+                hosts(src),
+                hosts(dst),
+                qp(dst_qp),
+            ],
+            0,
+            &[u128::from(probability)],
+            PREDRAIN_PRIORITY,
+        )?;
+        Ok(normal_form(entry.into()))
+    }
 }
 
-fn hosts(ip: std::net::Ipv4Addr) -> FieldValue {
+fn hosts(ip: Ipv4Addr) -> FieldValue {
     FieldValue::Ternary(u128::from(u32::from(ip)), HOST)
 }
 
@@ -114,13 +151,71 @@ mod tests {
     use crate::intent::Intent;
 
     fn by_text(f: &ReservedFlow, object: crate::intent::Object, info: &P4Info) -> p4::Entity {
+        on_devices(object, info, &Devices::bmv2(), &format!("{f:?}"))
+    }
+
+    fn on_devices(
+        object: crate::intent::Object,
+        info: &P4Info,
+        devices: &Devices,
+        what: &str,
+    ) -> p4::Entity {
         let resolved = Intent {
             objects: vec![object],
         }
-        .resolve("leaf1", info, &Devices::bmv2())
+        .resolve("leaf1", info, devices)
         .unwrap();
-        assert_eq!(resolved.entities.len(), 1, "{f:?}");
+        assert_eq!(resolved.entities.len(), 1, "{what}");
         (**resolved.entities.values().next().unwrap()).clone()
+    }
+
+    /// Pre-drain entries, with and without a QP, at the edges of each
+    /// value's width, on topology and on device port numbering: the same
+    /// entities as the text path.
+    #[test]
+    fn the_same_predrain_entries_as_by_name_and_text() {
+        use crate::device::PortMap;
+        use crate::ecn::{predrain_entry, PREDRAIN_ALWAYS};
+        let info = P4Info::load(Target::Bmv2.committed_p4info()).unwrap();
+        let prepared = ReservedEntries::new(&info).unwrap();
+        let mapped = Devices::new(
+            Target::Bmv2,
+            [(
+                "leaf1".to_string(),
+                PortMap::new("leaf1", [(1, 128), (2, 511), (3, 0)].into(), &[1, 2, 3]).unwrap(),
+            )]
+            .into(),
+        );
+        for devices in [Devices::bmv2(), mapped] {
+            for port in [1, 2, 3] {
+                for dst_qp in [None, Some(0), Some(17), Some(0xff_ffff)] {
+                    for (src, dst) in [("10.0.1.1", "10.0.2.1"), ("0.0.0.1", "255.255.255.254")] {
+                        let (src, dst) = (src.parse().unwrap(), dst.parse().unwrap());
+                        for probability in [0, 0x8000, PREDRAIN_ALWAYS] {
+                            let what = format!("port {port} {src}->{dst} qp {dst_qp:?}");
+                            assert_eq!(
+                                prepared
+                                    .predrain(
+                                        devices.device_port("leaf1", port),
+                                        src,
+                                        dst,
+                                        dst_qp,
+                                        probability
+                                    )
+                                    .unwrap(),
+                                on_devices(
+                                    predrain_entry(port, src, dst, dst_qp, probability),
+                                    &info,
+                                    &devices,
+                                    &what
+                                ),
+                                "{what}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Every label depth, with and without a QP, at the edges of each
@@ -162,6 +257,50 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// What one reserved flow writes, in bytes of a P4Runtime `Update`
+    /// (docs/figures.md quotes these): at its ingress leaf an SR push
+    /// (growing 9 bytes a label) and an INT watch; on each port of its
+    /// path, one pre-drain entry per competing flow it marks.
+    #[test]
+    fn what_a_reserved_flow_writes() {
+        use prost::Message;
+        let info = P4Info::load(Target::Bmv2.committed_p4info()).unwrap();
+        let prepared = ReservedEntries::new(&info).unwrap();
+        let update = |entity: p4::Entity| {
+            p4::Update {
+                r#type: p4::update::Type::Insert as i32,
+                entity: Some(entity),
+            }
+            .encoded_len()
+        };
+        let mut f = ReservedFlow {
+            demand: "d".into(),
+            flow: 0,
+            ingress_leaf: 0,
+            src_ip: "10.0.1.1".parse().unwrap(),
+            dst_ip: "10.2.4.1".parse().unwrap(),
+            dst_qp: Some(0x1234),
+            labels: Vec::new(),
+            hops: Vec::new(),
+            start_ns: 0,
+            end_ns: 1,
+        };
+        let sr: Vec<usize> = (1..=4u32)
+            .map(|depth| {
+                f.labels = (0..depth).map(|i| 0x1_0000 + i).collect();
+                update(prepared.sr(&f, 5).unwrap())
+            })
+            .collect();
+        let watch = update(prepared.watch(&f).unwrap());
+        let predrain = update(
+            prepared
+                .predrain(4, f.src_ip, f.dst_ip, f.dst_qp, 0xffff)
+                .unwrap(),
+        );
+        println!("sr by label depth {sr:?}, watch {watch}, pre-drain {predrain}");
+        assert_eq!((sr, watch, predrain), (vec![89, 98, 107, 116], 110, 90));
     }
 
     #[test]

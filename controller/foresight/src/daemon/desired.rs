@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
-use installer::ecn::{dcqcn_burst_entries, predrain_entry, EcnProfile};
+use installer::ecn::{dcqcn_burst_entries, EcnProfile};
 use installer::intent::{Key, Resolved};
 use installer::layered::Layered;
 use installer::reservations::{host_pair_watch_entry, ReservedFlow};
@@ -421,14 +421,14 @@ impl Compiler {
         if let Some(e) = self.predrain.get(&key) {
             return Ok(e.clone());
         }
-        let object = predrain_entry(
-            port,
+        let entity = self.reserved.predrain(
+            self.devices.device_port(switch, port),
             f.src_ip,
             f.dst_ip,
             f.dst_qp(),
             self.policy.predrain_probability,
         );
-        let e = Arc::new(resolve_one(switch, object, &self.info, &self.devices)?);
+        let e = Arc::new(keyed(switch, entity)?);
         self.predrain.insert(key, e.clone());
         Ok(e)
     }

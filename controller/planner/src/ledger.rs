@@ -1,19 +1,22 @@
 //! The reservation ledger: for every directed link, the reserved bandwidth
 //! over time as a piecewise-constant function.
 //!
-//! Each link keeps a sorted list of breakpoints `(time, level)`: the level
-//! holds from `time` until the next breakpoint; before the first breakpoint
-//! the level is 0. Insert and remove split at the window's ends and add to
-//! the levels in between (`O(log k + m)` for `k` breakpoints, `m` of them in
-//! the window, plus the shift of a `Vec` insert); the peak over a window is
-//! a binary search plus a scan of the breakpoints inside it. Collectives
-//! share windows, so links rarely carry many breakpoints; the first two live
-//! inline, without allocating.
+//! Each link keeps its breakpoints `(time, level)` sorted by time: the
+//! level holds from `time` until the next breakpoint; before the first
+//! breakpoint the level is 0. Insert and remove split at the window's ends
+//! and add to the levels in between (`O(log k + m)` for `k` breakpoints,
+//! `m` of them in the window); the peak over a window is a search plus a
+//! scan of the breakpoints inside it. Collectives share windows, so most
+//! links carry few breakpoints: up to 1,024 live in a sorted list (the first
+//! two inline, without allocating), more in a B-tree, so reservations held
+//! far ahead do not make a change near now shift them all.
 //!
 //! Amounts are integer bit/s, so removing what was inserted restores the
 //! exact previous state. The ledger also counts active reservations over
 //! time on a global timeline, which answers "is anything reserved in this
 //! window at all" in one lookup.
+
+use std::collections::BTreeMap;
 
 use smallvec::SmallVec;
 
@@ -47,19 +50,149 @@ impl Window {
 /// A piecewise-constant non-negative function of time.
 #[derive(Clone, Debug, Default)]
 pub struct Timeline {
-    points: SmallVec<[(u64, u64); 2]>,
+    points: Points,
+}
+
+/// Breakpoints above this many move from the sorted list to a B-tree
+/// (below it, shifting the list on an insert costs less than a B-tree's
+/// searches; above, the shift grows with what is held)...
+#[cfg(not(test))]
+const FEW_MAX: usize = 1024;
+/// ...and back below this many (apart, so one link does not flip on
+/// every change).
+#[cfg(not(test))]
+const FEW_MIN: usize = 256;
+/// Small enough for the model test's timelines to cross both ways.
+#[cfg(test)]
+const FEW_MAX: usize = 32;
+#[cfg(test)]
+const FEW_MIN: usize = 8;
+
+/// A timeline's breakpoints `(time, level from then on)`, sorted by time:
+/// inline while few (collectives share windows, so most links hold two),
+/// in a B-tree once many, where a change near now does not shift every
+/// breakpoint after it (reservations held far ahead would otherwise make
+/// every change cost what is held).
+#[derive(Clone, Debug)]
+enum Points {
+    Few(SmallVec<[(u64, u64); 2]>),
+    Many(BTreeMap<u64, u64>),
+}
+
+impl Default for Points {
+    fn default() -> Points {
+        Points::Few(SmallVec::new())
+    }
+}
+
+impl Points {
+    fn len(&self) -> usize {
+        match self {
+            Points::Few(v) => v.len(),
+            Points::Many(m) => m.len(),
+        }
+    }
+
+    /// The level holding at `t` (0 before the first breakpoint).
+    fn at(&self, t: u64) -> u64 {
+        match self {
+            Points::Few(v) => {
+                let i = v.partition_point(|p| p.0 <= t);
+                if i == 0 {
+                    0
+                } else {
+                    v[i - 1].1
+                }
+            }
+            Points::Many(m) => m.range(..=t).next_back().map_or(0, |(_, l)| *l),
+        }
+    }
+
+    /// `f` folded over the levels `w` sees: the one holding at its start
+    /// and those of the breakpoints inside it.
+    fn fold_window(&self, w: Window, f: impl Fn(u64, u64) -> u64) -> u64 {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        match self {
+            Points::Few(v) => {
+                let lo = v.partition_point(|p| p.0 <= w.start_ns);
+                let hi = v.partition_point(|p| p.0 < w.end_ns).max(lo);
+                let first = if lo == 0 { 0 } else { v[lo - 1].1 };
+                v[lo..hi].iter().fold(first, |a, p| f(a, p.1))
+            }
+            Points::Many(m) => {
+                let first = m
+                    .range((Unbounded, Included(w.start_ns)))
+                    .next_back()
+                    .map_or(0, |(_, l)| *l);
+                m.range((Excluded(w.start_ns), Excluded(w.end_ns)))
+                    .fold(first, |a, (_, l)| f(a, *l))
+            }
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = (u64, u64)> + '_> {
+        match self {
+            Points::Few(v) => Box::new(v.iter().copied()),
+            Points::Many(m) => Box::new(m.iter().map(|(t, l)| (*t, *l))),
+        }
+    }
+}
+
+/// Index of breakpoint `t` in a sorted list, inserting it (with the level
+/// that held there) if needed.
+fn split_few(v: &mut SmallVec<[(u64, u64); 2]>, t: u64) -> usize {
+    match v.binary_search_by_key(&t, |p| p.0) {
+        Ok(i) => i,
+        Err(i) => {
+            let level = if i == 0 { 0 } else { v[i - 1].1 };
+            v.insert(i, (t, level));
+            i
+        }
+    }
+}
+
+/// Makes `t` a breakpoint of a B-tree (with the level that held there).
+fn split_many(m: &mut BTreeMap<u64, u64>, t: u64) {
+    if !m.contains_key(&t) {
+        let level = m.range(..t).next_back().map_or(0, |(_, l)| *l);
+        m.insert(t, level);
+    }
 }
 
 impl Timeline {
-    /// Index of the breakpoint at `t`, inserting one (with the level that
-    /// held at `t`) if needed.
-    fn split_at(&mut self, t: u64) -> usize {
-        match self.points.binary_search_by_key(&t, |p| p.0) {
-            Ok(i) => i,
-            Err(i) => {
-                let level = if i == 0 { 0 } else { self.points[i - 1].1 };
-                self.points.insert(i, (t, level));
-                i
+    /// Applies `f` over `w` and keeps the breakpoints canonical (none that
+    /// leaves the level unchanged). Only `w`'s ends can become redundant:
+    /// the breakpoints strictly inside moved together with the one before
+    /// each of them.
+    fn change(&mut self, w: Window, f: impl Fn(&mut u64)) {
+        match &mut self.points {
+            Points::Few(v) => {
+                let i0 = split_few(v, w.start_ns);
+                let i1 = split_few(v, w.end_ns);
+                v[i0..i1].iter_mut().for_each(|p| f(&mut p.1));
+                if v[i1].1 == v[i1 - 1].1 {
+                    v.remove(i1);
+                }
+                if v[i0].1 == if i0 == 0 { 0 } else { v[i0 - 1].1 } {
+                    v.remove(i0);
+                }
+                if v.len() > FEW_MAX {
+                    self.points = Points::Many(v.iter().copied().collect());
+                }
+            }
+            Points::Many(m) => {
+                split_many(m, w.start_ns);
+                split_many(m, w.end_ns);
+                m.range_mut(w.start_ns..w.end_ns).for_each(|(_, l)| f(l));
+                for t in [w.end_ns, w.start_ns] {
+                    let prev = m.range(..t).next_back().map_or(0, |(_, l)| *l);
+                    if m[&t] == prev {
+                        m.remove(&t);
+                    }
+                }
+                if m.len() < FEW_MIN {
+                    self.points = Points::Few(m.iter().map(|(t, l)| (*t, *l)).collect());
+                }
             }
         }
     }
@@ -69,17 +202,7 @@ impl Timeline {
         if amount == 0 {
             return;
         }
-        if self.points.is_empty() {
-            self.points.push((w.start_ns, amount));
-            self.points.push((w.end_ns, 0));
-            return;
-        }
-        let i0 = self.split_at(w.start_ns);
-        let i1 = self.split_at(w.end_ns);
-        for p in &mut self.points[i0..i1] {
-            p.1 += amount;
-        }
-        self.coalesce(i0, i1);
+        self.change(w, |l| *l += amount);
     }
 
     /// Subtracts `amount` over `w`; fails (changing nothing) if the level
@@ -92,64 +215,23 @@ impl Timeline {
         if min < amount {
             return Err(min);
         }
-        let i0 = self.split_at(w.start_ns);
-        let i1 = self.split_at(w.end_ns);
-        for p in &mut self.points[i0..i1] {
-            p.1 -= amount;
-        }
-        self.coalesce(i0, i1);
+        self.change(w, |l| *l -= amount);
         Ok(())
-    }
-
-    /// Drops breakpoints that do not change the level, around `[i0, i1]`.
-    fn coalesce(&mut self, i0: usize, i1: usize) {
-        let hi = (i1 + 1).min(self.points.len());
-        let lo = i0.saturating_sub(1);
-        let mut i = hi;
-        while i > lo {
-            i -= 1;
-            let prev = if i == 0 { 0 } else { self.points[i - 1].1 };
-            if self.points[i].1 == prev {
-                self.points.remove(i);
-            }
-        }
-    }
-
-    /// The level at the window's start and the breakpoints strictly inside it.
-    fn inside(&self, w: Window) -> (u64, &[(u64, u64)]) {
-        let first = self.points.partition_point(|p| p.0 <= w.start_ns);
-        let hi = self.points.partition_point(|p| p.0 < w.end_ns);
-        let at_start = if first == 0 {
-            0
-        } else {
-            self.points[first - 1].1
-        };
-        (at_start, &self.points[first..hi.max(first)])
     }
 
     /// The highest level inside `w`.
     pub fn peak(&self, w: Window) -> u64 {
-        if self.points.is_empty() {
-            return 0;
-        }
-        let (m, rest) = self.inside(w);
-        rest.iter().fold(m, |m, p| m.max(p.1))
+        self.points.fold_window(w, u64::max)
     }
 
     /// The lowest level inside `w`.
     pub fn min(&self, w: Window) -> u64 {
-        let (m, rest) = self.inside(w);
-        rest.iter().fold(m, |m, p| m.min(p.1))
+        self.points.fold_window(w, u64::min)
     }
 
     /// The level at time `t`.
     pub fn at(&self, t: u64) -> u64 {
-        let i = self.points.partition_point(|p| p.0 <= t);
-        if i == 0 {
-            0
-        } else {
-            self.points[i - 1].1
-        }
+        self.points.at(t)
     }
 
     /// The highest level at any time.
@@ -158,13 +240,13 @@ impl Timeline {
     }
 
     /// Breakpoints `(time, level from then on)`, in time order.
-    pub fn breakpoints(&self) -> &[(u64, u64)] {
-        &self.points
+    pub fn breakpoints(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.points.iter()
     }
 
     /// True when the level is 0 everywhere.
     pub fn is_zero(&self) -> bool {
-        self.points.is_empty()
+        self.points.len() == 0
     }
 }
 
@@ -246,11 +328,14 @@ impl Ledger {
     /// Times at which a reservation group ends (candidate start times for
     /// deferred demands), in order.
     pub fn release_times(&self) -> impl Iterator<Item = u64> + '_ {
-        let pts = self.active.breakpoints();
-        pts.iter()
-            .enumerate()
-            .filter(move |(i, p)| *i > 0 && p.1 < pts[i - 1].1)
-            .map(|(_, p)| p.0)
+        self.active
+            .breakpoints()
+            .scan(0, |prev, (t, level)| {
+                let drops = level < *prev;
+                *prev = level;
+                Some(drops.then_some(t))
+            })
+            .flatten()
     }
 
     /// Peak reserved bit/s on `edge` within `w`.
@@ -308,6 +393,8 @@ mod tests {
     fn matches_naive_model_under_random_operations() {
         const T: u64 = 200;
         let mut rng = Rng::new(7);
+        // Both representations, and the moves between them, are exercised.
+        let (mut few, mut many) = (0, 0);
         for round in 0..40 {
             let mut tl = Timeline::default();
             let mut naive = Naive(vec![0; T as usize + 1]);
@@ -342,10 +429,14 @@ mod tests {
                     assert_eq!(tl.at(a), naive.0[a as usize]);
                 }
                 // Canonical form: no redundant breakpoints.
-                let pts = tl.breakpoints();
+                let pts: Vec<(u64, u64)> = tl.breakpoints().collect();
                 for i in 0..pts.len() {
                     let prev = if i == 0 { 0 } else { pts[i - 1].1 };
                     assert_ne!(pts[i].1, prev, "redundant breakpoint {:?}", pts[i]);
+                }
+                match tl.points {
+                    Points::Few(_) => few += 1,
+                    Points::Many(_) => many += 1,
                 }
             }
             for (w, amt) in live.drain(..) {
@@ -353,6 +444,7 @@ mod tests {
             }
             assert!(tl.is_zero(), "everything released leaves no breakpoints");
         }
+        assert!(few > 1000 && many > 1000, "few {few}, many {many}");
     }
 
     #[test]

@@ -20,6 +20,17 @@ fn windows(n: usize, seed: u64) -> Vec<(u32, Window, u64)> {
         .collect()
 }
 
+/// Reserves every operation's bandwidth, then releases it all: the
+/// ledger ends as it began.
+fn churn(l: &mut Ledger, ops: &[(u32, Window, u64)]) {
+    for &(e, w, x) in ops {
+        l.reserve(e, w, x);
+    }
+    for &(e, w, x) in ops {
+        l.release(e, w, x).unwrap();
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("ledger");
     for per_link in [16usize, 256] {
@@ -31,16 +42,7 @@ fn bench(c: &mut Criterion) {
         let ops = windows(1000, 2);
         g.bench_function(
             format!("reserve+release/{per_link}_per_link/1000_ops"),
-            |b| {
-                b.iter(|| {
-                    for &(e, w, x) in &ops {
-                        l.reserve(e, w, x);
-                    }
-                    for &(e, w, x) in &ops {
-                        l.release(e, w, x).unwrap();
-                    }
-                })
-            },
+            |b| b.iter(|| churn(&mut l, &ops)),
         );
         g.bench_function(format!("peak/{per_link}_per_link/1000_queries"), |b| {
             b.iter(|| ops.iter().map(|&(e, w, _)| l.peak(e, w)).max())
@@ -61,16 +63,7 @@ fn bench(c: &mut Criterion) {
             .collect();
         g.bench_function(
             format!("reserve+release/near_now_beside_{held}_held/1000_ops"),
-            |b| {
-                b.iter(|| {
-                    for &(e, w, x) in &ops {
-                        l.reserve(e, w, x);
-                    }
-                    for &(e, w, x) in &ops {
-                        l.release(e, w, x).unwrap();
-                    }
-                })
-            },
+            |b| b.iter(|| churn(&mut l, &ops)),
         );
     }
     g.finish();

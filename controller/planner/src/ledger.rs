@@ -69,7 +69,8 @@ const FEW_MAX: usize = 32;
 const FEW_MIN: usize = 8;
 
 /// A timeline's breakpoints `(time, level from then on)`, sorted by time:
-/// inline while few (collectives share windows, so most links hold two),
+/// in a list while few (collectives share windows, so most links hold two,
+/// kept inline),
 /// in a B-tree once many, where a change near now does not shift every
 /// breakpoint after it (reservations held far ahead would otherwise make
 /// every change cost what is held).

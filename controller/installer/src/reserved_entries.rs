@@ -154,6 +154,22 @@ mod tests {
         on_devices(object, info, &Devices::bmv2(), &format!("{f:?}"))
     }
 
+    /// A flow from `src` to `dst` at leaf 0 with these labels.
+    fn flow(src: &str, dst: &str, dst_qp: Option<u32>, labels: Vec<u32>) -> ReservedFlow {
+        ReservedFlow {
+            demand: "d".into(),
+            flow: 0,
+            ingress_leaf: 0,
+            src_ip: src.parse().unwrap(),
+            dst_ip: dst.parse().unwrap(),
+            dst_qp,
+            labels,
+            hops: Vec::new(),
+            start_ns: 0,
+            end_ns: 1,
+        }
+    }
+
     fn on_devices(
         object: crate::intent::Object,
         info: &P4Info,
@@ -230,18 +246,7 @@ mod tests {
                     ("10.0.1.1", "10.0.2.1", 16),
                     ("0.0.0.1", "255.255.255.254", 0xf_ffff),
                 ] {
-                    let f = ReservedFlow {
-                        demand: "d".into(),
-                        flow: 0,
-                        ingress_leaf: 0,
-                        src_ip: src.parse().unwrap(),
-                        dst_ip: dst.parse().unwrap(),
-                        dst_qp,
-                        labels: (0..depth).map(|i| label - i).collect(),
-                        hops: Vec::new(),
-                        start_ns: 0,
-                        end_ns: 1,
-                    };
+                    let f = flow(src, dst, dst_qp, (0..depth).map(|i| label - i).collect());
                     for tc in [0, 5, 7] {
                         assert_eq!(
                             prepared.sr(&f, tc).unwrap(),
@@ -275,18 +280,7 @@ mod tests {
             }
             .encoded_len()
         };
-        let mut f = ReservedFlow {
-            demand: "d".into(),
-            flow: 0,
-            ingress_leaf: 0,
-            src_ip: "10.0.1.1".parse().unwrap(),
-            dst_ip: "10.2.4.1".parse().unwrap(),
-            dst_qp: Some(0x1234),
-            labels: Vec::new(),
-            hops: Vec::new(),
-            start_ns: 0,
-            end_ns: 1,
-        };
+        let mut f = flow("10.0.1.1", "10.2.4.1", Some(0x1234), Vec::new());
         let sr: Vec<usize> = (1..=4u32)
             .map(|depth| {
                 f.labels = (0..depth).map(|i| 0x1_0000 + i).collect();
@@ -307,18 +301,7 @@ mod tests {
     fn a_value_too_wide_or_a_stack_too_deep_is_refused() {
         let info = P4Info::load(Target::Bmv2.committed_p4info()).unwrap();
         let prepared = ReservedEntries::new(&info).unwrap();
-        let mut f = ReservedFlow {
-            demand: "d".into(),
-            flow: 0,
-            ingress_leaf: 0,
-            src_ip: "10.0.1.1".parse().unwrap(),
-            dst_ip: "10.0.2.1".parse().unwrap(),
-            dst_qp: None,
-            labels: vec![1 << 20],
-            hops: Vec::new(),
-            start_ns: 0,
-            end_ns: 1,
-        };
+        let mut f = flow("10.0.1.1", "10.0.2.1", None, vec![1 << 20]);
         let e = prepared.sr(&f, 5).unwrap_err().to_string();
         assert!(e.contains("label0"), "{e}");
         f.labels = vec![16; 5];

@@ -41,7 +41,7 @@ if [ "$want" != tna ]; then
   if [ -z "$bmv2_p4c" ]; then
     echo "p4c not found (PATH, $prefix/bin or $tofino_prefix/bin)" >&2; exit 2
   fi
-  "$here/compile_bmv2.sh" "$mode" "$bmv2_p4c" || status=1
+  "$here/v1model/compile.sh" "$mode" "$bmv2_p4c" || status=1
 fi
 if [ "$want" != bmv2 ]; then
   if [ -n "$tofino_p4c" ]; then

@@ -1,7 +1,7 @@
 """ECMP through the P4Runtime action selector, with QP-aware hashing,
 per-switch hash seeds and hash offsets.
 
-Hash convention (p4src/include/routing.p4): crc32 over the switch's seed
+Hash convention (p4src/v1model/routing.p4): crc32 over the switch's seed
 (table routing.hash_seed, 4 bytes, default 0) then src, dst, UDP source port
 and BTH destination QP for RoCEv2; seed then src, dst, protocol and L4 ports
 otherwise. The selector takes that CRC rotated right by the switch's hash

@@ -101,7 +101,7 @@ class DcqcnRuntimeChange(DcqcnBase):
 
 
 def ramp_probability(q, kmin, kmax, pmax):
-    """include/ecn.p4's marking probability at queue depth q."""
+    """p4src/v1model/ecn.p4's marking probability at queue depth q."""
     if q > kmax:
         return 1.0
     if q > kmin:

@@ -14,7 +14,7 @@ from fs_common import HOST_MAC, nbr_mac, sw_mac
 from fs_packets import DEFAULT_HASH_SEED, Flow, crc32_roce
 from test_ecmp import MEMBER_PORTS, EcmpBase
 
-FLOWLET_SLOTS = 16384   # FS_FLOWLET_SLOTS, p4src/include/sizes.p4
+FLOWLET_SLOTS = 16384   # FS_FLOWLET_SLOTS, p4src/v1model/sizes.p4
 
 
 def binomial_tail_bounds(n, p, alpha):

@@ -3,7 +3,7 @@
 
     check_decisions.py
 
-Where the v1model program (include/*.p4) decides with if-else chains, the
+Where the v1model program (v1model/*.p4) decides with if-else chains, the
 TNA program (tna/*.p4) decides with small hidden tables of constant
 entries in priority order, because on Tofino every link of a chain costs a
 stage. Nothing can run the TNA program here (no Tofino, no model), so this
@@ -25,8 +25,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 P4SRC = HERE.parent
-SOURCES = [P4SRC / "include" / "formats.p4", HERE / "headers.p4", HERE / "egress.p4",
-           HERE / "ingress.p4", HERE / "sizes.p4"]
+SOURCES = [P4SRC / "shared" / "formats.p4", HERE / "sizes.p4"] + sorted(
+    p for p in HERE.glob("*.p4") if p.name not in ("sizes.p4", "foresight.p4"))
 
 
 def constants():
@@ -130,7 +130,7 @@ MAX_LEN = C["FS_TNA_INT_MAX_LEN"]
 
 def ref_int_role(report, int_md, too_deep, sink, checksum, bitmap, domain, ds,
                  udp, b_source, b_max_hop, b_ds, r_source, r_max_hop, r_ds):
-    """include/int.p4's source / transit / sink conditions."""
+    """v1model/int.p4's source / transit / sink conditions."""
     if int_md:
         if report == 0 and sink == 1:
             return ("role_sink_too_deep",) if too_deep else ("role_sink",)
@@ -149,7 +149,7 @@ def ref_int_role(report, int_md, too_deep, sink, checksum, bitmap, domain, ds,
 
 
 def ref_mark(ecn, hit, kmax_slack, kmin_slack, under_pmax, p_hit, probability, under_p):
-    """include/ecn.p4: queue marking first, then pre-drain, ECT packets only."""
+    """v1model/ecn.p4: queue marking first, then pre-drain, ECT packets only."""
     if ecn in (C["ECN_NOT_ECT"], C["ECN_CE"]):
         return ("no_mark",)
     if hit and (kmax_slack == 0 or (kmin_slack == 0 and under_pmax != 0)):
@@ -193,7 +193,7 @@ def ref_report_outcome(report, configured, int_md, sized):
 
 def ref_first_failed(partial, parser_other, parse_drop, ipv4, ipv4_short, udp_short,
                      tcp_short, int_invalid, checksum, udp_past_ipv4):
-    """include/validation.p4's order of checks."""
+    """v1model/validation.p4's order of checks."""
     for flag, reason in ((partial, "DROP_TRUNCATED"), (parser_other, "DROP_PARSER_OTHER")):
         if flag:
             return ("set_reason", C[reason])
@@ -209,15 +209,15 @@ def ref_first_failed(partial, parser_other, parse_drop, ipv4, ipv4_short, udp_sh
 
 
 def hop_words(bitmap, ds_words):
-    """include/int.p4's int_hop_words(): words per instruction bit 0..8."""
+    """v1model/int.p4's int_hop_words(): words per instruction bit 0..8."""
     per_bit = {0x8000: 1, 0x4000: 1, 0x2000: 1, 0x1000: 1, 0x0800: 2, 0x0400: 2,
                0x0200: 2, 0x0100: 1, 0x0080: 1}
     return sum(w for bit, w in per_bit.items() if bitmap & bit) + ds_words
 
 
-def check_lookups(egress):
-    a = {(k[0][0], k[1][0]): args for k, _, args in table(egress, "hop_size_a_table")}
-    b = {(k[0][0], k[1][0]): args for k, _, args in table(egress, "hop_size_b_table")}
+def check_lookups(int_p4):
+    a = {(k[0][0], k[1][0]): args for k, _, args in table(int_p4, "hop_size_a_table")}
+    b = {(k[0][0], k[1][0]): args for k, _, args in table(int_p4, "hop_size_b_table")}
     for ins in range(0, 0x10000, 0x80):   # bits 9..15 are never set here
         for ds in (0, 1):
             aw, ab = a[(ins >> 12, (ins >> 7) & 1)]
@@ -226,17 +226,17 @@ def check_lookups(egress):
             if (aw + bw, ab + bb) != (want, 4 * want):
                 sys.exit(f"hop size of bitmap {ins:#06x} ds {ds}: {aw + bw} words / "
                          f"{ab + bb} bytes, v1model {want} / {4 * want}")
-    for keys, _, (nbytes, delta) in table(egress, "int_strip_bytes"):
+    for keys, _, (nbytes, delta) in table(int_p4, "int_strip_bytes"):
         length = keys[0][0]
         if nbytes != 4 * (length + 1) or delta != (-18 - nbytes) & 0xFFFF:
             sys.exit(f"strip bytes for len {length}: {nbytes}, {delta:#x}")
-    for keys, _, (n,) in table(egress, "int_len_after"):
+    for keys, _, (n,) in table(int_p4, "int_len_after"):
         if keys[0][0] != n:
             sys.exit(f"int_len_after adds {n} for hop_ml {keys[0][0]}")
-    for keys, _, _ in table(egress, "hop_ml_check"):
+    for keys, _, _ in table(int_p4, "hop_ml_check"):
         if keys[0][0] != keys[1][0]:
             sys.exit(f"hop_ml_check matches {keys[0][0]} with {keys[1][0]}")
-    sizes = table(egress, "report_sizes")
+    sizes = table(int_p4, "report_sizes")
     for length in range(256):
         for port in (C["UDP_PORT_ROCEV2"], 4790, 0):
             got = lookup(sizes, (length, port), None)
@@ -251,32 +251,32 @@ def check_lookups(egress):
 
 
 def main():
-    egress, ingress = HERE / "egress.p4", HERE / "ingress.p4"
+    int_p4, ecn, validation = HERE / "int.p4", HERE / "ecn.p4", HERE / "validation.p4"
     b = (0, 1)
     counts = {}
     counts["int_egress.int_role"] = compare(
-        "int_role", table(egress, "int_role"), ref_int_role,
+        "int_role", table(int_p4, "int_role"), ref_int_role,
         cases([b, b, b, b, (0, 1, 0xFFFF), (0, 0xFF80, 0x8000, 0x0001, 0x0040, 0xDC80, 0x1234),
                (FS, 0, 0x4654), (0, TX, 0x4000, TX | 1), b, b, (0, 1, 8, 255),
                (0, TX, 0x4000, 0xFFFF), b, (0, 1, 255), (0, TX, 0x7FFF)], 400_000, 1),
         ("role_pass",))
     counts["ecn.mark"] = compare(
-        "mark", table(egress, "mark"), ref_mark,
+        "mark", table(ecn, "mark"), ref_mark,
         cases([(0, 1, 2, 3), b, (0, 1, 0x7FFFF), (0, 1, 0x7FFFF), (0, 1, 0xFFFF), b,
                (0, 1, 0x8000, 0xFFFE, 0xFFFF), (0, 1, 0xFFFF)], 400_000, 2),
         ("no_mark",))
     counts["int_egress.int_hop_action"] = compare(
-        "int_hop_action", table(egress, "int_hop_action"), ref_hop_action,
+        "int_hop_action", table(int_p4, "int_hop_action"), ref_hop_action,
         cases([range(8), b, (0, 1, 2, 255), range(256), (0, 1, 16, 0xFFFF),
                (0, 1, 4, 0x8000, 0xFFFF)], 400_000, 3),
         ("leave_int",))
     counts["int_egress.report_outcome"] = compare(
-        "report_outcome", table(egress, "report_outcome"), ref_report_outcome,
+        "report_outcome", table(int_p4, "report_outcome"), ref_report_outcome,
         cases([b, b, b, b], 400_000, 4), ("not_a_report",))
     counts["validation.first_failed"] = compare(
-        "first_failed", table(ingress, "first_failed"), ref_first_failed,
+        "first_failed", table(validation, "first_failed"), ref_first_failed,
         cases([b] * 10, 400_000, 5), ("NoAction",))
-    check_lookups(egress)
+    check_lookups(int_p4)
     print("TNA decision tables agree with the v1model logic: " +
           ", ".join(f"{name} {n} cases" for name, n in counts.items()) +
           "; INT hop sizes, strip and report lengths match the v1model formulas")

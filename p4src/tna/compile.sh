@@ -22,7 +22,7 @@ log="$work/p4c.log"
 start=$(date +%s)
 # Any compiler or assembler error fails, including a program that no longer
 # fits the chip's stages (the assembler then writes no tofino.bin).
-if ! (cd "$p4src" && "$p4c" --target tofino --arch tna --std p4-16 -I include \
+if ! (cd "$p4src" && "$p4c" --target tofino --arch tna --std p4-16 \
     -o "$out" --p4runtime-files "$work/foresight.p4info.txtpb,$work/foresight.p4info.bin" \
     --p4runtime-force-std-externs tna/foresight.p4) >"$log" 2>&1 ||
    [ ! -f "$out/pipe/tofino.bin" ]; then

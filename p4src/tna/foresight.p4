@@ -1,10 +1,13 @@
 // tna/foresight.p4 — Foresight's switch pipeline for Tofino (TNA).
 //
-// The same data plane as p4src/foresight.p4 (v1model) with the same
+// The same data plane as v1model/foresight.p4 with the same
 // P4Runtime names: SR-MPLS push/pop, QP-aware ECMP (the same CRC-32),
 // INT-MD with Telemetry Reports, DCQCN and pre-drain ECN marking, priority
 // queues, counters and drop reasons. Formats and constants are shared
-// (include/formats.p4, include/ecmp_hash.p4); sizes are tna/sizes.p4.
+// (shared/formats.p4, shared/ecmp_hash.p4); sizes are tna/sizes.p4. Each
+// control is in the file of the v1model program's name for it, so the two
+// programs compare file by file (no checksums.p4: Tofino checks and updates
+// the IPv4 checksum in its parser and deparser, tna/parser.p4).
 // Compiled by p4c's Tofino backend: p4src/compile.sh --tna.
 
 #include <core.p4>

@@ -1,6 +1,6 @@
 // tna/headers.p4 — the TNA program's header and metadata structs.
 //
-// Formats and constants come from include/formats.p4, shared with the
+// Formats and constants come from shared/formats.p4, shared with the
 // v1model program. What differs on Tofino:
 //   * the INT metadata stack is parsed as 32-bit words (PHV holds no varbit),
 //     at most FS_TNA_INT_STACK_WORDS of them;
@@ -11,7 +11,7 @@
 #ifndef FS_TNA_HEADERS_P4
 #define FS_TNA_HEADERS_P4
 
-#include "../include/formats.p4"
+#include "../shared/formats.p4"
 
 // What precedes the packet in egress.
 const bit<8> FS_PKT_BRIDGED = 1;    // ingress -> egress, every normal packet
@@ -25,7 +25,7 @@ header int_word_t {
 }
 
 // INT-MD words whose two fields the egress writes as one (their formats,
-// int_l1_ports_t and int_queue_t, are in include/formats.p4).
+// int_l1_ports_t and int_queue_t, are in shared/formats.p4).
 header fs_int_l1_ports_word_t {
     bit<32> word;                   // ingress port 16 ++ egress port 16
 }

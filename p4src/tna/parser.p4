@@ -1,6 +1,6 @@
 // tna/parser.p4 — TNA parsers and deparsers.
 //
-// The parse graph is the v1model one (include/parser.p4): Ethernet, up to 4
+// The parse graph is the v1model one (v1model/parser.p4): Ethernet, up to 4
 // SR-MPLS labels, IPv4 (IHL 5), UDP or TCP, INT-MD after UDP when the DSCP
 // bit says so, then the RoCEv2 BTH. What Tofino changes:
 //   * no verify(): a malformed header sets meta.parse_drop to the DROP_*
@@ -106,7 +106,7 @@ parser FsIngressParser(packet_in pkt, out fs_ingress_headers_t hdr,
         meta.parse_drop = DROP_IPV4_OPTIONS;
         transition accept;
     }
-    // The flow key (include/flow_key.p4) is filled in here, as the headers
+    // The flow key (v1model/flow_key.p4) is filled in here, as the headers
     // are extracted, which saves ingress two stages. L4 is parsed only
     // for unfragmented packets (offset 0, MF clear): the ports of a first
     // fragment are not the flow's (v1model parses its L4 header but leaves

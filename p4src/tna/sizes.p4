@@ -1,8 +1,7 @@
 // tna/sizes.p4 — table, selector, counter and register sizes of the TNA
-// (Tofino) build, in one place. It replaces include/sizes.p4 (same macro
-// names; defining FS_SIZES_P4 first keeps that file out).
+// (Tofino) build, in one place, under the macro names of v1model/sizes.p4.
 //
-// The v1model sizes (include/sizes.p4) are dimensioned for a 32,768-GPU
+// The v1model sizes (v1model/sizes.p4) are dimensioned for a 32,768-GPU
 // three-tier Clos, which BMv2 allocates lazily. On Tofino every entry costs
 // SRAM or TCAM whether used or not, so where a size differs from the
 // v1model one the comment says why, and p4src/tna/RESOURCES.md gives what

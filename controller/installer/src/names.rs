@@ -1,4 +1,4 @@
-//! P4Runtime names of `p4src/foresight.p4` that the controller writes.
+//! P4Runtime names of `p4src/v1model/foresight.p4` that the controller writes.
 //! Kept in one place: `p4src/README.md` documents them, and a test resolves
 //! every one against the committed P4Info.
 
@@ -42,7 +42,7 @@ pub const INT_SET_COLLECTOR: &str = "FsEgress.int_egress.set_collector";
 pub const INT_PORT_MTU: &str = "FsEgress.int_egress.port_mtu";
 pub const INT_SET_PORT_MTU: &str = "FsEgress.int_egress.set_port_mtu";
 /// Clone session the INT sink mirrors report copies to
-/// (`INT_REPORT_CLONE_SESSION` in `p4src/include/formats.p4`).
+/// (`INT_REPORT_CLONE_SESSION` in `p4src/shared/formats.p4`).
 pub const INT_REPORT_CLONE_SESSION: u32 = 64;
 
 pub const DCQCN_PORT: &str = "FsEgress.ecn.dcqcn_port";

@@ -1,5 +1,5 @@
 //! Every name the installer writes resolves against the committed P4Info
-//! of `p4src/foresight.p4`: the static state of a fabric with an INT
+//! of `p4src/v1model/foresight.p4`: the static state of a fabric with an INT
 //! collector, the ECMP hash mode and seed, reservation SR push and INT
 //! watch entries, lowered DCQCN profiles and pre-drain entries.
 

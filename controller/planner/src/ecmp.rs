@@ -1,7 +1,7 @@
 //! ECMP as a switch computes it, and the ECMP baseline the planner is
 //! compared with.
 //!
-//! **The hash (shared with the data plane, `p4src/include/routing.p4`).**
+//! **The hash (shared with the data plane, `p4src/v1model/routing.p4`).**
 //! Every switch computes CRC-32 (IEEE 802.3, reflected, init and final XOR
 //! `0xFFFFFFFF` — v1model `HashAlgorithm.crc32`, the same as zlib) over
 //! its own 32-bit seed (4 bytes, big-endian) followed by the 13-byte key
@@ -165,7 +165,7 @@ pub fn tier_offset(role: Role) -> u32 {
 
 /// How one switch hashes: its seed, prepended to the key, and its hash
 /// offset, by which the selector rotates the CRC right before taking the
-/// member (`p4src/include/routing.p4`).
+/// member (`p4src/v1model/routing.p4`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SwitchHash {
     /// Prepended to every hash input (`routing.hash_seed`).

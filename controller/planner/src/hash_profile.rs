@@ -241,7 +241,7 @@ pub struct HashProfile {
 
 impl HashProfile {
     /// Foresight's program with this seed and offset, hashing `mode`'s
-    /// fields (`p4src/include/routing.p4`, [`crate::ecmp`]).
+    /// fields (`p4src/v1model/routing.p4`, [`crate::ecmp`]).
     pub fn foresight(seed: u32, offset: u32, mode: HashMode) -> HashProfile {
         let fields = match mode {
             HashMode::QpAware => vec![Field::SrcIp, Field::DstIp, Field::L4SrcPort, Field::DstQp],

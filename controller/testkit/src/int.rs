@@ -1,4 +1,4 @@
-//! INT telemetry reports as `p4src/int.p4` sends them to the collector.
+//! INT telemetry reports as `p4src/v1model/int.p4` sends them to the collector.
 
 /// One hop's metadata: (node id, ingress port, egress port, queue
 /// occupancy, egress timestamp in µs, egress port tx bytes).

@@ -1,5 +1,5 @@
 //! The INT collector: Telemetry Report v2.0 datagrams from the sink leaves
-//! (`p4src/include/int.p4`: one individual report, INT-MD over UDP inner
+//! (`p4src/v1model/int.p4`: one individual report, INT-MD over UDP inner
 //! packet, sink's entry on top of the stack) parsed into per-hop metadata,
 //! and per-link load from them: every hop stamps its egress port's
 //! transmitted bytes (Foresight domain-specific metadata) and its egress

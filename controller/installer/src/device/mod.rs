@@ -39,7 +39,7 @@ pub use ports::{PortMap, PortMapError};
 /// The switch target: which program the switches run and how they take it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Target {
-    /// BMv2 `simple_switch_grpc`, `p4src/foresight.p4` (v1model).
+    /// BMv2 `simple_switch_grpc`, `p4src/v1model/foresight.p4` (v1model).
     #[default]
     Bmv2,
     /// Tofino (bf_switchd's P4Runtime server or Stratum), the TNA program.
@@ -534,8 +534,8 @@ mod tests {
 
     #[test]
     fn cnp_class_and_report_session_are_the_programs_constants() {
-        let headers = std::fs::read_to_string(repository_root().join("p4src/include/formats.p4"))
-            .expect("p4src/include/formats.p4");
+        let headers = std::fs::read_to_string(repository_root().join("p4src/shared/formats.p4"))
+            .expect("p4src/shared/formats.p4");
         let constant = |name: &str| -> u32 {
             let line = headers
                 .lines()

@@ -1,4 +1,4 @@
-// priority.p4 — choose the BMv2 egress priority queue.
+// v1model/priority.p4 — choose the BMv2 egress priority queue.
 //
 // In order:
 //   1. CNPs (DSCP 48 or BTH opcode 0x81) -> queue 7, so congestion feedback

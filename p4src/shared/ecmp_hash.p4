@@ -1,4 +1,4 @@
-// ecmp_hash.p4 — the ECMP hash inputs, shared by the v1model and TNA programs
+// shared/ecmp_hash.p4 — the ECMP hash inputs, shared by the v1model and TNA programs
 // so that both compute exactly the same CRC-32 (the planner emulates it; see
 // routing.p4 for the definition and controller/planner/src/ecmp.rs).
 //

@@ -1,4 +1,4 @@
-// ingress.p4 — the v1model ingress pipeline: validation, forwarding (SR
+// v1model/ingress.p4 — the v1model ingress pipeline: validation, forwarding (SR
 // adjacency or IPv4 LPM/ECMP), queue selection, INT decisions, counters.
 
 #ifndef FS_INGRESS_P4

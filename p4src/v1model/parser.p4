@@ -1,4 +1,4 @@
-// parser.p4 — architecture-neutral parser and deparser.
+// v1model/parser.p4 — architecture-neutral parser and deparser.
 //
 // FsParser is a sub-parser over (packet, headers) only, so a TNA top file can
 // call it from its ingress parser. A frame that ends inside a header fails

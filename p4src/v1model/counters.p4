@@ -1,4 +1,4 @@
-// counters.p4 — the counters the controller and the lab read.
+// v1model/counters.p4 — the counters the controller and the lab read.
 //
 //   FsIngress.counters.rx_port         packets/bytes received, index = ingress port
 //   FsIngress.counters.drops           packets/bytes dropped, index = DROP_* reason

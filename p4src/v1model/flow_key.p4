@@ -1,4 +1,4 @@
-// flow_key.p4 — the flow identity every feature matches on.
+// v1model/flow_key.p4 — the flow identity every feature matches on.
 //
 // L4 ports are zero for anything but an unfragmented (or first-fragment)
 // TCP/UDP datagram, and IPv4 fragments hash on the 3-tuple, so all fragments

@@ -1,4 +1,4 @@
-// validation.p4 — turn parser and checksum errors into drop reasons.
+// v1model/validation.p4 — turn parser and checksum errors into drop reasons.
 //
 // Nothing that failed to parse is forwarded: a truncated or malformed packet
 // gets a DROP_* reason here and FsIngress drops and counts it before any

@@ -1,4 +1,4 @@
-// int.p4 — In-band Network Telemetry, INT-MD over UDP (P4.org INT v2.1),
+// v1model/int.p4 — In-band Network Telemetry, INT-MD over UDP (P4.org INT v2.1),
 // with Telemetry Report v2.0 reports from the sink.
 //
 // Roles (one switch may play several):

@@ -1,4 +1,4 @@
-// sizes.p4 — every table, selector, counter and register size of the
+// v1model/sizes.p4 — every table, selector, counter and register size of the
 // Foresight pipeline, in one place.
 //
 // Dimensioned for a 32,768-GPU three-tier Clos (one 400G NIC per GPU,

@@ -1,4 +1,4 @@
-// ecn.p4 — DCQCN congestion point and per-flow pre-drain marking.
+// v1model/ecn.p4 — DCQCN congestion point and per-flow pre-drain marking.
 //
 // DCQCN (Zhu et al., SIGCOMM 2015), per egress port: with q the depth of the
 // packet's egress queue when it was enqueued,

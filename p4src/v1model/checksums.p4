@@ -1,4 +1,4 @@
-// checksums.p4 — IPv4 header checksum verification and update (v1model).
+// v1model/checksums.p4 — IPv4 header checksum verification and update (v1model).
 //
 // UDP checksums are never recomputed: INT keeps them valid incrementally
 // (int.p4), and nothing else in this pipeline changes UDP- or TCP-checksummed

@@ -1,13 +1,14 @@
-// headers.p4 — the v1model program's header and metadata structs.
+// v1model/headers.p4 — the v1model program's header and metadata structs.
 //
-// Formats and constants are in formats.p4 (shared with the TNA program);
+// Formats and constants are in shared/formats.p4 (shared with the TNA program);
 // here the INT stack is one varbit header, which BMv2 parses and re-emits
 // whole.
 
 #ifndef FS_HEADERS_P4
 #define FS_HEADERS_P4
 
-#include "formats.p4"
+#include "sizes.p4"
+#include "../shared/formats.p4"
 
 // v1model instance type of an ingress clone (BMv2 PKT_INSTANCE_TYPE_INGRESS_CLONE).
 const bit<32> INSTANCE_TYPE_INGRESS_CLONE = 1;

@@ -1,5 +1,5 @@
-// formats.p4 — header formats and constants of the Foresight pipeline, shared
-// by the v1model program (headers.p4) and the TNA program (tna/headers.p4).
+// shared/formats.p4 — header formats and constants of the Foresight pipeline, shared
+// by the v1model program (v1model/headers.p4) and the TNA program (tna/headers.p4).
 //
 // Every format is a published standard so that tshark and scapy decode what
 // the switches emit:
@@ -11,12 +11,10 @@
 //
 // Nothing here depends on an architecture: the header structs, which differ
 // (v1model parses the INT stack as one varbit, TNA as 32-bit words), are in
-// headers.p4 and tna/headers.p4.
+// v1model/headers.p4 and tna/headers.p4.
 
 #ifndef FS_FORMATS_P4
 #define FS_FORMATS_P4
-
-#include "sizes.p4"
 
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;

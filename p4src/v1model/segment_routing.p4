@@ -1,4 +1,4 @@
-// segment_routing.p4 — SR-MPLS push at the ingress leaf, pop at every hop.
+// v1model/segment_routing.p4 — SR-MPLS push at the ingress leaf, pop at every hop.
 //
 // Reservation (ingress leaf): FsIngress.sr.reservation matches IPv4
 // source/destination and the RoCEv2 destination QP (ternary, with priority)

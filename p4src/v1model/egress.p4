@@ -1,4 +1,4 @@
-// egress.p4 — the v1model egress pipeline: ECN/pre-drain marking, INT
+// v1model/egress.p4 — the v1model egress pipeline: ECN/pre-drain marking, INT
 // (source, transit, sink, reports), counters.
 
 #ifndef FS_EGRESS_P4

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The v1model programs for BMv2 (called by compile.sh):
-#   compile_bmv2.sh write|check P4C
+# The v1model programs for BMv2 (called by p4src/compile.sh):
+#   v1model/compile.sh write|check P4C
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
+here=$(cd "$(dirname "$0")/.." && pwd)   # p4src/
 mode=$1; p4c=$2
 
 # program name -> top-level source, relative to p4src/
@@ -10,7 +10,7 @@ programs=(
   "ipv4_forward:examples/ipv4_forward.p4"
   "p4rt_features:examples/p4rt_features.p4"
 )
-[ -f "$here/foresight.p4" ] && programs+=("foresight:foresight.p4")
+programs+=("foresight:v1model/foresight.p4")
 
 out="$here/build"
 if [ "$mode" = check ]; then out=$(mktemp -d); trap 'rm -rf "$out"' EXIT; fi
@@ -43,7 +43,7 @@ for entry in "${programs[@]}"; do
   log="$out/$name.p4c.log"
   # Relative paths from p4src/, so the JSON's source references do not
   # depend on where the repository is checked out.
-  if ! (cd "$here" && "$p4c" --target bmv2 --arch v1model --std p4-16 -I include \
+  if ! (cd "$here" && "$p4c" --target bmv2 --arch v1model --std p4-16 \
       -o "$out" --p4runtime-files "$out/$name.p4info.txtpb,$out/$name.p4info.bin" \
       "$src") >"$log" 2>&1; then
     cat "$log" >&2; echo "p4c failed on $src" >&2; exit 1

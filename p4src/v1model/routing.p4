@@ -1,4 +1,4 @@
-// routing.p4 — IPv4 LPM to a next hop, ECMP through an action selector,
+// v1model/routing.p4 — IPv4 LPM to a next hop, ECMP through an action selector,
 // QP-aware hashing, independent tiers, flowlet switching and per-packet
 // spraying.
 //
@@ -70,7 +70,7 @@
 #define FS_ROUTING_P4
 
 #include "headers.p4"
-#include "ecmp_hash.p4"
+#include "../shared/ecmp_hash.p4"
 
 // How the selector key is made (set by the hash_mode actions).
 #define FS_CHOOSE_BY_HASH 2w0

@@ -9,8 +9,8 @@ use std::net::Ipv4Addr;
 
 use p4rt::EntrySpec;
 
-use crate::intent::Object;
 use crate::names;
+use crate::object::Object;
 
 /// DCQCN congestion-point profile of a port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -6,34 +6,11 @@ use std::sync::Arc;
 
 use p4rt::entity::{self, BuildError};
 use p4rt::proto::p4::v1 as p4;
-use p4rt::{EntrySpec, P4Info, Value};
+use p4rt::{P4Info, Value};
 use prost::Message;
 
 use crate::device::{Devices, NotAPort};
-
-/// One object the controller wants on a switch, by P4Info names.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Object {
-    /// A table entry.
-    Entry(EntrySpec),
-    /// The default action of a keyless table (written with MODIFY).
-    Default(EntrySpec),
-    /// An action profile member (one ECMP next hop).
-    Member {
-        profile: String,
-        id: u32,
-        action: String,
-        params: Vec<(String, Value)>,
-    },
-    /// An action selector group (an ECMP set), members with weight 1.
-    Group {
-        profile: String,
-        id: u32,
-        members: Vec<u32>,
-    },
-    /// A clone session copying packets to `ports` (instance 0, untruncated).
-    CloneSession { id: u32, ports: Vec<u32> },
-}
+use crate::object::Object;
 
 /// Intended objects of one switch.
 #[derive(Debug, Clone, Default, PartialEq)]

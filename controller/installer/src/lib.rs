@@ -2,6 +2,7 @@
 //!
 //! * [`names`] — the P4Runtime names of the Foresight program (one place);
 //! * [`addressing`] — switch port MACs and leaf subnets;
+//! * [`object`] — one thing a switch should hold, by P4Info names;
 //! * [`intent`] — a switch's intended state as P4Runtime entities, keyed so
 //!   that two states can be compared;
 //! * [`static_state`] — routes, ECMP groups, SR adjacencies, priorities, INT
@@ -25,6 +26,7 @@ pub mod ecn;
 pub mod intent;
 pub mod layered;
 pub mod names;
+pub mod object;
 pub mod pipeline;
 pub mod reconcile;
 pub mod reservations;
@@ -32,6 +34,7 @@ pub mod reserved_entries;
 pub mod static_state;
 
 pub use device::{Devices, Target};
-pub use intent::{Intent, IntentError, Object};
+pub use intent::{Intent, IntentError};
+pub use object::Object;
 pub use reconcile::{reconcile, Diff};
 pub use reservations::ReservedFlow;

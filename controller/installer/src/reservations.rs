@@ -9,8 +9,8 @@ use planner::conventions::ROCEV2_UDP_PORT;
 use planner::topology::{NodeRef, SwitchIdx};
 use planner::{Demand, Topology};
 
-use crate::intent::Object;
 use crate::names;
+use crate::object::Object;
 
 /// BMv2 priority queue / MPLS traffic class of reserved traffic.
 pub const RESERVED_TC: u8 = 5;

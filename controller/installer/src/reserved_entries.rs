@@ -150,7 +150,7 @@ mod tests {
     use crate::device::{Devices, Target};
     use crate::intent::Intent;
 
-    fn by_text(f: &ReservedFlow, object: crate::intent::Object, info: &P4Info) -> p4::Entity {
+    fn by_text(f: &ReservedFlow, object: crate::object::Object, info: &P4Info) -> p4::Entity {
         on_devices(object, info, &Devices::bmv2(), &format!("{f:?}"))
     }
 
@@ -171,7 +171,7 @@ mod tests {
     }
 
     fn on_devices(
-        object: crate::intent::Object,
+        object: crate::object::Object,
         info: &P4Info,
         devices: &Devices,
         what: &str,

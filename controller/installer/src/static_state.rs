@@ -13,14 +13,16 @@ use planner::Topology;
 
 use crate::addressing::{neighbour_mac, subnets_by_leaf, switch_address, switch_port_mac};
 use crate::ecn::dcqcn_entry;
-use crate::intent::{Intent, Object};
+use crate::intent::Intent;
 use crate::names;
+use crate::object::Object;
 
 pub use crate::ecn::EcnProfile;
 
 /// DSCP of RoCEv2 data in the fabric and the BMv2 priority queue it uses.
 pub const ROCE_DSCP: u8 = 24;
 pub const ROCE_QUEUE: u8 = 3;
+const _: () = assert!(ROCE_QUEUE < crate::device::TRAFFIC_CLASSES);
 
 fn mac(m: [u8; 6]) -> String {
     format!(

@@ -47,7 +47,8 @@ use planner::topology::EdgeId;
 use planner::Topology;
 use prost::Message;
 
-use super::state::{FlowRecord, Reservation, State, Status};
+use super::state::State;
+use super::state_records::{FlowRecord, Reservation, Status};
 
 /// Settings of the dynamic state.
 #[derive(Debug, Clone, Copy)]

@@ -3,7 +3,7 @@
 //! broadcast channel after the switches acknowledged the change; each
 //! stream filters by tenant and job.
 
-use super::state::Reservation;
+use super::state_records::Reservation;
 
 /// A reservation changed (cancelled, re-planned): for `WatchEvents`.
 #[derive(Clone, Debug)]

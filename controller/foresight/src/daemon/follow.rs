@@ -21,7 +21,7 @@ use super::controller::{Controller, Inner, Mutation};
 use super::engine::{Engine, Extended, NoExtension, Released};
 use super::events::Event;
 use super::live_reservations::LiveReservations;
-use super::state::{FlowRecord, Lifecycle, Reservation};
+use super::state_records::{FlowRecord, Lifecycle, Reservation};
 use super::watch_counters::WatchCounters;
 
 /// Where the follow loop sees a flow's traffic.

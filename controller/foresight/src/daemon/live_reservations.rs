@@ -15,7 +15,7 @@ use std::ops::{Deref, DerefMut};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::state::{Reservation, Subject};
+use super::state_records::{Reservation, Subject};
 
 /// Live reservations in sequence order, with their indexes.
 #[derive(Debug, Clone, Default)]
@@ -389,7 +389,7 @@ impl Drop for RecordMut<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::state::{FlowRecord, Reason, Status};
+    use crate::daemon::state_records::{FlowRecord, Reason, Status};
 
     fn record(seq: u64, tenant: &str, demand: &str, start: u64, end: u64) -> Reservation {
         let mut r = crate::daemon::state_keys::tests::reservation(seq);
@@ -416,7 +416,7 @@ mod tests {
             start_unix_ns: start,
             end_unix_ns: end,
             labels: vec![16],
-            hops: vec![super::super::state::Hop {
+            hops: vec![super::super::state_records::Hop {
                 switch: "leaf1".into(),
                 port: 1,
             }],

@@ -75,6 +75,7 @@ pub mod service;
 pub mod startup;
 pub mod state;
 pub mod state_keys;
+pub mod state_records;
 pub mod store;
 pub mod switch_status;
 pub mod switches;

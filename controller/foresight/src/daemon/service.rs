@@ -24,7 +24,7 @@ use super::engine::{to_ndsp, PlanTiming, Planned, Refusal};
 use super::events::Event;
 use super::learning::announced_iteration;
 use super::requests::{collective_key, demand_keys, recorded_registration};
-use super::state::Reservation;
+use super::state_records::Reservation;
 use super::telemetry::BYTES_PER_QUEUED_PACKET;
 
 /// Response metadata: microseconds from receipt to every due entry acknowledged.

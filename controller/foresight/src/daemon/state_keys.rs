@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, HashSet};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::state::{Job, LinkRef, Reservation, State};
+use crate::daemon::state::State;
+use crate::daemon::state_records::{Job, LinkRef, Reservation};
 
 #[derive(Serialize, Deserialize)]
 struct Meta {
@@ -209,7 +210,8 @@ pub fn assemble(keys: &BTreeMap<String, Vec<u8>>, fabric: &str) -> anyhow::Resul
 #[cfg(test)]
 pub(crate) mod tests {
     use super::Committed;
-    use crate::daemon::state::{Job, Reason, Reservation, State, Status, Subject};
+    use crate::daemon::state::State;
+    use crate::daemon::state_records::{Job, Reason, Reservation, Status, Subject};
 
     /// An admitted reservation of no flows, sequence `seq`.
     pub(crate) fn reservation(seq: u64) -> Reservation {

@@ -12,7 +12,7 @@ use super::api::{
 };
 use super::clock::now_unix_ns;
 use super::controller::Controller;
-use super::state::{Lifecycle, Reservation};
+use super::state_records::{Lifecycle, Reservation};
 use super::switches;
 
 impl Controller {

@@ -30,8 +30,8 @@ use std::str::FromStr;
 use p4rt::value::parse_value;
 use p4rt::{EntrySpec, Value};
 
-use crate::intent::Object;
 use crate::names;
+use crate::object::Object;
 
 pub use device_config::{Artifacts, DeviceConfigError, TofinoFormat, TofinoOutput};
 pub use ports::{PortMap, PortMapError};
@@ -160,7 +160,6 @@ const _: () = {
     assert!(classes <= 1 << Target::Tofino.queue_id_bits());
     assert!(CNP_CLASS < TRAFFIC_CLASSES);
     assert!(crate::reservations::RESERVED_TC < TRAFFIC_CLASSES);
-    assert!(crate::static_state::ROCE_QUEUE < TRAFFIC_CLASSES);
 };
 
 /// Size of a Tofino INT report mirror copy (the mirror session's maximum

@@ -12,8 +12,8 @@ use crate::joint::{self, JointFlow};
 use crate::paths::Path;
 use crate::topology::EdgeId;
 
-use super::moving::JointRun;
-use super::plan::{Batch, Outcome, Reason, Work};
+use super::answer::{Outcome, Reason};
+use super::call::{Batch, JointRun, Work};
 use super::planner::{Committed, Placed, Planner};
 
 /// Admitted demands tried as the one to take out for a left-out demand.

@@ -51,14 +51,19 @@
 //!
 //! * `planner.rs` — the [`Planner`]: its settings, its ledger and what each
 //!   demand holds in it;
-//! * `plan.rs` — one planning call in its phases, and the [`Plan`] it returns;
+//! * `answer.rs` — what a call returns: the [`Plan`], each demand's
+//!   [`Outcome`] and [`Reason`], what [`Moved`];
+//! * `call.rs` — the working state of one call, shared by its phases;
+//! * `plan.rs` — one planning call in its phases;
 //! * `admit.rs` — admission in full, and exchanges within a priority class;
 //! * `moving.rs` — moving reservations jointly to admit a demand or lower the
-//!   peak, and the record of what moved;
+//!   peak;
 //! * `settle.rs` — deferral, partial reservations, rejection and the ECMP
 //!   fallback of what is left.
 
 mod admit;
+mod answer;
+mod call;
 #[cfg(test)]
 mod fixtures;
 mod moving;
@@ -66,6 +71,8 @@ mod plan;
 mod planner;
 mod settle;
 
-pub use moving::{MoveCause, Moved, MovedFlow, Reoptimized};
-pub use plan::{DemandPlan, FlowPlan, JointSummary, Outcome, Plan, Reason};
+pub use answer::{
+    DemandPlan, FlowPlan, JointSummary, MoveCause, Moved, MovedFlow, Outcome, Plan, Reason,
+    Reoptimized,
+};
 pub use planner::{Planner, PlannerConfig};

@@ -1,98 +1,19 @@
 //! Moving reservations (paths only, never windows or rates): the joint
 //! search over the pool of what may move, to admit a demand
 //! ([`Planner::plan_moving`]) or to lower the peak
-//! ([`Planner::reoptimize`]), and the record of what moved and why.
+//! ([`Planner::reoptimize`]), recording what moved and why ([`super::Moved`]).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
-
-use serde::Serialize;
 
 use crate::conventions::bps_to_gbps;
 use crate::demand::Demand;
 use crate::joint::{self, Effort, Fabric, JointFlow, JointResult};
 use crate::paths::Path;
 
-use super::plan::{Batch, JointSummary, Reason};
+use super::answer::{JointSummary, MoveCause, Moved, MovedFlow, Reason, Reoptimized};
+use super::call::{Batch, JointRun};
 use super::planner::{Committed, Placed, Planner};
-
-/// One flow of an earlier reservation that moved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MovedFlow {
-    /// The flow's index: in its demand's flows, or in the list given to
-    /// [`Planner::restore`].
-    pub index: usize,
-    /// Its path before.
-    pub from: Path,
-    /// Its path now.
-    pub to: Path,
-}
-
-/// Why an earlier reservation moved.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum MoveCause {
-    /// To make room for a demand that did not fit otherwise.
-    Admit {
-        /// The demand's id.
-        demand: String,
-    },
-    /// To lower the peak utilisation of the reservations that may move.
-    LowerPeak {
-        /// Peak before.
-        from: f64,
-        /// Peak after.
-        to: f64,
-    },
-}
-
-impl std::fmt::Display for MoveCause {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            MoveCause::Admit { demand } => write!(f, "moved to admit {demand}"),
-            MoveCause::LowerPeak { from, to } => {
-                write!(
-                    f,
-                    "moved to lower the peak utilisation from {from:.4} to {to:.4}"
-                )
-            }
-        }
-    }
-}
-
-/// An earlier reservation whose paths changed.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Moved {
-    /// Its id.
-    pub id: String,
-    /// The flows that changed path.
-    pub flows: Vec<MovedFlow>,
-    /// Why, in order.
-    pub causes: Vec<MoveCause>,
-}
-
-/// What [`Planner::reoptimize`] did.
-#[derive(Clone, Debug, Default)]
-pub struct Reoptimized {
-    /// Reservations that moved.
-    pub moved: Vec<Moved>,
-    /// Peak utilisation of the movable reservations' links before and after
-    /// (`None`: nothing to re-place).
-    pub peak_before: Option<f64>,
-    /// See `peak_before`.
-    pub peak_after: Option<f64>,
-    /// Move evaluations spent.
-    pub evaluations: u64,
-    /// The wall-clock cap stopped the search early.
-    pub cut_short: bool,
-}
-
-/// The joint work of one planning call.
-pub(super) struct JointRun {
-    pub(super) deadline: Instant,
-    pub(super) summary: JointSummary,
-    pub(super) causes: HashMap<String, Vec<MoveCause>>,
-}
 
 impl<'t> Planner<'t> {
     /// Re-places the reservations named in `movable` jointly (paths only)

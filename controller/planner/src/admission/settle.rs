@@ -8,7 +8,8 @@ use crate::ledger::Ledger;
 use crate::paths::Path;
 use crate::topology::EdgeId;
 
-use super::plan::{Batch, DemandPlan, Outcome, Reason, Work};
+use super::answer::{DemandPlan, Outcome, Reason};
+use super::call::{Batch, Work};
 use super::planner::{Committed, Planner};
 
 impl<'t> Planner<'t> {

@@ -13,7 +13,7 @@ use planner::topology::HostIdx;
 use super::outcome::{FlowMeta, Opening, Planned};
 use super::records::{Engine, MAX_FLOWS_PER_RESERVATION};
 use super::refusal::{invalid, refuse_stale, Refusal};
-use crate::daemon::state::{Reason, Status, Subject};
+use crate::daemon::state_records::{Reason, Status, Subject};
 
 impl Engine {
     /// Expand and plan a collective over whole servers of the fabric.

@@ -13,7 +13,8 @@ pub use crate::daemon::desired::{Compiler, Policy};
 pub use crate::daemon::requests::{
     collective_key, demand_keys, recorded_registration, registered_jobs,
 };
-pub use crate::daemon::state::{Reason, Reservation, State, Status};
+pub use crate::daemon::state::State;
+pub use crate::daemon::state_records::{Reason, Reservation, Status};
 use installer::ecn::EcnProfile;
 use ndsp::proto::collective;
 

@@ -14,7 +14,9 @@
 //! * [`engine`] — NDSP requests → planner → reservation records (no I/O);
 //! * [`requests`] — what the engine is handed beside a validated request
 //!   (idempotency keys, recorded registrations, predicted batches);
-//! * [`state`] — intended state (jobs, reservations);
+//! * [`state_records`] — the records it is made of: jobs, links down,
+//!   reservations with their flows and outcome;
+//! * [`state`] — the intended state that holds them, and its file;
 //! * [`live_reservations`] — the live reservations, indexed (by id,
 //!   subject, time) and with what changed since the last commit;
 //! * [`state_keys`] — the state as keyed records, and what a commit of it

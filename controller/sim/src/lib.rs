@@ -571,15 +571,29 @@ fn prepare(
     ports: &[Option<u16>],
     described: bool,
 ) -> Prepared {
-    let mut flows = Vec::new();
-    let mut routes = Vec::new();
-    let mut keys = Vec::new();
     let mut first = Vec::with_capacity(w.demands.len());
     let mut total = 0;
     for d in &w.demands {
         first.push(total);
         total += d.flows.len();
     }
+    // Sized once: these hold a row per flow of every iteration.
+    let rows = w
+        .jobs
+        .iter()
+        .map(|js| {
+            js.iterations as usize
+                * w.demands[js.demands.clone()]
+                    .iter()
+                    .map(|d| d.flows.len())
+                    .sum::<usize>()
+        })
+        .sum::<usize>()
+        + w.background.len()
+        + w.streams.len();
+    let mut flows = Vec::with_capacity(rows);
+    let mut routes = Vec::with_capacity(rows);
+    let mut keys = Vec::with_capacity(if described { rows } else { 0 });
     let blocks = match policy {
         Policy::QpHash { qps } => Some(qp_blocks(w, qps)),
         _ => None,

@@ -213,6 +213,20 @@ impl LiveReservations {
             .map(|(_, seq)| self.record(*seq))
     }
 
+    /// Records with flows between `from` and `to` (their first flow starts
+    /// by `to`, their last ends at or after `from`), in sequence order.
+    /// Through the start index, so what is held for later than `to` is not
+    /// walked (the operator's page asks every two seconds, under the
+    /// engine's lock).
+    pub fn overlapping(&self, from: u64, to: u64) -> Vec<&Reservation> {
+        let mut out: Vec<&Reservation> = self
+            .starting_by(to)
+            .filter(|r| r.end_unix_ns() >= from)
+            .collect();
+        out.sort_unstable_by_key(|r| r.seq);
+        out
+    }
+
     /// Sequence numbers of the records whose last flow ended by `t`, in
     /// sequence order.
     pub fn ended_by(&self, t: u64) -> Vec<u64> {
@@ -459,6 +473,19 @@ mod tests {
             .map(|r| r.seq)
             .collect();
         assert_eq!(ended, set.ended_by(now));
+        for (from, to) in [
+            (now, now),
+            (now.saturating_sub(60), now + 60),
+            (0, u64::MAX),
+        ] {
+            let walked: Vec<u64> = set
+                .iter()
+                .filter(|r| r.start_unix_ns() <= to && r.end_unix_ns() >= from)
+                .map(|r| r.seq)
+                .collect();
+            let indexed: Vec<u64> = set.overlapping(from, to).iter().map(|r| r.seq).collect();
+            assert_eq!(walked, indexed, "[{from}, {to}]");
+        }
         let mut next: Option<u64> = None;
         for r in set.iter() {
             let mut consider = |t: u64| {

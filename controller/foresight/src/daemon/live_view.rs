@@ -178,9 +178,9 @@ impl Controller {
         let reservations = state
             .history
             .iter()
-            .chain(&state.reservations)
-            .filter(sees)
             .filter(overlaps)
+            .chain(state.reservations.overlapping(from, to))
+            .filter(sees)
             .map(|r| self.timeline_reservation(r, now, &link_of))
             .collect();
         let learned: HashMap<(String, String), LearnedJob> = match &self.learning {

@@ -75,16 +75,18 @@ impl<T: Copy> RadixHeap<T> {
             let mut moved = std::mem::take(&mut self.buckets[i]);
             self.last = self.mins[i];
             self.mins[i] = u64::MAX;
-            // Each lower bucket is sized once for what it gets. Grown by
-            // doubling, and kept by every bucket the entries passed
-            // through, the buckets held 5x the queue when millions of
-            // flows finished together (an 8k-GPU all-to-all).
-            let mut counts = [0usize; 65];
-            for &(k, _) in &moved {
-                counts[self.bucket_of(k)] += 1;
-            }
-            for (bucket, &n) in self.buckets.iter_mut().zip(&counts) {
-                bucket.reserve_exact(n);
+            // A large move sizes each lower bucket once for what it gets.
+            // Grown by doubling, and kept by every bucket the entries
+            // passed through, the buckets held 5x the queue when millions
+            // of flows finished together (an 8k-GPU all-to-all).
+            if moved.len() > KEEP_EMPTIED {
+                let mut counts = [0usize; 65];
+                for &(k, _) in &moved {
+                    counts[self.bucket_of(k)] += 1;
+                }
+                for (bucket, &n) in self.buckets.iter_mut().zip(&counts) {
+                    bucket.reserve_exact(n);
+                }
             }
             for &(k, v) in &moved {
                 self.put(k, v);

@@ -1,7 +1,7 @@
 //! The controller: the engine and the switch compiler behind one lock,
 //! the switch tasks, and [`Controller::transact`], the one way a change
-//! reaches the switches and the watchers: lock, mutate, commit (persist,
-//! derive every switch's intended state, send it), wake the scheduler,
+//! reaches the switches and the watchers: lock, mutate, commit (derive
+//! every switch's intended state, send it, persist meanwhile), wake the scheduler,
 //! wait for the switches' acknowledgements, publish the events. The NDSP
 //! service, the scheduler, the prediction loop and the operator's link
 //! command all change the state through it.
@@ -90,7 +90,7 @@ pub struct Mutation<T> {
     /// The mutation's own result, for its caller.
     pub value: T,
     /// Whether the state changed (it is then persisted before anything
-    /// is sent or answered).
+    /// is answered).
     pub changed: bool,
     /// Published once the switches acknowledged.
     pub events: Vec<Event>,
@@ -135,28 +135,33 @@ impl Controller {
         Ok((mutation.value, done))
     }
 
-    /// Persist (when `changed`), derive the intended state at `now` of
-    /// every switch whose state it changes and send it there. Call with the
-    /// engine locked; await the acks after unlocking (switch tasks apply
-    /// states in the order they were sent).
+    /// Derive the intended state at `now` of every switch whose state it
+    /// changes, send it there, and persist (when `changed`) while the
+    /// switches write: the commit costs the slower of the two, not their
+    /// sum. Nothing is answered before both are done; a crash in between
+    /// leaves entries on the switches that no record holds, which the
+    /// restart's (or the next leader's) reconciliation removes, and the
+    /// unanswered request is resent. Call with the engine locked; await
+    /// the acks after unlocking (switch tasks apply states in the order
+    /// they were sent).
     pub(super) async fn commit(&self, inner: &mut Inner, now: u64, changed: bool) -> Acks {
+        let acks = match inner.compiler.changes(&inner.engine.state, now) {
+            Ok(desired) => desired
+                .into_iter()
+                .filter_map(|(name, state)| {
+                    let handle = self.switches.get(&name)?;
+                    Some((name, handle.apply(Arc::new(state))))
+                })
+                .collect(),
+            Err(e) => {
+                tracing::error!(%e, "cannot derive the intended switch state");
+                Vec::new()
+            }
+        };
         if changed && self.store.save(&inner.engine.state, &self.metrics).await {
             inner.engine.state.reservations.committed();
         }
-        let desired = match inner.compiler.changes(&inner.engine.state, now) {
-            Ok(d) => d,
-            Err(e) => {
-                tracing::error!(%e, "cannot derive the intended switch state");
-                return Vec::new();
-            }
-        };
-        desired
-            .into_iter()
-            .filter_map(|(name, state)| {
-                let handle = self.switches.get(&name)?;
-                Some((name, handle.apply(Arc::new(state))))
-            })
-            .collect()
+        acks
     }
 
     /// Wake the scheduler (the next install or expiry may have changed).

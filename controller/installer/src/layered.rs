@@ -84,10 +84,10 @@ pub fn diff_layered(from: &Layered, to: &Layered) -> Diff {
             },
         };
         match (from.get(key), to.get(key)) {
-            (None, Some(e)) => out.insert.push((key.clone(), (**e).clone())),
-            (Some(e), None) => deleted.push((key.clone(), (**e).clone())),
+            (None, Some(e)) => out.insert.push((key.clone(), e.clone())),
+            (Some(e), None) => deleted.push((key.clone(), e.clone())),
             (Some(a), Some(b)) if !Arc::ptr_eq(a, b) && a != b => {
-                out.modify.push((key.clone(), (**b).clone()))
+                out.modify.push((key.clone(), b.clone()))
             }
             _ => {}
         }
@@ -117,7 +117,7 @@ mod tests {
         Key::Table(vec![k].into())
     }
 
-    fn keys(d: &[(Key, p4::Entity)]) -> Vec<Key> {
+    fn keys(d: &[(Key, Arc<p4::Entity>)]) -> Vec<Key> {
         d.iter().map(|(k, _)| k.clone()).collect()
     }
 

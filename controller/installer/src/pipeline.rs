@@ -1,5 +1,7 @@
 //! Pushing a pipeline without leaving packet replication state behind.
 
+use std::sync::Arc;
+
 use p4rt::proto::p4::v1 as p4;
 use p4rt::{P4Info, Switch};
 
@@ -129,7 +131,7 @@ pub async fn push_keeping_entries(
             Key::Group { .. } => kept.groups += 1,
             Key::Table(_) => kept.table_entries += 1,
         }
-        diff.insert.push((key, e));
+        diff.insert.push((key, Arc::new(e)));
     }
     apply_diff(switch, &diff, usize::MAX).await?;
     let modified: Vec<p4::Update> = held_defaults

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use p4rt::proto::p4::v1 as p4;
-use p4rt::{P4Info, Switch};
+use p4rt::{P4Info, SharedUpdate, Switch};
 
 use crate::intent::{key_of, normal_form, Key, Resolved};
 use crate::names;
@@ -15,9 +15,9 @@ use crate::names;
 /// What reconciliation changed (or would change).
 #[derive(Debug, Default, Clone)]
 pub struct Diff {
-    pub insert: Vec<(Key, p4::Entity)>,
-    pub modify: Vec<(Key, p4::Entity)>,
-    pub delete: Vec<(Key, p4::Entity)>,
+    pub insert: Vec<(Key, Arc<p4::Entity>)>,
+    pub modify: Vec<(Key, Arc<p4::Entity>)>,
+    pub delete: Vec<(Key, Arc<p4::Entity>)>,
 }
 
 impl Diff {
@@ -70,17 +70,17 @@ fn diff_maps(want: &BTreeMap<Key, Arc<p4::Entity>>, have: &BTreeMap<Key, Arc<p4:
         match order {
             Ordering::Less => {
                 let (key, e) = w.next().expect("peeked");
-                out.insert.push((key.clone(), (**e).clone()));
+                out.insert.push((key.clone(), e.clone()));
             }
             Ordering::Greater => {
                 let (key, e) = h.next().expect("peeked");
-                deleted.push((key.clone(), (**e).clone()));
+                deleted.push((key.clone(), e.clone()));
             }
             Ordering::Equal => {
                 let ((key, we), (_, he)) = (w.next().expect("peeked"), h.next().expect("peeked"));
                 // The same allocation is the same entity: no need to compare.
                 if !Arc::ptr_eq(we, he) && we != he {
-                    out.modify.push((key.clone(), (**we).clone()));
+                    out.modify.push((key.clone(), we.clone()));
                 }
             }
         }
@@ -206,12 +206,12 @@ pub async fn apply_diff(
         Key::Group { .. } => 2,
         Key::Table(_) => 3,
     };
-    let mut phases: [Vec<p4::Update>; 7] = Default::default();
+    let mut phases: [Vec<SharedUpdate>; 7] = Default::default();
     for (k, e) in &diff.insert {
-        phases[rank(k)].push(p4rt::switch::update(Type::Insert, e.clone()));
+        phases[rank(k)].push(SharedUpdate::new(Type::Insert, e.clone()));
     }
     for (k, e) in &diff.modify {
-        phases[rank(k)].push(p4rt::switch::update(Type::Modify, e.clone()));
+        phases[rank(k)].push(SharedUpdate::new(Type::Modify, e.clone()));
     }
     for (k, e) in &diff.delete {
         // Table entry deletes go with the other table changes; groups,
@@ -220,7 +220,7 @@ pub async fn apply_diff(
             3 => 3,
             r => 6 - r,
         };
-        phases[phase].push(p4rt::switch::update(Type::Delete, e.clone()));
+        phases[phase].push(SharedUpdate::new(Type::Delete, e.clone()));
     }
     for phase in phases {
         switch

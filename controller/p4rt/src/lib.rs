@@ -13,6 +13,7 @@ pub mod entry_spec;
 pub mod error;
 pub mod p4info;
 pub mod prepared;
+pub mod shared_write;
 pub mod switch;
 pub mod value;
 
@@ -20,6 +21,7 @@ pub use entity::TableEntryBuilder;
 pub use entry_spec::EntrySpec;
 pub use error::{Error, Result, WriteError};
 pub use p4info::P4Info;
+pub use shared_write::{SharedUpdate, SharedWriteRequest};
 pub use switch::{Mastership, StreamEvent, Switch, SwitchOptions};
 pub use value::Value;
 

@@ -18,6 +18,7 @@ use crate::p4info::P4Info;
 use crate::proto::google::rpc;
 use crate::proto::p4::v1 as p4;
 use crate::proto::p4::v1::p4_runtime_client::P4RuntimeClient;
+use crate::shared_write::{SharedUpdate, SharedWriteRequest};
 use p4::stream_message_request::Update as Request;
 use p4::stream_message_response::Update as Response;
 
@@ -85,6 +86,8 @@ pub enum StreamEvent {
 pub struct Switch {
     options: SwitchOptions,
     client: P4RuntimeClient<Channel>,
+    /// Write RPCs of shared updates, on the client's channel.
+    writer: tonic::client::Grpc<Channel>,
     stream_tx: mpsc::Sender<p4::StreamMessageRequest>,
     mastership: watch::Receiver<Mastership>,
     events: Mutex<mpsc::Receiver<StreamEvent>>,
@@ -129,6 +132,9 @@ impl Switch {
             addr: options.addr.clone(),
             source,
         })?;
+        let writer = tonic::client::Grpc::new(channel.clone())
+            .max_decoding_message_size(256 << 20)
+            .max_encoding_message_size(256 << 20);
         let mut client = P4RuntimeClient::new(channel)
             .max_decoding_message_size(256 << 20)
             .max_encoding_message_size(256 << 20);
@@ -183,6 +189,7 @@ impl Switch {
         Ok(Switch {
             options,
             client,
+            writer,
             stream_tx,
             mastership,
             events: Mutex::new(events_rx),
@@ -322,17 +329,17 @@ impl Switch {
     /// (of every batch sent) by its index and how many were not sent.
     pub async fn write_streamed(
         &self,
-        updates: impl IntoIterator<Item = p4::Update>,
+        updates: impl IntoIterator<Item = impl Into<SharedUpdate>>,
         batch_size: usize,
         in_flight: usize,
     ) -> Result<(), WriteError> {
         let (batch_size, in_flight) = (batch_size.max(1), in_flight.max(1));
-        let mut updates = updates.into_iter();
+        let mut updates = updates.into_iter().map(Into::into);
         let mut pending = tokio::task::JoinSet::new();
         let (mut offset, mut failed) = (0, None::<WriteError>);
         loop {
             while failed.is_none() && pending.len() < in_flight {
-                let batch: Vec<p4::Update> = updates.by_ref().take(batch_size).collect();
+                let batch: Vec<SharedUpdate> = updates.by_ref().take(batch_size).collect();
                 if batch.is_empty() {
                     break;
                 }
@@ -378,23 +385,22 @@ impl Switch {
     /// the caller sends; failures name their updates.
     fn send_batch(
         &self,
-        batch: Vec<p4::Update>,
+        batch: Vec<SharedUpdate>,
         offset: usize,
     ) -> impl std::future::Future<Output = Result<(), WriteError>> + Send + 'static {
-        let mut client = self.client.clone();
+        let mut writer = self.writer.clone();
         let addr = self.options.addr.clone();
-        let request = p4::WriteRequest {
+        let request = SharedWriteRequest {
             device_id: self.options.device_id,
             role: self.options.role.clone(),
             election_id: Some(to_uint128(self.options.election_id)),
-            // A copy goes on the wire; the batch stays to name what failed
-            // (cheaper than describing every update in advance).
+            // The request shares the batch's entities; the batch stays to
+            // name what failed.
             updates: batch.clone(),
             atomicity: p4::write_request::Atomicity::ContinueOnError as i32,
-            ..Default::default()
         };
         async move {
-            let Err(status) = client.write(request).await else {
+            let Err(status) = write_rpc(&mut writer, request).await else {
                 return Ok(());
             };
             let failures = update_failures(&status, offset, &batch);
@@ -610,10 +616,34 @@ fn code_name(code: tonic::Code) -> String {
 
 /// Per-update errors from a failed Write: the status details carry a
 /// `google.rpc.Status` whose details are one `p4.v1.Error` per update.
+/// P4Runtime's Write RPC with a request of shared updates (the generated
+/// client takes only the generated request type).
+async fn write_rpc(
+    writer: &mut tonic::client::Grpc<Channel>,
+    request: SharedWriteRequest,
+) -> std::result::Result<(), tonic::Status> {
+    writer
+        .ready()
+        .await
+        .map_err(|e| tonic::Status::unknown(format!("channel not ready: {e}")))?;
+    let codec = tonic_prost::ProstCodec::<SharedWriteRequest, p4::WriteResponse>::default();
+    writer
+        .unary(
+            tonic::Request::new(request),
+            tonic::codegen::http::uri::PathAndQuery::from_static(WRITE_PATH),
+            codec,
+        )
+        .await
+        .map(|_| ())
+}
+
+/// The Write method's path (`/<service>/<method>`).
+const WRITE_PATH: &str = "/p4.v1.P4Runtime/Write";
+
 fn update_failures(
     status: &tonic::Status,
     offset: usize,
-    batch: &[p4::Update],
+    batch: &[SharedUpdate],
 ) -> Vec<UpdateFailure> {
     let Ok(details) = rpc::Status::decode(status.details()) else {
         return Vec::new();
@@ -628,11 +658,21 @@ fn update_failures(
                 index: offset + i,
                 entity: batch
                     .get(i)
-                    .and_then(|u| u.entity.as_ref())
+                    .and_then(|u| u.entity())
                     .map_or_else(String::new, |e| describe(None, e)),
                 code: error.canonical_code,
                 message: error.message,
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    /// Writes of shared updates go to the generated service's Write method.
+    #[test]
+    fn the_write_path_names_the_generated_service() {
+        use crate::proto::p4::v1::p4_runtime_server::SERVICE_NAME;
+        assert_eq!(super::WRITE_PATH, format!("/{SERVICE_NAME}/Write"));
+    }
 }

@@ -57,7 +57,13 @@ impl Cluster {
             .enumerate()
             .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
             .collect();
-        let token = format!("foresight-test-{}", std::process::id());
+        // One token per cluster: tests of one process run clusters side by side.
+        static CLUSTERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let token = format!(
+            "foresight-test-{}-{}",
+            std::process::id(),
+            CLUSTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
         let mut members = Vec::new();
         for (i, (client, peer)) in ports.iter().enumerate() {
             let name = format!("m{i}");
@@ -92,11 +98,19 @@ impl Cluster {
         let deadline = Instant::now() + Duration::from_secs(30);
         for m in &cluster.members {
             while !healthy(&m.client_url) {
-                assert!(
-                    Instant::now() < deadline,
-                    "etcd member {} not healthy in 30 s",
-                    m.name
-                );
+                if Instant::now() >= deadline {
+                    // Its log goes with the temporary directory: say why here.
+                    let log =
+                        std::fs::read_to_string(cluster.dir.path().join(format!("{}.log", m.name)))
+                            .unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                    panic!(
+                        "etcd member {} not healthy in 30 s ({}); its log ends:\n{}",
+                        m.name,
+                        m.client_url,
+                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    );
+                }
                 std::thread::sleep(Duration::from_millis(50));
             }
         }

@@ -21,6 +21,7 @@ use ndsp::proto::{self, collective, demand_signal, endpoint};
 use ndsp::types as nt;
 use ndsp::Validate;
 use p4rt::proto::p4::v1 as p4;
+use p4rt::{SharedUpdate, SharedWriteRequest};
 use planner::ecmp::{HashMode, SeedPolicy};
 use planner::shares::TenantShares;
 use planner::{PlannerConfig, Topology};
@@ -418,28 +419,29 @@ fn entities(d: &Diff) -> usize {
 }
 
 /// The Write requests of `d` for device `device_id`, `batch` updates
-/// each: how many, and their encoded bytes.
+/// each, encoded as the controller sends them (sharing the diff's
+/// entities): how many, and their encoded bytes.
 fn encode(d: &Diff, device_id: u64, batch: usize) -> (usize, usize) {
     use p4::update::Type;
-    let updates: Vec<p4::Update> = d
+    let updates: Vec<SharedUpdate> = d
         .insert
         .iter()
-        .map(|(_, e)| p4rt::switch::update(Type::Insert, e.clone()))
+        .map(|(_, e)| SharedUpdate::new(Type::Insert, e.clone()))
         .chain(
             d.modify
                 .iter()
-                .map(|(_, e)| p4rt::switch::update(Type::Modify, e.clone())),
+                .map(|(_, e)| SharedUpdate::new(Type::Modify, e.clone())),
         )
         .chain(
             d.delete
                 .iter()
-                .map(|(_, e)| p4rt::switch::update(Type::Delete, e.clone())),
+                .map(|(_, e)| SharedUpdate::new(Type::Delete, e.clone())),
         )
         .collect();
     let mut requests = 0;
     let mut bytes = 0;
     for chunk in updates.chunks(batch) {
-        let request = p4::WriteRequest {
+        let request = SharedWriteRequest {
             device_id,
             election_id: Some(p4::Uint128 { high: 0, low: 1 }),
             updates: chunk.to_vec(),

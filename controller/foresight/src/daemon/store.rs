@@ -34,10 +34,11 @@ impl Store {
         match self {
             Store::Memory => true,
             Store::File(file) => {
-                let committed = file
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .commit(state);
+                let committed = blocking(|| {
+                    file.lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .commit(state)
+                });
                 if let Err(e) = &committed {
                     metrics.state_write_errors.inc();
                     tracing::error!(error = %format!("{e:#}"), "cannot write the state file; a restart would lose the latest changes");
@@ -67,5 +68,17 @@ impl Store {
             ),
             Store::Etcd(l) => Some(format!("etcd (election id {})", l.election_id())),
         }
+    }
+}
+
+/// `f`, which waits on the disk (an fsync), where waiting blocks no other
+/// task: on the daemon's multi-threaded runtime the worker's other tasks
+/// (the switches' writes of the same commit) move to another thread
+/// meanwhile; elsewhere (a single-threaded test runtime) it runs in place.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }

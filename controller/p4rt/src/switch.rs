@@ -614,8 +614,6 @@ fn code_name(code: tonic::Code) -> String {
     format!("{code:?}")
 }
 
-/// Per-update errors from a failed Write: the status details carry a
-/// `google.rpc.Status` whose details are one `p4.v1.Error` per update.
 /// P4Runtime's Write RPC with a request of shared updates (the generated
 /// client takes only the generated request type).
 async fn write_rpc(
@@ -640,6 +638,8 @@ async fn write_rpc(
 /// The Write method's path (`/<service>/<method>`).
 const WRITE_PATH: &str = "/p4.v1.P4Runtime/Write";
 
+/// Per-update errors from a failed Write: the status details carry a
+/// `google.rpc.Status` whose details are one `p4.v1.Error` per update.
 fn update_failures(
     status: &tonic::Status,
     offset: usize,

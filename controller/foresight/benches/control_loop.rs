@@ -27,7 +27,9 @@
 //! `FORESIGHT_BENCH_SCALE_RANKS`, default 16,256,1024 (empty: skip);
 //! `FORESIGHT_BENCH_SCALE_LEAVES`, default 8 (each with 4 spines);
 //! `FORESIGHT_BENCH_SCALE_ITERATIONS`, default 50; `FORESIGHT_BENCH_CSV`, a
-//! file the scale figures are appended to, one row per fabric and ring).
+//! file the scale figures are appended to, one row per fabric and ring;
+//! `FORESIGHT_BENCH_WATCH=1`: the loop and scale controllers get an INT
+//! collector, so every reserved flow gets its INT watch entry too).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -59,6 +61,16 @@ fn env_list<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
                 .unwrap_or_else(|_| panic!("{name}: {s:?} is not one of a comma-separated list"))
         })
         .collect()
+}
+
+/// The controller's arguments for `FORESIGHT_BENCH_WATCH=1`: INT reports
+/// to `host`, so reserved flows get their INT watch entries (without a
+/// reader the controller leaves them out).
+fn watch_args(host: &str) -> Vec<String> {
+    match env("FORESIGHT_BENCH_WATCH", 0) {
+        0 => Vec::new(),
+        _ => vec!["--int-collector".into(), host.into()],
+    }
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -267,7 +279,9 @@ async fn scale(leaves: u32) {
             8 * hosts.len()
         );
     }
-    let controller = fabric.controller(50);
+    let watch = watch_args(&topo.hosts()[0].name);
+    let watch: Vec<&str> = watch.iter().map(String::as_str).collect();
+    let controller = fabric.controller_with(50, &watch);
     let mut client = controller.client().await;
     let names: Vec<&str> = hosts.iter().map(String::as_str).collect();
     client
@@ -471,7 +485,10 @@ async fn control_loop(fabric: &Fabric) {
     let iterations = env("FORESIGHT_BENCH_ITERATIONS", 200);
     let channels = env("FORESIGHT_BENCH_CHANNELS", 8) as u32;
     let most = room_for_live();
-    let controller = fabric.controller_with(50, &["--max-live-reservations", &most]);
+    let mut args = vec!["--max-live-reservations".to_string(), most];
+    args.extend(watch_args("h4"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let controller = fabric.controller_with(50, &args);
     let mut client = controller.client().await;
     client
         .register_topology(register("bench", &["10.0.1.1", "10.0.2.1"]))
@@ -483,7 +500,7 @@ async fn control_loop(fabric: &Fabric) {
         2 * channels
     );
     println!(
-        "  {} entity changes per collective (SR push, INT watch, DCQCN thresholds)",
+        "  {} entity changes per collective (SR push, INT watch if watched, DCQCN thresholds)",
         rounds.changes
     );
     rounds.print();

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use p4rt::entity::{self, BuildError};
 use p4rt::proto::p4::v1 as p4;
 use p4rt::{P4Info, Value};
-use prost::Message;
 
 use crate::device::{Devices, NotAPort};
 use crate::object::Object;
@@ -156,17 +155,39 @@ pub fn key_of(entity: &p4::Entity) -> Option<Key> {
             }
             _ => None,
         },
-        E::TableEntry(t) => {
-            let key = p4::TableEntry {
-                table_id: t.table_id,
-                r#match: t.r#match.clone(),
-                priority: t.priority,
-                ..Default::default()
-            };
-            Some(Key::Table(key.encode_to_vec().into()))
-        }
+        E::TableEntry(t) => Some(Key::Table(table_key(t).into())),
         _ => None,
     }
+}
+
+/// The encoding of a `TableEntry` holding only `t`'s table id, match
+/// fields and priority, written from `t` itself: a key costs no copy of
+/// the match fields (every reserved flow's entries are keyed).
+fn table_key(t: &p4::TableEntry) -> Vec<u8> {
+    use prost::encoding::{int32, message, uint32};
+    // Field numbers of p4.v1.TableEntry; proto3 leaves zero scalars out.
+    const TABLE_ID: u32 = 1;
+    const MATCH: u32 = 2;
+    const PRIORITY: u32 = 4;
+    let len = if t.table_id != 0 {
+        uint32::encoded_len(TABLE_ID, &t.table_id)
+    } else {
+        0
+    } + message::encoded_len_repeated(MATCH, &t.r#match)
+        + if t.priority != 0 {
+            int32::encoded_len(PRIORITY, &t.priority)
+        } else {
+            0
+        };
+    let mut out = Vec::with_capacity(len);
+    if t.table_id != 0 {
+        uint32::encode(TABLE_ID, &t.table_id, &mut out);
+    }
+    message::encode_repeated(MATCH, &t.r#match, &mut out);
+    if t.priority != 0 {
+        int32::encode(PRIORITY, &t.priority, &mut out);
+    }
+    out
 }
 
 /// Only the fields that define an entity, in a canonical order: what the
@@ -277,6 +298,7 @@ fn normal_table_action(t: p4::TableAction) -> p4::TableAction {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
 
     fn entry(params: &[(u32, u8)]) -> p4::Entity {
         p4::TableEntry {
@@ -310,6 +332,46 @@ mod tests {
             normal_form(entry(&[(1, 2), (2, 3)])),
             normal_form(entry(&[(1, 3), (2, 2)]))
         );
+    }
+
+    /// The key is the generated encoding of the entry cut down to its
+    /// table id, match and priority (zero fields left out as proto3 does).
+    #[test]
+    fn a_table_key_is_the_encoding_of_id_match_and_priority() {
+        let field = |id: u32, v: &[u8]| p4::FieldMatch {
+            field_id: id,
+            field_match_type: Some(p4::field_match::FieldMatchType::Ternary(
+                p4::field_match::Ternary {
+                    value: v.to_vec(),
+                    mask: vec![0xff; v.len()],
+                },
+            )),
+        };
+        for (table_id, priority, fields) in [
+            (0, 0, vec![]),
+            (33_554_433, 0, vec![field(1, &[10, 0, 1, 1])]),
+            (7, 10, vec![field(2, &[1]), field(1, &[10, 0, 2, 1])]),
+            (7, -3, vec![field(300, &[0; 40])]),
+        ] {
+            let mut full = match entry(&[(1, 2)]).entity {
+                Some(p4::entity::Entity::TableEntry(t)) => t,
+                _ => unreachable!(),
+            };
+            full.table_id = table_id;
+            full.priority = priority;
+            full.r#match = fields;
+            full.counter_data = Some(p4::CounterData {
+                byte_count: 5,
+                packet_count: 1,
+            });
+            let cut = p4::TableEntry {
+                table_id,
+                r#match: full.r#match.clone(),
+                priority,
+                ..Default::default()
+            };
+            assert_eq!(table_key(&full), cut.encode_to_vec());
+        }
     }
 
     #[test]

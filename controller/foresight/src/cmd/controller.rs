@@ -639,7 +639,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
     let state_file = (cmd.state_file.as_os_str() != "none").then(|| cmd.state_file.clone());
     let steering = cmd.steering()?;
     let switch_hash = cmd.switch_hash(&topology)?;
-    let config = daemon::Config {
+    let mut config = daemon::Config {
         topology,
         pipeline,
         devices,
@@ -686,6 +686,8 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             reserved_tc: cmd.reserved_tc,
             background_tc: cmd.background_tc,
             int_mtu: cmd.int_mtu,
+            // Set below, once the readers of the watch entries are known.
+            watch_reserved: false,
         },
         telemetry: TelemetryConfig {
             congestion_queue_packets: cmd.congestion_queue_packets,
@@ -788,6 +790,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         ready_file: cmd.ready_file,
         switch_wait: std::time::Duration::from_secs_f64(cmd.switch_wait_s.clamp(0.0, 86_400.0)),
     };
+    config.policy.watch_reserved = config.reads_reserved_watch();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -70,6 +70,11 @@ pub struct ScaleCmd {
     /// Updates per Write request.
     #[arg(long, default_value_t = 1000)]
     batch: usize,
+    /// Give reserved flows their INT watch entries too, as a controller
+    /// with an INT collector or counter polls does (one more entity per
+    /// flow at its first leaf).
+    #[arg(long)]
+    watch_reserved: bool,
     /// One JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -153,7 +158,7 @@ pub fn run(cmd: ScaleCmd) -> anyhow::Result<()> {
         State::new(topo.name(), now_unix_ns()),
         Vec::new(),
     )?;
-    let mut compiler = compiler(topo)?;
+    let mut compiler = compiler(topo, cmd.watch_reserved)?;
     register(&mut engine, &hosts)?;
     let mut before = compiler
         .changes(&engine.state, now_unix_ns())
@@ -266,7 +271,7 @@ pub fn run(cmd: ScaleCmd) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn compiler(topo: &'static Topology) -> anyhow::Result<Compiler> {
+fn compiler(topo: &'static Topology, watch_reserved: bool) -> anyhow::Result<Compiler> {
     let pipeline = crate::fabric::Pipeline::embedded()?;
     let policy = Policy {
         lead_ns: 0,
@@ -279,6 +284,7 @@ fn compiler(topo: &'static Topology) -> anyhow::Result<Compiler> {
         reserved_tc: installer::reservations::RESERVED_TC,
         background_tc: installer::reservations::RESERVED_TC,
         int_mtu: None,
+        watch_reserved,
     };
     Compiler::new(topo, pipeline.info, Arc::new(Devices::bmv2()), policy)
         .map_err(|e| anyhow::anyhow!("the static state: {e}"))

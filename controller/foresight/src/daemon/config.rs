@@ -14,7 +14,7 @@ use super::admin_token::AdminToken;
 use super::desired::Policy;
 use super::ha::HaConfig;
 use super::identity::Mtls;
-use super::learning::LearningConfig;
+use super::learning::{LearnFrom, LearningConfig};
 use super::limits::Limits;
 use super::telemetry::{MismatchTolerance, TelemetryConfig};
 use crate::fabric::{Endpoint, Pipeline};
@@ -106,4 +106,19 @@ pub struct Config {
     pub max_request_bytes: usize,
     /// Each tenant's share of every link (planner admission).
     pub tenant_shares: planner::shares::TenantShares,
+}
+
+impl Config {
+    /// Whether anything reads reserved flows' INT watch entries: INT
+    /// reports (a collector) or the counter polls of learning and following
+    /// ([`Policy::watch_reserved`]).
+    pub fn reads_reserved_watch(&self) -> bool {
+        let learns_from_counters = self
+            .learning
+            .is_some_and(|l| matches!(l.from, LearnFrom::Counters { .. }));
+        let follows_counters = self
+            .follow
+            .is_some_and(|f| f.from == super::follow::FollowFrom::Counters);
+        self.policy.collector.is_some() || learns_from_counters || follows_counters
+    }
 }

@@ -4,7 +4,8 @@
 //! `[start - lead, end)` contains the moment:
 //!
 //! * at its ingress leaf, the SR push entry (label stack and priority
-//!   queue) and the INT watch entry;
+//!   queue) and, where something reads it ([`Policy::watch_reserved`]),
+//!   the INT watch entry;
 //! * unless it is background traffic that yields (NDSP's BACKGROUND
 //!   class, when `background_tc` is not the reserved queue: it keeps its
 //!   path and capacity, in that queue, and clears the way for nothing):
@@ -75,6 +76,11 @@ pub struct Policy {
     pub background_tc: u8,
     /// MTU of every switch port for INT's M bit (None: unchecked).
     pub int_mtu: Option<u16>,
+    /// Give every reserved flow its INT watch entry. Only INT reports (to
+    /// a collector) and the controller's counter polls (learning or
+    /// following from counters) read it; without them it would be one
+    /// more write per flow, as many as the SR pushes, for nothing.
+    pub watch_reserved: bool,
 }
 
 type Resolved1 = (Key, Arc<p4::Entity>);
@@ -148,7 +154,8 @@ fn compose(base: &Arc<Resolved>, overlay: Option<&Overlay>) -> Layered {
 /// Cached entities of one reserved flow at its ingress leaf.
 struct FlowEntities {
     sr: Resolved1,
-    watch: Resolved1,
+    /// None: nothing reads it ([`Policy::watch_reserved`]).
+    watch: Option<Resolved1>,
 }
 
 pub struct Compiler {
@@ -418,7 +425,10 @@ impl Compiler {
         };
         let entities = Arc::new(FlowEntities {
             sr: keyed(leaf, self.reserved.sr(&rf, tc))?,
-            watch: keyed(leaf, self.reserved.watch(&rf))?,
+            watch: match self.policy.watch_reserved {
+                true => Some(keyed(leaf, self.reserved.watch(&rf))?),
+                false => None,
+            },
         });
         self.flows.insert(key, entities.clone());
         Ok(entities)
@@ -548,7 +558,9 @@ impl Compiler {
                 live_flows.insert((r.id.clone(), r.revision, i));
                 let e = self.flow_entities(r, i, f)?;
                 push(&mut out, &f.hops[0].switch, Write::IfAbsent, &e.sr);
-                push(&mut out, &f.hops[0].switch, Write::IfAbsent, &e.watch);
+                if let Some(watch) = &e.watch {
+                    push(&mut out, &f.hops[0].switch, Write::IfAbsent, watch);
+                }
                 if self.yields(r) {
                     continue;
                 }

@@ -316,6 +316,45 @@ mod tests {
         assert!(e.state.reservations.is_empty());
     }
 
+    /// Without an INT collector or a counter poll, nothing reads a reserved
+    /// flow's watch entry: only its SR push goes in, the rest is the same.
+    #[test]
+    fn unread_watch_entries_are_not_installed() {
+        let mut e = engine();
+        register(&mut e, &["10.0.1.1", "10.0.2.1"]);
+        let req = ring("ar", 16, 100 * MS, 200 * MS);
+        let c = req.validate().unwrap();
+        e.submit_collective(&c, collective_key(&req), T0).unwrap();
+        let lead = 10 * MS;
+        let seeds = planner::ecmp::SeedPolicy::PerSwitch;
+        let mut watched = compiler_for(e.topo, test_policy(lead, seeds, 1));
+        let mut unwatched = compiler_for(
+            e.topo,
+            Policy {
+                watch_reserved: false,
+                ..test_policy(lead, seeds, 1)
+            },
+        );
+        let at = T0 + 90 * MS;
+        let with = watched.desired(&e.state, at).unwrap();
+        let without = unwatched.desired(&e.state, at).unwrap();
+        let (sr, watch) = (
+            installer::names::SR_RESERVATION,
+            installer::names::INT_WATCHLIST,
+        );
+        assert_eq!((tables(&with, sr), tables(&with, watch)), (16, 16));
+        assert_eq!((tables(&without, sr), tables(&without, watch)), (16, 0));
+        for (switch, state) in &with {
+            let other = &without[switch].entities;
+            let watches = entries_of(&with, Some(switch), watch).len();
+            assert!(
+                other.iter().all(|(k, v)| state.entities.get(k) == Some(v)),
+                "{switch}: everything else is the same"
+            );
+            assert_eq!(state.entities.len(), other.len() + watches, "{switch}");
+        }
+    }
+
     /// NCCL's connections are queue pairs the entries can match; gloo's are
     /// TCP connections on ephemeral ports, so its entries match the host pair.
     #[test]

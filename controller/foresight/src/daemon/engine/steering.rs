@@ -409,6 +409,7 @@ mod tests {
             reserved_tc: installer::reservations::RESERVED_TC,
             background_tc: installer::reservations::RESERVED_TC,
             int_mtu: None,
+            watch_reserved: true,
         };
         Compiler::new(
             topo,

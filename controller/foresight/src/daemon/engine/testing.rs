@@ -83,8 +83,13 @@ pub fn policy_compiler(
     seeds: planner::ecmp::SeedPolicy,
     background_tc: u8,
 ) -> Compiler {
-    let pipeline = crate::fabric::Pipeline::embedded().unwrap();
-    let policy = Policy {
+    let policy = test_policy(lead_ns, seeds, background_tc);
+    compiler_for(topo, policy)
+}
+
+/// The tests' policy: reserved flows watched, no collector.
+pub fn test_policy(lead_ns: u64, seeds: planner::ecmp::SeedPolicy, background_tc: u8) -> Policy {
+    Policy {
         lead_ns,
         ecn: EcnProfile::default(),
         lowered: EcnProfile::lowered(),
@@ -95,7 +100,12 @@ pub fn policy_compiler(
         reserved_tc: installer::reservations::RESERVED_TC,
         background_tc,
         int_mtu: None,
-    };
+        watch_reserved: true,
+    }
+}
+
+pub fn compiler_for(topo: &'static Topology, policy: Policy) -> Compiler {
+    let pipeline = crate::fabric::Pipeline::embedded().unwrap();
     let devices = std::sync::Arc::new(installer::Devices::bmv2());
     Compiler::new(topo, pipeline.info, devices, policy).unwrap()
 }

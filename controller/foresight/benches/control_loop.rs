@@ -29,7 +29,8 @@
 //! `FORESIGHT_BENCH_SCALE_ITERATIONS`, default 50; `FORESIGHT_BENCH_CSV`, a
 //! file the scale figures are appended to, one row per fabric and ring;
 //! `FORESIGHT_BENCH_WATCH=1`: the loop and scale controllers get an INT
-//! collector, so every reserved flow gets its INT watch entry too).
+//! collector, so every reserved flow gets its INT watch entry too;
+//! `FORESIGHT_BENCH_ROUNDS`, a file every round's times are appended to).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -90,6 +91,49 @@ fn summary(name: &str, mut v: Vec<f64>) {
         v.last().copied().unwrap_or(f64::NAN),
         v.len()
     );
+}
+
+/// CPU time (user + system) `pid` has used so far, seconds; 0 when it
+/// cannot be read.
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command (which may hold spaces) end with ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
+    // utime and stime are fields 14 and 15 of stat(5), 12 and 13 here.
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11).unwrap_or(0.0) + ticks(12).unwrap_or(0.0)) / hz
+}
+
+/// CPU seconds of the controller and of all switches together.
+fn cpu_of(controller: &Controller, fabric: &Fabric) -> [f64; 2] {
+    [
+        cpu_seconds(controller.child.id()),
+        fabric.switches.values().map(|s| cpu_seconds(s.pid())).sum(),
+    ]
+}
+
+/// `path` (named by the environment variable `var`) opened for appending
+/// rows, with `header` written first if it is new or empty.
+fn csv_for_appending(var: &str, path: &str, header: &str) -> std::fs::File {
+    use std::io::Write;
+    let fresh = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{var} {path}: {e}"));
+    if fresh {
+        writeln!(file, "{header}").unwrap();
+    }
+    file
 }
 
 /// A sample of the controller's metrics text (`NaN` when absent).
@@ -164,7 +208,30 @@ impl Rounds {
                 out.flows = r.flows.len();
             }
         }
+        if let Ok(path) = std::env::var("FORESIGHT_BENCH_ROUNDS") {
+            out.append_rounds(&path, job, ranks);
+        }
         out
+    }
+
+    /// Every round's times in order (`FORESIGHT_BENCH_ROUNDS`), to see
+    /// when the slow ones come.
+    fn append_rounds(&self, path: &str, job: &str, ranks: u32) {
+        use std::io::Write;
+        let mut file = csv_for_appending(
+            "FORESIGHT_BENCH_ROUNDS",
+            path,
+            "job,ranks,round,loop_ms,rpc_ms,cancel_ms",
+        );
+        for (i, ((server, rpc), removal)) in self
+            .server
+            .iter()
+            .zip(&self.rpc)
+            .zip(&self.removal)
+            .enumerate()
+        {
+            writeln!(file, "{job},{ranks},{i},{server:.3},{rpc:.3},{removal:.3}").unwrap();
+        }
     }
 
     fn print(self) {
@@ -308,16 +375,25 @@ async fn scale(leaves: u32) {
     let warmup = 3;
     for &n in &ranks {
         let before = sums(&controller);
+        let cpu_before = cpu_of(&controller, &fabric);
         let rounds = Rounds::run(&mut client, "scale", n, channels, iterations, warmup).await;
+        let cpu_after = cpu_of(&controller, &fabric);
         let after = sums(&controller);
         let d: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        let collectives = (iterations + warmup) as f64;
+        let cpu_ms = |i: usize| (cpu_after[i] - cpu_before[i]) / collectives * 1e3;
         println!(
             "  {n} ranks: {} flows, {} entity changes per collective; planner {:.2} ms per call, one switch's write {:.2} ms on average ({:.0} writes per collective incl. cancel)",
             rounds.flows,
             rounds.changes,
             d[0] / d[1].max(1.0) * 1e3,
             d[2] / d[3].max(1.0) * 1e3,
-            d[3] / (iterations + warmup) as f64
+            d[3] / collectives
+        );
+        println!(
+            "  CPU per collective (submit and cancel): controller {:.2} ms, switches {:.2} ms",
+            cpu_ms(0),
+            cpu_ms(1)
         );
         if let Ok(path) = std::env::var("FORESIGHT_BENCH_CSV") {
             let row = ScaleRow {
@@ -326,6 +402,8 @@ async fn scale(leaves: u32) {
                 ranks: n,
                 planner_ms: d[0] / d[1].max(1.0) * 1e3,
                 write_ms: d[2] / d[3].max(1.0) * 1e3,
+                controller_cpu_ms: cpu_ms(0),
+                switches_cpu_ms: cpu_ms(1),
             };
             row.append(&path, &rounds);
         }
@@ -342,12 +420,16 @@ struct ScaleRow {
     ranks: u32,
     planner_ms: f64,
     write_ms: f64,
+    /// CPU per collective (submit and cancel), ms.
+    controller_cpu_ms: f64,
+    switches_cpu_ms: f64,
 }
 
 impl ScaleRow {
     const HEADER: &'static str =
         "switches,leaves,ranks,flows,entity_changes,loop_p50_ms,loop_p99_ms,\
-        rpc_p50_ms,rpc_p99_ms,cancel_p50_ms,planner_ms,switch_write_ms,load_1min";
+        rpc_p50_ms,rpc_p99_ms,cancel_p50_ms,planner_ms,switch_write_ms,load_1min,\
+        controller_cpu_ms,switches_cpu_ms";
 
     fn append(&self, path: &str, rounds: &Rounds) {
         use std::io::Write;
@@ -365,18 +447,10 @@ impl ScaleRow {
             .ok()
             .and_then(|l| l.split_whitespace().next().map(str::to_string))
             .unwrap_or_default();
-        let fresh = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .unwrap_or_else(|e| panic!("FORESIGHT_BENCH_CSV {path}: {e}"));
-        if fresh {
-            writeln!(file, "{}", Self::HEADER).unwrap();
-        }
+        let mut file = csv_for_appending("FORESIGHT_BENCH_CSV", path, Self::HEADER);
         writeln!(
             file,
-            "{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{load}",
+            "{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{load},{:.3},{:.3}",
             self.switches,
             self.leaves,
             self.ranks,
@@ -389,6 +463,8 @@ impl ScaleRow {
             quantile(&removal, 0.5),
             self.planner_ms,
             self.write_ms,
+            self.controller_cpu_ms,
+            self.switches_cpu_ms,
         )
         .unwrap();
     }
@@ -494,7 +570,10 @@ async fn control_loop(fabric: &Fabric) {
         .register_topology(register("bench", &["10.0.1.1", "10.0.2.1"]))
         .await
         .unwrap();
+    let cpu_before = cpu_of(&controller, fabric);
     let rounds = Rounds::run(&mut client, "bench", 16, channels, iterations, 10).await;
+    let cpu_after = cpu_of(&controller, fabric);
+    let cpu_ms = |i: usize| (cpu_after[i] - cpu_before[i]) / (iterations + 10) as f64 * 1e3;
     println!(
         "control loop: 16-rank ring all-reduce (2 x 8 GPUs, {channels} channels, {} flows) on 4 BMv2 switches",
         2 * channels
@@ -504,6 +583,11 @@ async fn control_loop(fabric: &Fabric) {
         rounds.changes
     );
     rounds.print();
+    println!(
+        "  CPU per collective (submit and cancel): controller {:.3} ms, switches {:.3} ms",
+        cpu_ms(0),
+        cpu_ms(1)
+    );
     let metrics = controller.get_text("/metrics");
     let value = |name: &str| metric(&metrics, name);
     println!(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use p4rt::entity::{self, BuildError};
 use p4rt::proto::p4::v1 as p4;
-use p4rt::{P4Info, Value};
+use p4rt::{P4Info, SharedEntity, Value};
 
 use crate::device::{Devices, NotAPort};
 use crate::object::Object;
@@ -62,7 +62,7 @@ pub struct Resolved {
     /// intended states the controller derives one after another hold the
     /// same entities, so copying a state copies pointers, and comparing
     /// two states skips what they share.
-    pub entities: BTreeMap<Key, Arc<p4::Entity>>,
+    pub entities: BTreeMap<Key, Arc<SharedEntity>>,
     /// Default entries, always re-written (MODIFY is idempotent).
     pub defaults: Vec<p4::TableEntry>,
 }
@@ -131,7 +131,7 @@ impl Intent {
             };
             let entity = normal_form(entity);
             let key = key_of(&entity).expect("intent objects are keyed kinds");
-            out.entities.insert(key, Arc::new(entity));
+            out.entities.insert(key, Arc::new(entity.into()));
         }
         Ok(out)
     }

@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use p4rt::proto::p4::v1 as p4;
+use p4rt::SharedEntity;
 
 use crate::intent::{Key, Resolved};
 use crate::reconcile::{diff_states, Diff};
@@ -18,7 +18,7 @@ use crate::reconcile::{diff_states, Diff};
 #[derive(Debug, Clone, Default)]
 pub struct Layered {
     pub base: Arc<Resolved>,
-    pub top: BTreeMap<Key, Arc<p4::Entity>>,
+    pub top: BTreeMap<Key, Arc<SharedEntity>>,
 }
 
 impl Layered {
@@ -31,7 +31,7 @@ impl Layered {
     }
 
     /// The entity of `key`.
-    pub fn get(&self, key: &Key) -> Option<&Arc<p4::Entity>> {
+    pub fn get(&self, key: &Key) -> Option<&Arc<SharedEntity>> {
         self.top.get(key).or_else(|| self.base.entities.get(key))
     }
 
@@ -101,23 +101,22 @@ pub fn diff_layered(from: &Layered, to: &Layered) -> Diff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use p4rt::proto::p4::v1 as p4;
 
-    fn entity(table: u32, value: u8) -> Arc<p4::Entity> {
-        Arc::new(
-            p4::TableEntry {
-                table_id: table,
-                priority: i32::from(value),
-                ..Default::default()
-            }
-            .into(),
-        )
+    fn entity(table: u32, value: u8) -> Arc<SharedEntity> {
+        let entry = p4::TableEntry {
+            table_id: table,
+            priority: i32::from(value),
+            ..Default::default()
+        };
+        Arc::new(p4::Entity::from(entry).into())
     }
 
     fn key(k: u8) -> Key {
         Key::Table(vec![k].into())
     }
 
-    fn keys(d: &[(Key, Arc<p4::Entity>)]) -> Vec<Key> {
+    fn keys(d: &[(Key, Arc<SharedEntity>)]) -> Vec<Key> {
         d.iter().map(|(k, _)| k.clone()).collect()
     }
 
@@ -129,7 +128,7 @@ mod tests {
             entities: (0..6).map(|k| (key(k * 2), entity(1, k))).collect(),
             defaults: Vec::new(),
         });
-        let tops: Vec<BTreeMap<Key, Arc<p4::Entity>>> = vec![
+        let tops: Vec<BTreeMap<Key, Arc<SharedEntity>>> = vec![
             BTreeMap::new(),
             [(key(1), entity(2, 1)), (key(2), entity(2, 9))].into(),
             [

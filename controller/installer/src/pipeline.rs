@@ -131,7 +131,7 @@ pub async fn push_keeping_entries(
             Key::Group { .. } => kept.groups += 1,
             Key::Table(_) => kept.table_entries += 1,
         }
-        diff.insert.push((key, Arc::new(e)));
+        diff.insert.push((key, Arc::new(e.into())));
     }
     apply_diff(switch, &diff, usize::MAX).await?;
     let modified: Vec<p4::Update> = held_defaults

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use p4rt::proto::p4::v1 as p4;
-use p4rt::{P4Info, SharedUpdate, Switch};
+use p4rt::{P4Info, SharedEntity, SharedUpdate, Switch};
 
 use crate::intent::{key_of, normal_form, Key, Resolved};
 use crate::names;
@@ -15,9 +15,9 @@ use crate::names;
 /// What reconciliation changed (or would change).
 #[derive(Debug, Default, Clone)]
 pub struct Diff {
-    pub insert: Vec<(Key, Arc<p4::Entity>)>,
-    pub modify: Vec<(Key, Arc<p4::Entity>)>,
-    pub delete: Vec<(Key, Arc<p4::Entity>)>,
+    pub insert: Vec<(Key, Arc<SharedEntity>)>,
+    pub modify: Vec<(Key, Arc<SharedEntity>)>,
+    pub delete: Vec<(Key, Arc<SharedEntity>)>,
 }
 
 impl Diff {
@@ -37,11 +37,11 @@ impl Diff {
 
 /// Compare intended entities with what the switch holds.
 pub fn diff(intended: &Resolved, actual: Vec<p4::Entity>) -> Diff {
-    let actual: BTreeMap<Key, Arc<p4::Entity>> = actual
+    let actual: BTreeMap<Key, Arc<SharedEntity>> = actual
         .into_iter()
         .filter_map(|e| {
             let e = normal_form(e);
-            key_of(&e).map(|k| (k, Arc::new(e)))
+            key_of(&e).map(|k| (k, Arc::new(e.into())))
         })
         .collect();
     diff_maps(&intended.entities, &actual)
@@ -54,7 +54,10 @@ pub fn diff_states(from: &Resolved, to: &Resolved) -> Diff {
     diff_maps(&to.entities, &from.entities)
 }
 
-fn diff_maps(want: &BTreeMap<Key, Arc<p4::Entity>>, have: &BTreeMap<Key, Arc<p4::Entity>>) -> Diff {
+fn diff_maps(
+    want: &BTreeMap<Key, Arc<SharedEntity>>,
+    have: &BTreeMap<Key, Arc<SharedEntity>>,
+) -> Diff {
     use std::cmp::Ordering;
     // Both maps in key order, side by side: one pass, no lookups.
     let mut out = Diff::default();

@@ -182,7 +182,9 @@ mod tests {
         .resolve("leaf1", info, devices)
         .unwrap();
         assert_eq!(resolved.entities.len(), 1, "{what}");
-        (**resolved.entities.values().next().unwrap()).clone()
+        (**resolved.entities.values().next().unwrap())
+            .clone()
+            .into_entity()
     }
 
     /// Pre-drain entries, with and without a QP, at the edges of each

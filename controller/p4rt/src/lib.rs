@@ -21,7 +21,7 @@ pub use entity::TableEntryBuilder;
 pub use entry_spec::EntrySpec;
 pub use error::{Error, Result, WriteError};
 pub use p4info::P4Info;
-pub use shared_write::{SharedUpdate, SharedWriteRequest};
+pub use shared_write::{SharedEntity, SharedUpdate, SharedWriteRequest};
 pub use switch::{Mastership, StreamEvent, Switch, SwitchOptions};
 pub use value::Value;
 

@@ -5,12 +5,14 @@
 //! its updates, so sending one meant a deep copy of every entity, and
 //! another to keep the batch for naming what failed: a third of the
 //! controller's work in a large commit. [`SharedWriteRequest`] encodes the
-//! same bytes on the wire straight from the shared entities.
+//! same bytes on the wire straight from the shared entities, and each
+//! [`SharedEntity`] is encoded once, the first time it is sent.
 //!
 //! Encode only: decoding one skips every field (nothing decodes a request
 //! the controller sends).
 
-use std::sync::Arc;
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
 
 use prost::bytes::{Buf, BufMut};
 use prost::encoding::{self, DecodeContext, WireType};
@@ -29,15 +31,79 @@ const REQUEST_ROLE: u32 = 6;
 const UPDATE_TYPE: u32 = 1;
 const UPDATE_ENTITY: u32 = 2;
 
+/// An entity the intended states share, with its wire encoding kept once
+/// made. A reserved flow's entry goes out at least twice (insert, then
+/// delete), a static one to every switch holding it; prost writes a nested
+/// message into the request's buffer field by field and recomputes every
+/// level's length, which was a fifth of the controller's work in a large
+/// commit, so the bytes are made on the first send and copied after.
+#[derive(Default)]
+pub struct SharedEntity {
+    entity: p4::Entity,
+    wire: OnceLock<Box<[u8]>>,
+}
+
+impl SharedEntity {
+    pub fn new(entity: p4::Entity) -> SharedEntity {
+        SharedEntity {
+            entity,
+            wire: OnceLock::new(),
+        }
+    }
+
+    /// The entity's protobuf encoding (made on the first call).
+    pub fn wire(&self) -> &[u8] {
+        self.wire
+            .get_or_init(|| self.entity.encode_to_vec().into_boxed_slice())
+    }
+
+    pub fn into_entity(self) -> p4::Entity {
+        self.entity
+    }
+}
+
+impl From<p4::Entity> for SharedEntity {
+    fn from(entity: p4::Entity) -> SharedEntity {
+        SharedEntity::new(entity)
+    }
+}
+
+impl Deref for SharedEntity {
+    type Target = p4::Entity;
+
+    fn deref(&self) -> &p4::Entity {
+        &self.entity
+    }
+}
+
+/// Equal entities are equal whether or not either was encoded yet.
+impl PartialEq for SharedEntity {
+    fn eq(&self, other: &SharedEntity) -> bool {
+        self.entity == other.entity
+    }
+}
+
+impl Clone for SharedEntity {
+    fn clone(&self) -> SharedEntity {
+        SharedEntity::new(self.entity.clone())
+    }
+}
+
+impl std::fmt::Debug for SharedEntity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.entity.fmt(f)
+    }
+}
+
 /// One update: insert, modify or delete of a shared entity.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SharedUpdate {
     kind: i32,
-    entity: Option<Arc<p4::Entity>>,
+    entity: Option<Arc<SharedEntity>>,
 }
 
 impl SharedUpdate {
-    pub fn new(kind: p4::update::Type, entity: Arc<p4::Entity>) -> SharedUpdate {
+    pub fn new(kind: p4::update::Type, entity: Arc<SharedEntity>) -> SharedUpdate {
         SharedUpdate {
             kind: kind as i32,
             entity: Some(entity),
@@ -46,7 +112,7 @@ impl SharedUpdate {
 
     /// The entity, if the update has one.
     pub fn entity(&self) -> Option<&p4::Entity> {
-        self.entity.as_deref()
+        self.entity.as_deref().map(Deref::deref)
     }
 }
 
@@ -54,7 +120,7 @@ impl From<p4::Update> for SharedUpdate {
     fn from(u: p4::Update) -> SharedUpdate {
         SharedUpdate {
             kind: u.r#type,
-            entity: u.entity.map(Arc::new),
+            entity: u.entity.map(|e| Arc::new(e.into())),
         }
     }
 }
@@ -65,7 +131,10 @@ impl Message for SharedUpdate {
             encoding::int32::encode(UPDATE_TYPE, &self.kind, buf);
         }
         if let Some(e) = &self.entity {
-            encoding::message::encode(UPDATE_ENTITY, &**e, buf);
+            let wire = e.wire();
+            encoding::encode_key(UPDATE_ENTITY, WireType::LengthDelimited, buf);
+            encoding::encode_varint(wire.len() as u64, buf);
+            buf.put_slice(wire);
         }
     }
 
@@ -85,10 +154,10 @@ impl Message for SharedUpdate {
         } else {
             0
         };
-        kind + self
-            .entity
-            .as_ref()
-            .map_or(0, |e| encoding::message::encoded_len(UPDATE_ENTITY, &**e))
+        kind + self.entity.as_ref().map_or(0, |e| {
+            let len = e.wire().len();
+            encoding::key_len(UPDATE_ENTITY) + encoding::encoded_len_varint(len as u64) + len
+        })
     }
 
     fn clear(&mut self) {
@@ -222,7 +291,7 @@ mod tests {
                 election_id: election,
                 updates: updates
                     .iter()
-                    .map(|(k, e)| SharedUpdate::new(*k, Arc::new(e.clone())))
+                    .map(|(k, e)| SharedUpdate::new(*k, Arc::new(e.clone().into())))
                     .collect(),
                 atomicity,
                 role: role.into(),
@@ -235,6 +304,24 @@ mod tests {
                 generated
             );
         }
+        // An entity sent again is the same bytes, from its kept encoding.
+        let shared = Arc::new(SharedEntity::new(entry(5, 9)));
+        let insert = SharedUpdate::new(Type::Insert, shared.clone());
+        let delete = SharedUpdate::new(Type::Delete, shared.clone());
+        assert_eq!(shared.wire(), entry(5, 9).encode_to_vec().as_slice());
+        for (u, kind) in [(insert, Type::Insert), (delete, Type::Delete)] {
+            let generated = p4::Update {
+                r#type: kind as i32,
+                entity: Some(entry(5, 9)),
+            };
+            assert_eq!(u.encode_to_vec(), generated.encode_to_vec());
+            assert_eq!(u.encoded_len(), generated.encoded_len());
+        }
+        // Equality is the entity's, encoded or not.
+        let fresh = SharedEntity::new(entry(5, 9));
+        assert_eq!(*shared, fresh);
+        assert_eq!((*shared).clone(), fresh);
+        assert_ne!(*shared, SharedEntity::new(entry(5, 8)));
         // An update converted from the generated one is the same update.
         let u = p4::Update {
             r#type: Type::Insert as i32,

@@ -42,7 +42,7 @@ use installer::static_state::{
 };
 use installer::{Devices, Intent, IntentError, Object};
 use p4rt::proto::p4::v1 as p4;
-use p4rt::P4Info;
+use p4rt::{P4Info, SharedEntity};
 use planner::ecmp::SeedPolicy;
 use planner::topology::EdgeId;
 use planner::Topology;
@@ -83,7 +83,12 @@ pub struct Policy {
     pub watch_reserved: bool,
 }
 
-type Resolved1 = (Key, Arc<p4::Entity>);
+type Resolved1 = (Key, Arc<SharedEntity>);
+
+/// A flow of a reservation record: (sequence number, revision, flow
+/// index). Numbers only, so that looking a flow's cached entities up on
+/// every pass allocates nothing.
+type FlowKey = (u64, u64, usize);
 
 /// Planner priority of NDSP's BACKGROUND class (see `planner_priority` in
 /// `engine/outcome.rs`).
@@ -102,7 +107,7 @@ enum Write {
 /// What the reservations add to one switch's static state, in the order
 /// it is applied.
 #[derive(Debug, Default)]
-struct Overlay(Vec<(Write, Key, Arc<p4::Entity>)>);
+struct Overlay(Vec<(Write, Key, Arc<SharedEntity>)>);
 
 /// Entities are mostly the cached ones of the last pass: the same
 /// allocation is equal without comparing its fields.
@@ -167,11 +172,11 @@ pub struct Compiler {
     base: BTreeMap<String, Arc<Resolved>>,
     /// The burst entries of every port (see `dcqcn_burst_entries`).
     lowered: HashMap<(String, u16), Vec<Resolved1>>,
-    flows: HashMap<(String, u64, usize), Arc<FlowEntities>>,
-    predrain: HashMap<(String, u64, usize, String, u16), Arc<Resolved1>>,
-    /// Telemetry-only watch entries of steered flows, by (reservation,
-    /// revision, flow): resolved once, not on every pass.
-    steered_watch: HashMap<(String, u64, usize), Arc<Resolved1>>,
+    flows: HashMap<FlowKey, Arc<FlowEntities>>,
+    predrain: HashMap<(FlowKey, String, u16), Arc<Resolved1>>,
+    /// Telemetry-only watch entries of steered flows: resolved once, not
+    /// on every pass.
+    steered_watch: HashMap<FlowKey, Arc<Resolved1>>,
     /// INT watch of learned jobs' host pairs, by source leaf (T+5).
     job_watch: Vec<(String, Resolved1)>,
     /// The overlays the last [`Compiler::changes`] was derived from (None:
@@ -208,7 +213,7 @@ fn keyed(
         source: e.into(),
     })?;
     let key = installer::intent::key_of(&entity).expect("a table entry is keyed");
-    Ok((key, Arc::new(entity)))
+    Ok((key, Arc::new(entity.into())))
 }
 
 /// The resolved static state of every switch with `down` edges out of
@@ -412,7 +417,7 @@ impl Compiler {
         i: usize,
         f: &FlowRecord,
     ) -> Result<Arc<FlowEntities>, IntentError> {
-        let key = (r.id.clone(), r.revision, i);
+        let key = (r.seq, r.revision, i);
         if let Some(e) = self.flows.get(&key) {
             return Ok(e.clone());
         }
@@ -436,14 +441,12 @@ impl Compiler {
 
     fn predrain_entity(
         &mut self,
-        id: &str,
-        revision: u64,
-        i: usize,
+        flow: FlowKey,
         f: &FlowRecord,
         switch: &str,
         port: u16,
     ) -> Result<Arc<Resolved1>, IntentError> {
-        let key = (id.to_string(), revision, i, switch.to_string(), port);
+        let key = (flow, switch.to_string(), port);
         if let Some(e) = self.predrain.get(&key) {
             return Ok(e.clone());
         }
@@ -528,7 +531,7 @@ impl Compiler {
             push(&mut out, leaf, Write::Replace, entity);
         }
         // Install windows of active reserved flows, by (switch, port).
-        let mut busy: HashMap<(String, u16), Vec<(u64, u64)>> = HashMap::new();
+        let mut busy: HashMap<(&str, u16), Vec<(u64, u64)>> = HashMap::new();
         let mut live_flows = HashSet::new();
         let mut live_steered = HashSet::new();
         // Only records whose first flow starts within the lead can have
@@ -539,14 +542,14 @@ impl Compiler {
             for (i, f) in r.flows.iter().enumerate() {
                 if !f.active(now, lead) {
                     if self.watches_steered(f, now) {
-                        let key = (r.id.clone(), r.revision, i);
+                        let key = (r.seq, r.revision, i);
                         let watch = match self.steered_watch.get(&key) {
                             Some(w) => w.clone(),
                             None => {
                                 let rf = self.reserved_flow(f);
                                 let leaf = &f.hops[0].switch;
                                 let w = Arc::new(keyed(leaf, self.reserved.watch(&rf))?);
-                                self.steered_watch.insert(key.clone(), w.clone());
+                                self.steered_watch.insert(key, w.clone());
                                 w
                             }
                         };
@@ -555,7 +558,7 @@ impl Compiler {
                     }
                     continue;
                 }
-                live_flows.insert((r.id.clone(), r.revision, i));
+                live_flows.insert((r.seq, r.revision, i));
                 let e = self.flow_entities(r, i, f)?;
                 push(&mut out, &f.hops[0].switch, Write::IfAbsent, &e.sr);
                 if let Some(watch) = &e.watch {
@@ -565,16 +568,15 @@ impl Compiler {
                     continue;
                 }
                 for h in &f.hops {
-                    let windows = busy
-                        .entry((h.switch.clone(), h.port))
-                        .or_insert_with_key(|k| {
-                            // A port's lowered entries once, however many
-                            // flows cross it.
-                            for entry in self.lowered.get(k).into_iter().flatten() {
-                                push(&mut out, &h.switch, Write::Replace, entry);
-                            }
-                            Vec::new()
-                        });
+                    let windows = busy.entry((h.switch.as_str(), h.port)).or_insert_with(|| {
+                        // A port's lowered entries once, however many
+                        // flows cross it.
+                        let port = (h.switch.clone(), h.port);
+                        for entry in self.lowered.get(&port).into_iter().flatten() {
+                            push(&mut out, &h.switch, Write::Replace, entry);
+                        }
+                        Vec::new()
+                    });
                     windows.push((f.install_unix_ns(lead), f.end_unix_ns));
                 }
             }
@@ -592,21 +594,16 @@ impl Compiler {
                         continue;
                     }
                     for h in &f.hops {
-                        let overlaps = busy.get(&(h.switch.clone(), h.port)).is_some_and(|ws| {
+                        let overlaps = busy.get(&(h.switch.as_str(), h.port)).is_some_and(|ws| {
                             ws.iter()
                                 .any(|&(s, e)| f.start_unix_ns < e && s < f.end_unix_ns)
                         });
                         if !overlaps {
                             continue;
                         }
-                        live_predrain.insert((
-                            r.id.clone(),
-                            r.revision,
-                            i,
-                            h.switch.clone(),
-                            h.port,
-                        ));
-                        let e = self.predrain_entity(&r.id, r.revision, i, f, &h.switch, h.port)?;
+                        let flow = (r.seq, r.revision, i);
+                        live_predrain.insert((flow, h.switch.clone(), h.port));
+                        let e = self.predrain_entity(flow, f, &h.switch, h.port)?;
                         push(&mut out, &h.switch, Write::IfAbsent, &e);
                     }
                 }

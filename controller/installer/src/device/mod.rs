@@ -510,7 +510,7 @@ mod tests {
         };
         let resolved = intent.resolve("leaf1", &info, devices).unwrap();
         let entity = (*resolved.entities.into_values().next().unwrap()).clone();
-        let Some(Entity::PacketReplicationEngineEntry(pre)) = entity.entity else {
+        let Some(Entity::PacketReplicationEngineEntry(pre)) = entity.into_entity().entity else {
             panic!("not a PRE entry");
         };
         let Some(Type::CloneSessionEntry(session)) = pre.r#type else {

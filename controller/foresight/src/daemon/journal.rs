@@ -28,7 +28,7 @@ use super::state_keys::{self, Changes, Committed};
 /// and larger than the snapshot. A rewrite runs inside a commit and costs
 /// what is held; with a small state and large records (a 1,024-flow
 /// collective is ~650 KB a line) 1 MiB meant one every few commits. A
-/// restart parses 16 MiB of journal in well under a second.
+/// restart replays at most this much journal.
 pub const MIN_COMPACT_BYTES: u64 = 16 << 20;
 
 /// A state file and its journal, open for commits.

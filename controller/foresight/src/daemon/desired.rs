@@ -46,7 +46,6 @@ use p4rt::{P4Info, SharedEntity};
 use planner::ecmp::SeedPolicy;
 use planner::topology::EdgeId;
 use planner::Topology;
-use prost::Message;
 
 use super::state::State;
 use super::state_records::{FlowRecord, Reservation, Status};
@@ -265,7 +264,8 @@ fn base_state(
     let mut base = BTreeMap::new();
     let mut lowered = HashMap::new();
     // Switches of a tier hold many identical entities (routes to the same
-    // subnets through the same group, port settings): each is kept once.
+    // subnets through the same group, port settings): each is kept once,
+    // found by its wire encoding, which it then keeps for its first send.
     let mut shared: HashMap<Vec<u8>, Resolved1> = HashMap::new();
     for (name, intent) in &intents {
         let mut resolved = intent.resolve(name, info, devices)?;
@@ -273,7 +273,7 @@ fn base_state(
             .into_iter()
             .map(|(key, entity)| {
                 shared
-                    .entry(entity.encode_to_vec())
+                    .entry(entity.wire().to_vec())
                     .or_insert((key, entity))
                     .clone()
             })

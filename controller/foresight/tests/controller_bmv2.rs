@@ -296,33 +296,33 @@ async fn demand_installs_expected_entries_at_lead_time_and_removes_them_at_expir
             want.get(sw).unwrap_or(&BTreeSet::new()),
             "SR/INT entries of {sw}"
         );
-        // DCQCN: the baseline, with the ports of reserved paths lowered
-        // for every queue but the reserved one.
+        // DCQCN: the baseline (every port's profile for all queues, and
+        // its reserved queue's (5) above it), with the ports of reserved
+        // paths lowered for every queue in between.
         let dcqcn: BTreeSet<String> = set
             .iter()
             .filter(|l| table_of(l) == "FsEgress.ecn.dcqcn_port")
             .cloned()
             .collect();
-        let mut want_dcqcn = BTreeSet::new();
+        let mut want_dcqcn = baseline[sw].clone();
         for line in &baseline[sw] {
             let port: u32 = line
                 .split("egress_port=")
                 .nth(1)
                 .unwrap()
-                .split('|')
+                .split(['|', ','])
                 .next()
                 .unwrap()
                 .parse()
                 .unwrap();
-            // The static entry stays; a busy port gets the lowered profile
-            // for all queues and the static one again for the reserved
-            // queue (5), above it.
-            want_dcqcn.insert(line.clone());
+            assert!(
+                baseline[sw].contains(&format!(
+                    "FsEgress.ecn.dcqcn_port|egress_port={port},qid=5&&&7|FsEgress.ecn.set_dcqcn(kmax=50,kmin=10,pmax=13107)"
+                )),
+                "{sw}: port {port}'s reserved queue keeps its profile"
+            );
             if busy.contains(&(sw.clone(), port)) {
                 want_dcqcn.insert(lowered(port));
-                want_dcqcn.insert(format!(
-                    "FsEgress.ecn.dcqcn_port|egress_port={port},qid=5&&&7|FsEgress.ecn.set_dcqcn(kmax=50,kmin=10,pmax=13107)"
-                ));
             }
         }
         assert_eq!(dcqcn, want_dcqcn, "DCQCN thresholds of {sw}");

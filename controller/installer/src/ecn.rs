@@ -1,9 +1,9 @@
 //! ECN state around a reserved burst: DCQCN marking profiles per (port,
-//! queue) (the static one of every port, and while a port is about to
-//! carry, or carries, a reservation: the lowered one for its competing
-//! queues and its own for the reserved queue) and per-flow pre-drain entries that CE-mark
-//! known competing flows on those ports so their senders back off before
-//! the burst arrives.
+//! queue) (the static one of every port and of its reserved queue, and
+//! while a port is about to carry, or carries, a reservation: the lowered
+//! one for its competing queues, between the two) and per-flow pre-drain
+//! entries that CE-mark known competing flows on those ports so their
+//! senders back off before the burst arrives.
 
 use std::net::Ipv4Addr;
 
@@ -58,7 +58,7 @@ pub const PREDRAIN_ALWAYS: u16 = 0xffff;
 pub const DCQCN_PORT_PRIORITY: i32 = 1;
 /// Priority of the lowered profile around a reserved burst (all queues).
 pub const DCQCN_LOWERED_PRIORITY: i32 = 10;
-/// Priority of the reserved queue's own profile during the burst.
+/// Priority of the reserved queue's own profile (static: above a burst's).
 pub const DCQCN_RESERVED_PRIORITY: i32 = 20;
 
 /// A `dcqcn_port` entry: `profile` for `queue` of `port` (every queue
@@ -93,21 +93,20 @@ pub fn dcqcn_entry(port: u16, profile: EcnProfile) -> Object {
     dcqcn(port, None, profile, DCQCN_PORT_PRIORITY)
 }
 
-/// What a port carries while a reservation is near or running, above its
-/// static entry: the lowered profile for every queue, and for the reserved
-/// queue `reserved_tc` its own profile (`reserved`), so the thresholds
-/// that slow competing senders down do not mark the reserved flows. Both
-/// go when the reservation ends and the static entry rules again.
-pub fn dcqcn_burst_entries(
-    port: u16,
-    lowered: EcnProfile,
-    reserved_tc: u8,
-    reserved: EcnProfile,
-) -> [Object; 2] {
-    [
-        dcqcn(port, None, lowered, DCQCN_LOWERED_PRIORITY),
-        dcqcn(port, Some(reserved_tc), reserved, DCQCN_RESERVED_PRIORITY),
-    ]
+/// The reserved queue `reserved_tc` of `port` keeps `profile` (the port's
+/// static one) above any lowered profile: a static entry, so that a burst
+/// adds one entry per port, not two, and the thresholds that slow
+/// competing senders down never mark the reserved flows.
+pub fn dcqcn_reserved_queue_entry(port: u16, reserved_tc: u8, profile: EcnProfile) -> Object {
+    dcqcn(port, Some(reserved_tc), profile, DCQCN_RESERVED_PRIORITY)
+}
+
+/// What a port carries while a reservation is near or running: the
+/// lowered profile for every queue, between the port's static entry and
+/// its reserved queue's ([`dcqcn_reserved_queue_entry`]). It goes when the
+/// reservation ends and the static entry rules again.
+pub fn dcqcn_lowered_entry(port: u16, lowered: EcnProfile) -> Object {
+    dcqcn(port, None, lowered, DCQCN_LOWERED_PRIORITY)
 }
 
 /// A competing flow to CE-mark on `port`: `predrain_mark(probability)`.
@@ -150,8 +149,10 @@ mod tests {
 
     #[test]
     fn a_burst_lowers_every_queue_but_the_reserved_one() {
-        let entries = dcqcn_burst_entries(4, EcnProfile::lowered(), 5, EcnProfile::default());
-        let [Object::Entry(all), Object::Entry(reserved)] = &entries else {
+        let (Object::Entry(all), Object::Entry(reserved)) = (
+            dcqcn_lowered_entry(4, EcnProfile::lowered()),
+            dcqcn_reserved_queue_entry(4, 5, EcnProfile::default()),
+        ) else {
             panic!("not entries")
         };
         assert_eq!(all.matches["qid"], "0&&&0");

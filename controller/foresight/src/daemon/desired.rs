@@ -10,9 +10,10 @@
 //!   class, when `background_tc` is not the reserved queue: it keeps its
 //!   path and capacity, in that queue, and clears the way for nothing):
 //! * on every port of its path, the lowered DCQCN profile for every queue
-//!   but the reserved one, which keeps its own (two `dcqcn_port` entries
-//!   above the port's static one, removed when no reservation needs the
-//!   port any more);
+//!   but the reserved one, which keeps its own (one `dcqcn_port` entry
+//!   between the port's two static ones, its profile for all queues and
+//!   its reserved queue's; removed when no reservation needs the port any
+//!   more);
 //! * on those ports, a pre-drain entry for every known competing flow: a
 //!   flow the controller knows of that is not reserved (ECMP fallback),
 //!   whose ECMP path crosses the port while the reservation is installed.
@@ -31,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
-use installer::ecn::{dcqcn_burst_entries, EcnProfile};
+use installer::ecn::{dcqcn_lowered_entry, dcqcn_reserved_queue_entry, EcnProfile};
 use installer::intent::{Key, Resolved};
 use installer::layered::Layered;
 use installer::reservations::{host_pair_watch_entry, ReservedFlow};
@@ -169,8 +170,8 @@ pub struct Compiler {
     policy: Policy,
     /// Every switch's static state, shared by the states derived from it.
     base: BTreeMap<String, Arc<Resolved>>,
-    /// The burst entries of every port (see `dcqcn_burst_entries`).
-    lowered: HashMap<(String, u16), Vec<Resolved1>>,
+    /// The lowered DCQCN entry of every port (see `dcqcn_lowered_entry`).
+    lowered: HashMap<(String, u16), Resolved1>,
     flows: HashMap<FlowKey, Arc<FlowEntities>>,
     predrain: HashMap<(FlowKey, String, u16), Arc<Resolved1>>,
     /// Telemetry-only watch entries of steered flows: resolved once, not
@@ -219,7 +220,7 @@ fn keyed(
 /// service, and the lowered DCQCN entry of every port.
 type Base = (
     BTreeMap<String, Arc<Resolved>>,
-    HashMap<(String, u16), Vec<Resolved1>>,
+    HashMap<(String, u16), Resolved1>,
 );
 
 fn base_state(
@@ -261,8 +262,37 @@ fn base_state(
             }
         }
     }
-    let mut base = BTreeMap::new();
+    // Every port with a static DCQCN profile can be lowered around a
+    // burst; its reserved queue keeps the static profile, in an entry of
+    // its own that is static too (a burst then adds one entry per port).
     let mut lowered = HashMap::new();
+    for (name, intent) in intents.iter_mut() {
+        let ports: Vec<u16> = intent
+            .objects
+            .iter()
+            .filter_map(|o| match o {
+                Object::Entry(e) if e.table == installer::names::DCQCN_PORT => {
+                    Some(e.matches["egress_port"].parse().expect("ports are numbers"))
+                }
+                _ => None,
+            })
+            .collect();
+        for port in ports {
+            intent.push(dcqcn_reserved_queue_entry(
+                port,
+                policy.reserved_tc,
+                policy.ecn,
+            ));
+            let entry = resolve_one(
+                name,
+                dcqcn_lowered_entry(port, policy.lowered),
+                info,
+                devices,
+            )?;
+            lowered.insert((name.clone(), port), entry);
+        }
+    }
+    let mut base = BTreeMap::new();
     // Switches of a tier hold many identical entities (routes to the same
     // subnets through the same group, port settings): each is kept once,
     // found by its wire encoding, which it then keeps for its first send.
@@ -278,21 +308,6 @@ fn base_state(
                     .clone()
             })
             .collect();
-        // Every port with a static DCQCN profile can be lowered (all but
-        // the reserved queue, which keeps the static profile).
-        for o in &intent.objects {
-            if let Object::Entry(e) = o {
-                if e.table == installer::names::DCQCN_PORT {
-                    let port: u16 = e.matches["egress_port"].parse().expect("ports are numbers");
-                    let entries =
-                        dcqcn_burst_entries(port, policy.lowered, policy.reserved_tc, policy.ecn)
-                            .into_iter()
-                            .map(|o| resolve_one(name, o, info, devices))
-                            .collect::<Result<Vec<_>, _>>()?;
-                    lowered.insert((name.clone(), port), entries);
-                }
-            }
-        }
         base.insert(name.clone(), Arc::new(resolved));
     }
     Ok((base, lowered))
@@ -569,10 +584,10 @@ impl Compiler {
                 }
                 for h in &f.hops {
                     let windows = busy.entry((h.switch.as_str(), h.port)).or_insert_with(|| {
-                        // A port's lowered entries once, however many
+                        // A port's lowered entry once, however many
                         // flows cross it.
                         let port = (h.switch.clone(), h.port);
-                        for entry in self.lowered.get(&port).into_iter().flatten() {
+                        if let Some(entry) = self.lowered.get(&port) {
                             push(&mut out, &h.switch, Write::Replace, entry);
                         }
                         Vec::new()

@@ -355,6 +355,47 @@ mod tests {
         }
     }
 
+    /// A port a reservation crosses gets one DCQCN entry, the lowered
+    /// profile for every queue; its reserved queue's own profile is static
+    /// (above it), so nothing else changes on the port.
+    #[test]
+    fn a_busy_port_gets_one_lowered_entry() {
+        use installer::ecn::{
+            DCQCN_LOWERED_PRIORITY, DCQCN_PORT_PRIORITY, DCQCN_RESERVED_PRIORITY,
+        };
+        let mut e = engine();
+        register(&mut e, &["10.0.1.1", "10.0.2.1"]);
+        let req = ring("ar", 16, 100 * MS, 200 * MS);
+        let c = req.validate().unwrap();
+        let r = e
+            .submit_collective(&c, collective_key(&req), T0)
+            .unwrap()
+            .records
+            .remove(0);
+        let busy: std::collections::BTreeSet<(&str, u16)> = r
+            .flows
+            .iter()
+            .flat_map(|f| f.hops.iter().map(|h| (h.switch.as_str(), h.port)))
+            .collect();
+        let mut comp = compiler(e.topo, 10 * MS);
+        let priorities = |comp: &mut Compiler, t: u64| {
+            let mut n = std::collections::BTreeMap::new();
+            let d = comp.desired(&e.state, t).unwrap();
+            for t in entries_of(&d, None, installer::names::DCQCN_PORT) {
+                *n.entry(t.priority).or_insert(0) += 1;
+            }
+            n
+        };
+        let at_rest = priorities(&mut comp, T0);
+        let ports = at_rest[&DCQCN_PORT_PRIORITY];
+        assert_eq!(at_rest[&DCQCN_RESERVED_PRIORITY], ports, "{at_rest:?}");
+        assert_eq!(at_rest.len(), 2, "{at_rest:?}");
+        let during = priorities(&mut comp, T0 + 90 * MS);
+        assert_eq!(during[&DCQCN_PORT_PRIORITY], ports);
+        assert_eq!(during[&DCQCN_RESERVED_PRIORITY], ports);
+        assert_eq!(during[&DCQCN_LOWERED_PRIORITY], busy.len(), "{during:?}");
+    }
+
     /// NCCL's connections are queue pairs the entries can match; gloo's are
     /// TCP connections on ephemeral ports, so its entries match the host pair.
     #[test]

@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module under `cmd/`; `main` only parses
 //! arguments, sets up logging and dispatches.
 
+mod allocator;
 mod cmd;
 mod daemon;
 mod fabric;
@@ -11,12 +12,6 @@ use std::ffi::OsStr;
 use std::io::IsTerminal;
 
 use clap::Parser;
-
-/// The controller builds and drops many small, short-lived values per
-/// commit (entries, keys, paths); glibc's allocator spent half of a
-/// commit's time on them (`foresight scale`, docs/figures.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(
@@ -31,6 +26,10 @@ struct Cli {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Some(delay) = cli.command.keep_freed_memory() {
+        // Before the command allocates anything it would free.
+        allocator::keep_freed_memory(delay);
+    }
     let (level, json) = cli.command.logging();
     let filter = tracing_subscriber::EnvFilter::try_from_env("FORESIGHT_LOG")
         .unwrap_or_else(|_| level.into());

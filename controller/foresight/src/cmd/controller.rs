@@ -606,6 +606,11 @@ impl ControllerCmd {
     }
 }
 
+/// How long the daemon's allocator keeps memory nobody uses before it
+/// returns it to the OS: longer than the gaps between commits, so that
+/// their buffers are reused, not faulted in afresh.
+pub const KEEP_FREED_MEMORY: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
     let topology = yaml::load_file(&cmd.topology)
         .with_context(|| format!("topology {}", cmd.topology.display()))?;

@@ -68,6 +68,15 @@ impl Command {
             _ => ("warn", false),
         }
     }
+
+    /// How long the allocator should keep freed memory, where the default
+    /// does not suit the command (the daemon: `controller::KEEP_FREED_MEMORY`).
+    pub fn keep_freed_memory(&self) -> Option<std::time::Duration> {
+        match self {
+            Command::Controller(_) => Some(controller::KEEP_FREED_MEMORY),
+            _ => None,
+        }
+    }
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {

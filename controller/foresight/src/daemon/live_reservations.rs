@@ -401,11 +401,18 @@ impl Drop for RecordMut<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::daemon::state_records::{FlowRecord, Reason, Status};
 
-    fn record(seq: u64, tenant: &str, demand: &str, start: u64, end: u64) -> Reservation {
+    /// A reservation of one flow from `start` to `end`.
+    pub(crate) fn record(
+        seq: u64,
+        tenant: &str,
+        demand: &str,
+        start: u64,
+        end: u64,
+    ) -> Reservation {
         let mut r = crate::daemon::state_keys::tests::reservation(seq);
         r.id = format!("r{seq}/{demand}");
         r.tenant = tenant.into();

@@ -17,6 +17,7 @@
 //! * [`state_records`] — the records it is made of: jobs, links down,
 //!   reservations with their flows and outcome;
 //! * [`state`] — the intended state that holds them, and its file;
+//! * [`history`] — the finished reservations it remembers (bounded);
 //! * [`live_reservations`] — the live reservations, indexed (by id,
 //!   subject, time) and with what changed since the last commit;
 //! * [`state_keys`] — the state as keyed records, and what a commit of it
@@ -60,6 +61,7 @@ pub mod events;
 pub mod follow;
 pub mod forecast_mismatches;
 pub mod ha;
+pub mod history;
 pub mod http;
 pub mod identity;
 pub mod journal;

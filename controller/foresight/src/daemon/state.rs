@@ -14,14 +14,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
+use super::history::History;
 use super::live_reservations::LiveReservations;
 use super::state_records::{Job, LinkRef, Reservation};
 
 /// Version of the state file format.
 pub const STATE_VERSION: u32 = 1;
-
-/// Finished (expired or cancelled) reservations kept for `GetReservation`.
-pub const HISTORY_LIMIT: usize = 1000;
 
 /// Everything the controller must remember.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -47,7 +45,7 @@ pub struct State {
     /// Finished reservations (expired or cancelled), oldest first; kept in
     /// memory for `GetReservation`, not in the file (a restart forgets them).
     #[serde(skip)]
-    pub history: Vec<Reservation>,
+    pub history: History,
 }
 
 impl State {
@@ -61,7 +59,7 @@ impl State {
             jobs: Vec::new(),
             reservations: LiveReservations::default(),
             links_down: Vec::new(),
-            history: Vec::new(),
+            history: History::default(),
         }
     }
 
@@ -130,12 +128,7 @@ impl State {
             .reservations
             .remove(seq)
             .unwrap_or_else(|| panic!("retiring reservation seq {seq}, which is not live"));
-        self.history.push(r);
-        if self.history.len() > HISTORY_LIMIT {
-            let excess = self.history.len() - HISTORY_LIMIT;
-            self.history.drain(..excess);
-        }
-        self.history.last().expect("just pushed")
+        self.history.push(r)
     }
 
     /// A live or finished reservation by id.

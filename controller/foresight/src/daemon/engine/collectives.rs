@@ -271,17 +271,22 @@ impl Engine {
 mod tests {
     use super::super::testing::*;
 
+    /// A 16-rank ring over two servers, from 100 to 300 ms after `T0`,
+    /// submitted; its record.
+    fn two_server_ring(e: &mut Engine) -> crate::daemon::state_records::Reservation {
+        register(e, &["10.0.1.1", "10.0.2.1"]);
+        let req = ring("ar", 16, 100 * MS, 200 * MS);
+        let c = req.validate().unwrap();
+        e.submit_collective(&c, collective_key(&req), T0)
+            .unwrap()
+            .records
+            .remove(0)
+    }
+
     #[test]
     fn a_collective_is_planned_over_whole_servers_and_installed_in_its_window() {
         let mut e = engine();
-        register(&mut e, &["10.0.1.1", "10.0.2.1"]);
-        let req = ring("ar", 16, 100 * MS, 200 * MS);
-        let c = req.validate().unwrap();
-        let r = e
-            .submit_collective(&c, collective_key(&req), T0)
-            .unwrap()
-            .records
-            .remove(0);
+        let r = two_server_ring(&mut e);
         assert_eq!(r.status, Status::Admitted);
         assert_eq!(r.flows.len(), 16, "2 servers x 8 channels x 2 directions");
         let v = wire(&r);
@@ -321,10 +326,7 @@ mod tests {
     #[test]
     fn unread_watch_entries_are_not_installed() {
         let mut e = engine();
-        register(&mut e, &["10.0.1.1", "10.0.2.1"]);
-        let req = ring("ar", 16, 100 * MS, 200 * MS);
-        let c = req.validate().unwrap();
-        e.submit_collective(&c, collective_key(&req), T0).unwrap();
+        two_server_ring(&mut e);
         let lead = 10 * MS;
         let seeds = planner::ecmp::SeedPolicy::PerSwitch;
         let mut watched = compiler_for(e.topo, test_policy(lead, seeds, 1));
@@ -364,14 +366,7 @@ mod tests {
             DCQCN_LOWERED_PRIORITY, DCQCN_PORT_PRIORITY, DCQCN_RESERVED_PRIORITY,
         };
         let mut e = engine();
-        register(&mut e, &["10.0.1.1", "10.0.2.1"]);
-        let req = ring("ar", 16, 100 * MS, 200 * MS);
-        let c = req.validate().unwrap();
-        let r = e
-            .submit_collective(&c, collective_key(&req), T0)
-            .unwrap()
-            .records
-            .remove(0);
+        let r = two_server_ring(&mut e);
         let busy: std::collections::BTreeSet<(&str, u16)> = r
             .flows
             .iter()

@@ -129,7 +129,12 @@ impl Bmv2Switch {
             match Self::start_once(tools, spec.clone()) {
                 Ok(switch) => return Ok(switch),
                 Err(err @ (StartError::Exited { .. } | StartError::PortTaken { .. })) => {
-                    last_err = Some(err)
+                    // The error keeps the last attempt's log, not every attempt's.
+                    if let Some(StartError::Exited { log, .. }) = last_err.replace(err) {
+                        if let Some(dir) = Path::new(&log).parent() {
+                            let _ = std::fs::remove_dir_all(dir);
+                        }
+                    }
                 }
                 Err(err) => return Err(err),
             }
@@ -192,7 +197,7 @@ impl Bmv2Switch {
                 return Err(StartError::Exited {
                     name: self.spec.name.clone(),
                     status: status.to_string(),
-                    log: self.keep_logs().display().to_string(),
+                    log: self.keep_logs().join("switch.log").display().to_string(),
                     tail: tail(&self.log_path(), 2000),
                 });
             }
@@ -220,7 +225,7 @@ impl Bmv2Switch {
                     name: self.spec.name.clone(),
                     addr,
                     waited: self.spec.ready_timeout,
-                    log: self.keep_logs().display().to_string(),
+                    log: self.keep_logs().join("switch.log").display().to_string(),
                     tail: tail(&self.log_path(), 2000),
                 });
             }

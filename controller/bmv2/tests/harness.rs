@@ -78,7 +78,17 @@ fn a_bad_argument_fails_with_the_log_tail() {
     let spec = bmv2::SwitchSpec::new("broken", 0).arg("--no-such-option");
     let err = bmv2::Bmv2Switch::start(&tools, spec)
         .err()
-        .expect("start fails")
-        .to_string();
-    assert!(err.contains("exited during start-up"), "{err}");
+        .expect("start fails");
+    let message = err.to_string();
+    // A failed start keeps its log for whoever reads the error; this test
+    // read it, so the directory goes.
+    let bmv2::StartError::Exited { log, .. } = err else {
+        panic!("expected an early exit: {message}");
+    };
+    let dir = Path::new(&log)
+        .parent()
+        .expect("the log is in its directory");
+    assert!(dir.join("switch.log").is_file(), "{message}");
+    std::fs::remove_dir_all(dir).unwrap();
+    assert!(message.contains("exited during start-up"), "{message}");
 }

@@ -39,6 +39,9 @@ fn switches_started_by_the_controller_die_when_it_is_sigkilled() {
         .arg(&ready)
         .args(["--ndsp", "127.0.0.1:0", "--http", "127.0.0.1:0"])
         .env("FORESIGHT_LOG", "info")
+        // The switches' log directories: a SIGKILLed controller cannot
+        // remove them, so they go with this test's directory.
+        .env("TMPDIR", dir.path())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()

@@ -101,25 +101,7 @@ impl State {
     /// fsync'd, renamed over `path`, then the directory fsync'd so the
     /// rename itself survives a machine crash.
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
-        use std::io::Write;
-        let text = serde_json::to_vec(self)?;
-        let tmp = temp_path(path);
-        let mut file =
-            std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
-        file.write_all(&text)
-            .and_then(|_| file.sync_all())
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        drop(file);
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .with_context(|| format!("syncing directory {}", dir.display()))?;
-        Ok(())
+        write_snapshot(path, &serde_json::to_vec(self)?)
     }
 
     /// Move the finished reservation `seq` to the history (bounded).
@@ -137,6 +119,35 @@ impl State {
             .find(id)
             .or_else(|| self.history.iter().rev().find(|r| r.id == id))
     }
+}
+
+/// Replaces the state file `path` with `text` (a serialized [`State`])
+/// atomically: a temporary file, synced, renamed over it, the directory
+/// synced. A crash leaves the old file or the new one, never a mix.
+pub fn write_snapshot(path: &Path, text: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let tmp = temp_path(path);
+    let mut file =
+        std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+    file.write_all(text)
+        .and_then(|_| file.sync_all())
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    drop(file);
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+    sync_dir_of(path)
+}
+
+/// Syncs the directory holding `path`, so that a rename or a new file in
+/// it survives a machine crash.
+pub fn sync_dir_of(path: &Path) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing directory {}", dir.display()))
 }
 
 fn temp_path(path: &Path) -> PathBuf {

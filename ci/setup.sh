@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-debian_packages=(mininet iproute2 nftables iputils-ping tshark python3-thrift ethtool tcpdump python3-yaml python3-matplotlib protobuf-compiler libprotobuf-dev etcd-server openssl chromium chromium-driver python3-selenium)
+debian_packages=(mininet iproute2 nftables iputils-ping tshark python3-thrift ethtool tcpdump python3-yaml python3-matplotlib protobuf-compiler libprotobuf-dev etcd-server openssl chromium chromium-driver python3-selenium libtcmalloc-minimal4)
 missing=()
 for p in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -374,6 +374,9 @@ fn spawn(
         command.arg("--cpu-port").arg(cpu_port.to_string());
     }
     command.args(&spec.target_args);
+    if let Some(allocator) = &tools.preload {
+        command.env("LD_PRELOAD", allocator);
+    }
     if let Some(lib) = tools.lib_dir() {
         let mut paths = vec![lib];
         if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {

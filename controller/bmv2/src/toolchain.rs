@@ -10,6 +10,9 @@ pub struct Toolchain {
     /// The Thrift CLI (sets queue rates/depths); optional for most tests.
     pub simple_switch_cli: Option<PathBuf>,
     pub p4c: Option<PathBuf>,
+    /// The allocator the switches are started with (`LD_PRELOAD`), if any:
+    /// see [`switch_allocator`].
+    pub preload: Option<PathBuf>,
 }
 
 /// Why the toolchain was not found, for skip messages.
@@ -50,6 +53,7 @@ impl Toolchain {
         Ok(Toolchain {
             simple_switch_cli: find_in(&dirs, "simple_switch_CLI"),
             p4c: find_in(&dirs, "p4c"),
+            preload: switch_allocator(std::env::var_os(PRELOAD_VAR)),
             simple_switch_grpc,
         })
     }
@@ -60,5 +64,49 @@ impl Toolchain {
     pub fn lib_dir(&self) -> Option<PathBuf> {
         let lib = self.simple_switch_grpc.parent()?.parent()?.join("lib");
         lib.is_dir().then_some(lib)
+    }
+}
+
+/// Names the allocator BMv2 is started with; empty: glibc's.
+const PRELOAD_VAR: &str = "FORESIGHT_BMV2_PRELOAD";
+
+/// Debian's tcmalloc (package `libtcmalloc-minimal4`), for this machine's
+/// multiarch directory.
+fn debian_tcmalloc() -> PathBuf {
+    Path::new("/usr/lib")
+        .join(format!("{}-linux-gnu", std::env::consts::ARCH))
+        .join("libtcmalloc_minimal.so.4")
+}
+
+/// The allocator the switches run with. A P4Runtime write spends a third
+/// of BMv2's time in glibc's malloc; with tcmalloc the switches took a
+/// fifth less CPU per write in the 1,024-rank loop (docs/figures.md). So
+/// tcmalloc when it is installed; `FORESIGHT_BMV2_PRELOAD` names another
+/// library, or none when empty.
+fn switch_allocator(var: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    match var {
+        Some(v) if v.is_empty() => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => Some(debian_tcmalloc()).filter(|p| p.is_file()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Empty means none, a path is taken as given, unset finds tcmalloc
+    /// exactly when Debian's package put it there.
+    #[test]
+    fn the_switch_allocator_follows_the_variable_then_what_is_installed() {
+        assert_eq!(switch_allocator(Some("".into())), None);
+        assert_eq!(
+            switch_allocator(Some("/opt/lib/libjemalloc.so.2".into())),
+            Some(PathBuf::from("/opt/lib/libjemalloc.so.2"))
+        );
+        assert_eq!(
+            switch_allocator(None),
+            debian_tcmalloc().is_file().then(debian_tcmalloc)
+        );
     }
 }

@@ -92,3 +92,22 @@ fn a_bad_argument_fails_with_the_log_tail() {
     std::fs::remove_dir_all(dir).unwrap();
     assert!(message.contains("exited during start-up"), "{message}");
 }
+
+#[test]
+fn a_switch_runs_with_the_toolchains_allocator() {
+    let Some(tools) = tools() else { return };
+    let Some(lib) = tools.preload.clone() else {
+        testkit::skip::skipped(
+            "switch allocator test",
+            "no allocator to preload (libtcmalloc-minimal4 not installed, or FORESIGHT_BMV2_PRELOAD empty)",
+        );
+        return;
+    };
+    let switch = bmv2::Bmv2Switch::start(&tools, bmv2::SwitchSpec::new("allocator", 0)).unwrap();
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", switch.pid())).unwrap();
+    let name = lib.file_name().unwrap().to_string_lossy();
+    assert!(
+        maps.contains(name.as_ref()),
+        "{name} not mapped by the switch"
+    );
+}

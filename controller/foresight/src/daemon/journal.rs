@@ -145,7 +145,11 @@ impl StateFile {
         } else if self.fold.is_none()
             && self.journal_bytes > self.min_compact_bytes.max(self.snapshot_bytes)
         {
-            self.start_fold(state)?;
+            // The change is durable already: a fold that cannot start is
+            // tried again at the next commit (the files replay either way).
+            if let Err(e) = self.start_fold(state) {
+                tracing::error!(state_file = %self.path.display(), "cannot fold the journal: {e:#}");
+            }
         }
         Ok(line.len() as u64)
     }
@@ -215,6 +219,13 @@ impl StateFile {
         self.collect_fold(true);
         state.save(&self.path)?;
         self.snapshot_bytes = std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
+        // Opened by name: after a fold that failed half-way, the handle
+        // may still be the folding file's.
+        self.journal = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.journal_path)
+            .with_context(|| format!("opening {}", self.journal_path.display()))?;
         self.journal
             .set_len(0)
             .and_then(|_| self.journal.sync_all())
@@ -223,10 +234,11 @@ impl StateFile {
         let folding = folding_path(&self.path);
         match std::fs::remove_file(&folding) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(e).with_context(|| format!("removing {}", folding.display()))
+                return Err(e).with_context(|| format!("removing {}", folding.display()))
             }
-            _ => Ok(()),
+            _ => {}
         }
+        state::sync_dir_of(&self.journal_path)
     }
 
     pub fn path(&self) -> &Path {

@@ -356,6 +356,18 @@ mod tests {
         (file, state.expect("a saved state"))
     }
 
+    /// A state file in a directory of its own after one commit (which
+    /// writes the snapshot) of reservations 1..=`n`.
+    fn committed_with(n: u64) -> (tempfile::TempDir, PathBuf, StateFile, State) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let (mut file, _) = StateFile::open(&path, "f").unwrap();
+        let mut s = State::new("f", 1);
+        s.reservations = (1..=n).map(reservation).collect();
+        file.commit(&s).unwrap();
+        (dir, path, file, s)
+    }
+
     fn ids(s: &State) -> Vec<(String, u64)> {
         s.reservations
             .iter()
@@ -402,17 +414,9 @@ mod tests {
     /// emptied, and the state reads back the same.
     #[test]
     fn a_grown_journal_is_folded_into_the_snapshot() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
-        let (mut file, _) = StateFile::open(&path, "f").unwrap();
+        let (_dir, path, mut file, mut s) = committed_with(50);
         file.min_compact_bytes = 4096;
-        let mut s = State::new("f", 1);
-        s.reservations = (1..=50).map(reservation).collect();
-        file.commit(&s).unwrap();
-        assert!(
-            path.exists(),
-            "the first commit outgrew 4 KiB: folded at once"
-        );
+        assert!(path.exists(), "the first commit writes the snapshot");
         let journal_len = || std::fs::metadata(journal_path(&path)).unwrap().len();
         assert_eq!(journal_len(), 0);
         let mut folds = 0;
@@ -434,13 +438,8 @@ mod tests {
     /// before it (the fresh journal only what came after).
     #[test]
     fn a_fold_writes_the_snapshot_while_commits_go_on() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
-        let (mut file, _) = StateFile::open(&path, "f").unwrap();
+        let (_dir, path, mut file, mut s) = committed_with(50);
         file.min_compact_bytes = 4096;
-        let mut s = State::new("f", 1);
-        s.reservations = (1..=50).map(reservation).collect();
-        file.commit(&s).unwrap();
         let mut round = 0u64;
         while file.fold.is_none() {
             s.reservations.nth_mut((round % 50) as usize).revision += 1;
@@ -467,12 +466,7 @@ mod tests {
     /// changed in both ends as the fresh journal says) and finishes the fold.
     #[test]
     fn an_unfinished_fold_is_replayed_in_order_and_finished_at_start() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
-        let (mut file, _) = StateFile::open(&path, "f").unwrap();
-        let mut s = State::new("f", 1);
-        s.reservations = (1..=3).map(reservation).collect();
-        file.commit(&s).unwrap();
+        let (_dir, path, mut file, mut s) = committed_with(3);
         s.reservations.nth_mut(0).revision += 1;
         s.reservations.insert(reservation(4));
         file.commit(&s).unwrap();
@@ -498,12 +492,7 @@ mod tests {
     /// replaying them changes nothing.
     #[test]
     fn replaying_a_journal_the_snapshot_holds_changes_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
-        let (mut file, _) = StateFile::open(&path, "f").unwrap();
-        let mut s = State::new("f", 1);
-        s.reservations = (1..=5).map(reservation).collect();
-        file.commit(&s).unwrap();
+        let (_dir, path, mut file, mut s) = committed_with(5);
         for round in 0..20u64 {
             let n = s.reservations.len() as u64;
             s.reservations.nth_mut((round % n) as usize).revision += 1;
@@ -523,12 +512,7 @@ mod tests {
     /// a bad line before the last is an error that names it.
     #[test]
     fn a_torn_last_line_is_dropped_and_a_bad_middle_line_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
-        let (mut file, _) = StateFile::open(&path, "f").unwrap();
-        let mut s = State::new("f", 1);
-        s.reservations = (1..=3).map(reservation).collect();
-        file.commit(&s).unwrap();
+        let (_dir, path, mut file, mut s) = committed_with(3);
         s.reservations.nth_mut(0).revision += 1;
         file.commit(&s).unwrap();
         drop(file);

@@ -7,7 +7,8 @@ Checks that h1 cannot reach h2 before the routes are written (the pipeline
 drops what it has no route for) and can after `foresight switch write` has
 installed them over P4Runtime. With --entries pointing at a broken file the
 second ping fails and so does the test. Mininet removes its hosts and links in
-`finally`; the switch is stopped by its PID.
+`finally`; the switch is stopped by its PID. The switch's log is removed when
+the test passes and kept (its path printed) when it fails.
 
 Runs under Debian's /usr/bin/python3, which has Mininet.
 """
@@ -130,11 +131,14 @@ def main():
     finally:
         net.stop()
 
+    s1.log.close()
     if failures:
         for failure in failures:
             print(f"FAIL: {failure}")
+        print(f"switch log kept: {s1.log.name}")
         print("mininet-smoke: 0 passed, 1 failed")
         return 1
+    os.unlink(s1.log.name)
     print("mininet-smoke: 1 passed, 0 failed")
     return 0
 

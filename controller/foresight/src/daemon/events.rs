@@ -3,13 +3,16 @@
 //! broadcast channel after the switches acknowledged the change; each
 //! stream filters by tenant and job.
 
+use std::sync::Arc;
+
 use super::state_records::Reservation;
 
 /// A reservation changed (cancelled, re-planned): for `WatchEvents`.
 #[derive(Clone, Debug)]
 pub struct Changed {
     pub tenant: String,
-    pub reservation: Reservation,
+    /// Shared with the state: every watcher's copy of the event is a pointer.
+    pub reservation: Arc<Reservation>,
 }
 
 /// A reservation a network event affects: who may see it.
@@ -51,7 +54,8 @@ pub enum Event {
 
 impl Event {
     /// `r` changed; this is it now.
-    pub fn reservation(r: Reservation) -> Event {
+    pub fn reservation(r: impl Into<Arc<Reservation>>) -> Event {
+        let r = r.into();
         Event::Reservation(Changed {
             tenant: r.tenant.clone(),
             reservation: r,

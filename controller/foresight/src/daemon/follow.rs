@@ -250,7 +250,13 @@ fn apply(
         let sending = |f: &FlowRecord| flows.contains(&f.flow_id);
         match engine.extend(id, *step, max_ns, now, sending) {
             Ok(took) => {
-                events.extend(engine.state.find(id).cloned().map(Event::reservation));
+                events.extend(
+                    engine
+                        .state
+                        .find_shared(id)
+                        .cloned()
+                        .map(Event::reservation),
+                );
                 done.extended.push((id.clone(), took));
             }
             Err(NoExtension::NotLive) => {}
@@ -261,7 +267,13 @@ fn apply(
     }
     for (id, why) in release {
         if let Some(freed) = engine.release_early(id, now, why) {
-            events.extend(engine.state.find(id).cloned().map(Event::reservation));
+            events.extend(
+                engine
+                    .state
+                    .find_shared(id)
+                    .cloned()
+                    .map(Event::reservation),
+            );
             done.released.push((id.clone(), freed));
         }
     }

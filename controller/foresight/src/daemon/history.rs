@@ -5,6 +5,7 @@
 //! 1,024-rank ring are 430 MB, of a 32k-GPU all-to-all round gigabytes.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use super::state_records::Reservation;
 
@@ -17,13 +18,14 @@ pub const HISTORY_FLOWS: usize = 100_000;
 /// The finished reservations, oldest first.
 #[derive(Debug, Clone, Default)]
 pub struct History {
-    records: VecDeque<Reservation>,
+    records: VecDeque<Arc<Reservation>>,
     flows: usize,
 }
 
 impl History {
     /// Keep `r`, forgetting the oldest records beyond the bounds.
-    pub fn push(&mut self, r: Reservation) -> &Reservation {
+    pub fn push(&mut self, r: impl Into<Arc<Reservation>>) -> &Arc<Reservation> {
+        let r = r.into();
         self.flows += r.flows.len();
         self.records.push_back(r);
         while self.records.len() > 1
@@ -36,8 +38,13 @@ impl History {
     }
 
     /// Oldest first.
-    pub fn iter(&self) -> std::collections::vec_deque::Iter<'_, Reservation> {
-        self.records.iter()
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Reservation> + ExactSizeIterator {
+        self.records.iter().map(|r| &**r)
+    }
+
+    /// The record `id`, to hold on to without copying it.
+    pub fn shared(&self, id: &str) -> Option<&Arc<Reservation>> {
+        self.records.iter().rev().find(|r| r.id == id)
     }
 }
 

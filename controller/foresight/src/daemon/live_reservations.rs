@@ -9,9 +9,15 @@
 //! Records are changed through [`RecordMut`], which re-indexes the record
 //! when it is dropped; there is no other way to reach one mutably, so the
 //! indexes cannot drift from the records.
+//!
+//! Records are shared ([`Arc`]): the committed copy, the history and the
+//! answers to clients hold the same record instead of copies of it (a
+//! 1,024-rank collective's record is thousands of allocations). A change
+//! copies a record only while someone else still holds it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -20,7 +26,7 @@ use super::state_records::{Reservation, Subject};
 /// Live reservations in sequence order, with their indexes.
 #[derive(Debug, Clone, Default)]
 pub struct LiveReservations {
-    records: BTreeMap<u64, Reservation>,
+    records: BTreeMap<u64, Arc<Reservation>>,
     by_id: HashMap<String, u64>,
     /// Per tenant, the live reservations answering each subject (one,
     /// unless a subject was answered again before its record retired).
@@ -114,10 +120,20 @@ impl LiveReservations {
 
     /// Every live reservation, in sequence order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Reservation> + Clone {
-        self.records.values()
+        self.records.values().map(|r| &**r)
     }
 
     pub fn get(&self, seq: u64) -> Option<&Reservation> {
+        self.records.get(&seq).map(|r| &**r)
+    }
+
+    /// [`Self::iter`], the records themselves.
+    pub fn iter_shared(&self) -> impl Iterator<Item = &Arc<Reservation>> {
+        self.records.values()
+    }
+
+    /// The record `seq` itself, to hold on to without copying it.
+    pub fn shared(&self, seq: u64) -> Option<&Arc<Reservation>> {
         self.records.get(&seq)
     }
 
@@ -151,7 +167,7 @@ impl LiveReservations {
 
     /// The live reservation `id`.
     pub fn find(&self, id: &str) -> Option<&Reservation> {
-        self.seq_of(id).and_then(|s| self.records.get(&s))
+        self.seq_of(id).and_then(|s| self.get(s))
     }
 
     /// The (earliest) live reservation of `tenant` answering `subject`.
@@ -188,7 +204,8 @@ impl LiveReservations {
     }
 
     /// Adds `r`, or replaces the live record with its sequence number.
-    pub fn insert(&mut self, r: Reservation) {
+    pub fn insert(&mut self, r: impl Into<Arc<Reservation>>) {
+        let r = r.into();
         let seq = r.seq;
         if let Some(old) = self.records.remove(&seq) {
             self.unindex(seq, &IndexKeys::of(&old));
@@ -198,7 +215,7 @@ impl LiveReservations {
         self.touched.insert(seq);
     }
 
-    pub fn remove(&mut self, seq: u64) -> Option<Reservation> {
+    pub fn remove(&mut self, seq: u64) -> Option<Arc<Reservation>> {
         let r = self.records.remove(&seq)?;
         self.unindex(seq, &IndexKeys::of(&r));
         self.touched.insert(seq);
@@ -272,7 +289,7 @@ impl LiveReservations {
     /// The `i`-th record in sequence order (tests).
     #[cfg(test)]
     pub fn nth(&self, i: usize) -> &Reservation {
-        self.records.values().nth(i).expect("fewer records")
+        self.iter().nth(i).expect("fewer records")
     }
 
     /// [`Self::nth`], to change (tests).
@@ -284,7 +301,7 @@ impl LiveReservations {
 
     /// Removes [`Self::nth`] (tests).
     #[cfg(test)]
-    pub fn remove_nth(&mut self, i: usize) -> Reservation {
+    pub fn remove_nth(&mut self, i: usize) -> Arc<Reservation> {
         let seq = self.nth(i).seq;
         self.remove(seq).expect("live")
     }
@@ -341,9 +358,12 @@ impl FromIterator<Reservation> for LiveReservations {
 
 impl<'a> IntoIterator for &'a LiveReservations {
     type Item = &'a Reservation;
-    type IntoIter = std::collections::btree_map::Values<'a, u64, Reservation>;
+    type IntoIter = std::iter::Map<
+        std::collections::btree_map::Values<'a, u64, Arc<Reservation>>,
+        fn(&Arc<Reservation>) -> &Reservation,
+    >;
     fn into_iter(self) -> Self::IntoIter {
-        self.records.values()
+        self.records.values().map(|r| &**r)
     }
 }
 
@@ -351,7 +371,7 @@ impl<'a> IntoIterator for &'a LiveReservations {
 /// `reservations`).
 impl Serialize for LiveReservations {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.records.values())
+        s.collect_seq(self.iter())
     }
 }
 
@@ -381,9 +401,10 @@ impl Deref for RecordMut<'_> {
 }
 
 impl DerefMut for RecordMut<'_> {
+    /// Copies the record first if someone else still holds it.
     fn deref_mut(&mut self) -> &mut Reservation {
         let seq = self.seq;
-        self.set.records.get_mut(&seq).expect("a guarded record")
+        Arc::make_mut(self.set.records.get_mut(&seq).expect("a guarded record"))
     }
 }
 
@@ -507,6 +528,21 @@ pub(crate) mod tests {
             }
         }
         assert_eq!(set.next_event(now, lead), next, "now {now}");
+    }
+
+    #[test]
+    fn a_held_record_is_not_changed_by_a_change_to_the_live_one() {
+        let mut set: LiveReservations = [record(1, "a", "d1", 100, 200)].into_iter().collect();
+        let held = set.shared(1).expect("live").clone();
+        // Read through the guard only: still the same record, not a copy.
+        assert_eq!(set.record_mut(1).revision, 1);
+        assert!(Arc::ptr_eq(&held, set.shared(1).expect("live")));
+        set.record_mut(1).revision += 1;
+        assert_eq!(held.revision, 1, "the holder keeps what it took");
+        assert_eq!(set.record(1).revision, 2);
+        assert!(!Arc::ptr_eq(&held, set.shared(1).expect("live")));
+        let removed = set.remove(1).expect("live");
+        assert_eq!(removed.revision, 2);
     }
 
     #[test]

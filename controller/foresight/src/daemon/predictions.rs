@@ -114,7 +114,7 @@ impl Controller {
 /// What each flow of some reservations got, for the log: `src>dst
 /// status rate path` per flow (`;`-separated), e.g. `10.0.1.1>10.0.2.1
 /// admitted 4.0Mb/s leaf1:5,spine1:2,leaf2:3`.
-fn granted(records: &[state_records::Reservation]) -> String {
+fn granted(records: &[Arc<state_records::Reservation>]) -> String {
     let flows = records.iter().flat_map(|r| &r.flows);
     flows
         .map(|f| {

@@ -52,7 +52,7 @@ impl Ndsp {
         r
     }
 
-    fn observe(&self, timing: PlanTiming, records: &[Reservation]) {
+    fn observe(&self, timing: PlanTiming, records: &[Arc<Reservation>]) {
         if timing.planner_secs > 0.0 {
             self.c.metrics.planner_time.observe(timing.planner_secs);
         }
@@ -106,7 +106,7 @@ impl Ndsp {
         response
     }
 
-    fn installed_now(&self, records: &[Reservation], now: u64) -> bool {
+    fn installed_now(&self, records: &[Arc<Reservation>], now: u64) -> bool {
         records
             .iter()
             .any(|r| r.flows.iter().any(|f| f.active(now, self.c.lead_ns)))
@@ -114,12 +114,12 @@ impl Ndsp {
 
     /// After an announcement was planned: the announced iterations handed
     /// to learning (learned periodic schedules), per job.
-    fn announced(&self, records: &[Reservation]) {
+    fn announced(&self, records: &[Arc<Reservation>]) {
         if let Some(learning) = &self.c.learning {
             let mut by_job: BTreeMap<(&str, &str), Vec<&Reservation>> = BTreeMap::new();
             for r in records.iter().filter(|r| !r.predicted) {
                 if let Some(job) = &r.job_id {
-                    by_job.entry((&r.tenant, job)).or_default().push(r);
+                    by_job.entry((&r.tenant, job)).or_default().push(&**r);
                 }
             }
             let mut l = learning.lock().expect("learning lock");
@@ -150,7 +150,7 @@ fn submission_events(planned: &mut Planned) -> Vec<Event> {
 }
 
 /// One reservation change event per record.
-fn changed(records: Vec<Reservation>) -> Vec<Event> {
+fn changed(records: Vec<Arc<Reservation>>) -> Vec<Event> {
     records.into_iter().map(Event::reservation).collect()
 }
 

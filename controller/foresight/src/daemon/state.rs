@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
@@ -105,7 +106,7 @@ impl State {
     }
 
     /// Move the finished reservation `seq` to the history (bounded).
-    pub fn retire(&mut self, seq: u64) -> &Reservation {
+    pub fn retire(&mut self, seq: u64) -> &Arc<Reservation> {
         let r = self
             .reservations
             .remove(seq)
@@ -115,9 +116,15 @@ impl State {
 
     /// A live or finished reservation by id.
     pub fn find(&self, id: &str) -> Option<&Reservation> {
-        self.reservations
-            .find(id)
-            .or_else(|| self.history.iter().rev().find(|r| r.id == id))
+        self.find_shared(id).map(|r| &**r)
+    }
+
+    /// [`State::find`], the record itself (to answer with, not copied).
+    pub fn find_shared(&self, id: &str) -> Option<&Arc<Reservation>> {
+        match self.reservations.seq_of(id) {
+            Some(seq) => self.reservations.shared(seq),
+            None => self.history.shared(id),
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! is computed here, without etcd or a file, and tested without them.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -60,12 +61,14 @@ fn reservation_key(seq: u64) -> String {
 /// (`LiveReservations::touched`) with their committed copies, and
 /// serializes those that differ: its cost follows the change, not what
 /// is held. Whoever commits clears the touched set once the store holds
-/// the change (`LiveReservations::committed`).
+/// the change (`LiveReservations::committed`). The committed copies are the
+/// live records themselves until they change (shared, so a record that did
+/// not change is told apart without comparing its flows).
 #[derive(Default)]
 pub struct Committed {
     meta: Vec<u8>,
     jobs: BTreeMap<String, Job>,
-    reservations: BTreeMap<u64, Reservation>,
+    reservations: BTreeMap<u64, Arc<Reservation>>,
 }
 
 /// What one commit writes (records with their bytes) and deletes.
@@ -73,7 +76,7 @@ pub struct Committed {
 pub struct Changes {
     meta: Option<Vec<u8>>,
     jobs: Vec<(String, Job, Vec<u8>)>,
-    reservations: Vec<(Reservation, Vec<u8>)>,
+    reservations: Vec<(Arc<Reservation>, Vec<u8>)>,
     deleted_jobs: Vec<String>,
     deleted_reservations: Vec<u64>,
 }
@@ -116,7 +119,7 @@ impl Committed {
             jobs: state.jobs.iter().map(|j| (job_key(j), j.clone())).collect(),
             reservations: state
                 .reservations
-                .iter()
+                .iter_shared()
                 .map(|r| (r.seq, r.clone()))
                 .collect(),
         }
@@ -147,8 +150,13 @@ impl Committed {
         // Only what changed since the last commit is looked at, not every
         // live reservation.
         for seq in state.reservations.touched() {
-            match state.reservations.get(seq) {
-                Some(r) if self.reservations.get(&seq) != Some(r) => {
+            match state.reservations.shared(seq) {
+                Some(r)
+                    if !self
+                        .reservations
+                        .get(&seq)
+                        .is_some_and(|c| Arc::ptr_eq(c, r) || c == r) =>
+                {
                     out.reservations.push((r.clone(), reservation_json(r)?));
                 }
                 Some(_) => {}
@@ -287,6 +295,11 @@ pub(crate) mod tests {
         );
         assert_eq!(deletes, vec!["job/t/j", "reservation/00000000000000000002"]);
         c.apply(c.changes(&s).unwrap());
+        assert!(c.changes(&s).unwrap().is_empty());
+
+        // A copy put back unchanged is compared, and not written.
+        let copy = s.reservations.nth(1).clone();
+        s.reservations.insert(copy);
         assert!(c.changes(&s).unwrap().is_empty());
 
         // The counters are in meta.

@@ -2,6 +2,8 @@
 //! reservation or whole job), a workload deviation (re-planned), and
 //! expiry (retired once every flow window is over).
 
+use std::sync::Arc;
+
 use ndsp::types::{self as nt, CancelTarget, DeviationTarget, WorkloadChange};
 use planner::conventions::transfer_ns;
 
@@ -34,7 +36,7 @@ impl Engine {
     }
 
     /// Cancel a demand, collective, reservation or job of the tenant.
-    pub fn cancel(&mut self, c: &nt::ValidatedCancel) -> Result<Vec<Reservation>, Refusal> {
+    pub fn cancel(&mut self, c: &nt::ValidatedCancel) -> Result<Vec<Arc<Reservation>>, Refusal> {
         let tenant = &c.ctx.tenant;
         let live = &self.state.reservations;
         let matches: Vec<u64> = match &c.target {
@@ -68,7 +70,7 @@ impl Engine {
         let mut out = Vec::new();
         for seq in matches.into_iter().rev() {
             let id = self.cancel_at(seq);
-            out.push(self.state.find(&id).expect("retired").clone());
+            out.push(self.state.find_shared(&id).expect("retired").clone());
         }
         out.reverse();
         if let CancelTarget::Job(id) = &c.target {
@@ -104,7 +106,7 @@ impl Engine {
                 let id = self.cancel_at(seq);
                 return Ok(Planned::answered(vec![self
                     .state
-                    .find(&id)
+                    .find_shared(&id)
                     .expect("retired")
                     .clone()]));
             }
@@ -141,9 +143,10 @@ impl Engine {
         if p.record.status != Status::Admitted && p.record.reason == Reason::None {
             p.record.reason = Reason::WorkloadDeviation;
         }
-        self.state.reservations.insert(p.record.clone());
+        let record = Arc::new(p.record);
+        self.state.reservations.insert(record.clone());
         Ok(Planned {
-            records: vec![p.record],
+            records: vec![record],
             moved: self.current(&moved),
             superseded: Vec::new(),
             timing,

@@ -3,6 +3,7 @@
 //! are planned as one reservation.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use ndsp::types as nt;
 use planner::collectives::{self, Collective, CollectiveKind};
@@ -41,7 +42,7 @@ impl Engine {
         c.check_ranks(&job)?;
         let subject = Subject::Collective(c.collective_id.clone());
         if let Some(seq) = self.live_seq(&tenant, &subject) {
-            let existing = self.state.reservations.record(seq);
+            let existing = self.state.reservations.shared(seq).expect("live");
             if existing.request == key {
                 return Ok(Planned::answered(vec![existing.clone()]));
             }
@@ -136,6 +137,7 @@ impl Engine {
             record.advisory = Some(format!(
                 "host {addr} of the job is not attached to the fabric; the collective's traffic is routed by ECMP"
             ));
+            let record = Arc::new(record);
             self.state.reservations.insert(record.clone());
             return Ok(Planned {
                 superseded,
@@ -257,9 +259,10 @@ impl Engine {
         let mut moved = Vec::new();
         let pending = self.pending(record, DemandKind::Collective(kind), flows, meta);
         let (p, timing) = self.plan_one(pending, Some(now), &mut moved);
-        self.state.reservations.insert(p.record.clone());
+        let record = Arc::new(p.record);
+        self.state.reservations.insert(record.clone());
         Ok(Planned {
-            records: vec![p.record],
+            records: vec![record],
             moved: self.current(&moved),
             superseded,
             timing,
@@ -277,10 +280,12 @@ mod tests {
         register(e, &["10.0.1.1", "10.0.2.1"]);
         let req = ring("ar", 16, 100 * MS, 200 * MS);
         let c = req.validate().unwrap();
-        e.submit_collective(&c, collective_key(&req), T0)
-            .unwrap()
-            .records
-            .remove(0)
+        std::sync::Arc::unwrap_or_clone(
+            e.submit_collective(&c, collective_key(&req), T0)
+                .unwrap()
+                .records
+                .remove(0),
+        )
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use ndsp::types as nt;
 use planner::demand::{DemandKind, Flow};
@@ -66,20 +67,16 @@ impl Engine {
         };
         let shortened = before
             .iter()
-            .filter_map(|r| self.state.find(&r.id).cloned());
+            .filter_map(|r| self.state.find_shared(&r.id).cloned());
         planned.moved.extend(shortened);
-        for r in &planned.records {
-            if let Some(mut live) = self
-                .state
-                .reservations
-                .seq_of(&r.id)
-                .and_then(|seq| self.state.reservations.get_mut(seq))
-            {
-                live.predicted = true;
-            }
-        }
         for r in &mut planned.records {
-            r.predicted = true;
+            match self.state.reservations.seq_of(&r.id) {
+                Some(seq) => {
+                    self.state.reservations.record_mut(seq).predicted = true;
+                    *r = self.state.reservations.shared(seq).expect("live").clone();
+                }
+                None => Arc::make_mut(r).predicted = true,
+            }
         }
         Ok(planned)
     }
@@ -123,7 +120,12 @@ impl Engine {
     }
 
     /// Cancel a job's predicted reservations that have not ended by `now`.
-    pub fn withdraw_predicted(&mut self, tenant: &str, job_id: &str, now: u64) -> Vec<Reservation> {
+    pub fn withdraw_predicted(
+        &mut self,
+        tenant: &str,
+        job_id: &str,
+        now: u64,
+    ) -> Vec<Arc<Reservation>> {
         let seqs: Vec<u64> = self
             .state
             .reservations
@@ -134,7 +136,7 @@ impl Engine {
         let mut out = Vec::new();
         for seq in seqs {
             let id = self.cancel_at(seq);
-            out.push(self.state.find(&id).expect("retired").clone());
+            out.push(self.state.find_shared(&id).expect("retired").clone());
         }
         out
     }
@@ -174,11 +176,11 @@ impl Engine {
 
         // Existing ids first: identical resubmissions answer with the live
         // reservation, different contents are refused; nothing changes yet.
-        let mut answers: Vec<Option<Reservation>> = vec![None; batch.demands.len()];
+        let mut answers: Vec<Option<Arc<Reservation>>> = vec![None; batch.demands.len()];
         for (i, d) in batch.demands.iter().enumerate() {
             let subject = Subject::Demand(d.demand_id.clone());
             if let Some(seq) = self.live_seq(tenant, &subject) {
-                let existing = self.state.reservations.record(seq);
+                let existing = self.state.reservations.shared(seq).expect("live");
                 if existing.request == keys[i] {
                     answers[i] = Some(existing.clone());
                 } else {
@@ -236,12 +238,14 @@ impl Engine {
         let mut moved = Vec::new();
         let timing = self.plan_pending(&mut pending, Some(now), &mut moved);
         for (i, p) in pending {
-            self.state.reservations.insert(p.record.clone());
-            answers[i] = Some(p.record);
+            let record = Arc::new(p.record);
+            self.state.reservations.insert(record.clone());
+            answers[i] = Some(record);
         }
         for (i, r) in fallback {
-            self.state.reservations.insert((*r).clone());
-            answers[i] = Some(*r);
+            let record = Arc::new(*r);
+            self.state.reservations.insert(record.clone());
+            answers[i] = Some(record);
         }
         Ok(Planned {
             records: answers

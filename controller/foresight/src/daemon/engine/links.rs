@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use ndsp::types as nt;
 
@@ -20,7 +21,7 @@ pub struct LinkChange {
     /// False when the link already was in the requested state.
     pub changed: bool,
     /// The reservations re-planned, as they are now.
-    pub affected: Vec<Reservation>,
+    pub affected: Vec<Arc<Reservation>>,
 }
 
 impl Engine {
@@ -141,7 +142,7 @@ impl Engine {
         down: &BTreeSet<planner::topology::EdgeId>,
         now: Option<u64>,
         moved: &mut Vec<String>,
-    ) -> anyhow::Result<Reservation> {
+    ) -> anyhow::Result<Arc<Reservation>> {
         let pending = self.replanning(self.state.reservations.record(seq).clone())?;
         self.planner.release(&pending.record.id);
         let (mut p, _) = self.plan_one(pending, now, moved);
@@ -171,8 +172,9 @@ impl Engine {
                 ));
             }
         }
-        self.state.reservations.insert(p.record.clone());
-        Ok(p.record)
+        let record = Arc::new(p.record);
+        self.state.reservations.insert(record.clone());
+        Ok(record)
     }
 
     /// Take the fabric link at `node:port` down (`down`) or bring it up.
@@ -250,7 +252,7 @@ impl Engine {
             if self.resteer(seq, &change.link, down, now) {
                 change
                     .affected
-                    .push(self.state.reservations.record(seq).clone());
+                    .push(self.state.reservations.shared(seq).expect("live").clone());
             }
         }
         Ok(change)

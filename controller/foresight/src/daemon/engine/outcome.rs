@@ -3,6 +3,7 @@
 //! the reason become the record's, and earlier reservations the planner
 //! moved to make room get new paths and an advisory saying why.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use ndsp::types as nt;
@@ -36,8 +37,8 @@ pub struct PlanTiming {
 /// the predictions its announcement took over.
 #[derive(Debug, Clone, Default)]
 pub struct Planned {
-    pub records: Vec<Reservation>,
-    pub moved: Vec<Reservation>,
+    pub records: Vec<Arc<Reservation>>,
+    pub moved: Vec<Arc<Reservation>>,
     pub superseded: Vec<Superseded>,
     pub timing: PlanTiming,
 }
@@ -45,7 +46,7 @@ pub struct Planned {
 impl Planned {
     /// Records answered without planning (a resubmission, a record that
     /// could not be planned): nothing else changed.
-    pub(super) fn answered(records: Vec<Reservation>) -> Planned {
+    pub(super) fn answered(records: Vec<Arc<Reservation>>) -> Planned {
         Planned {
             records,
             ..Planned::default()
@@ -58,7 +59,7 @@ impl Planned {
 pub struct Superseded {
     pub tenant: String,
     pub job_id: String,
-    pub withdrawn: Vec<Reservation>,
+    pub withdrawn: Vec<Arc<Reservation>>,
 }
 
 /// What a new reservation record is opened from: a demand's or a
@@ -328,10 +329,12 @@ impl Engine {
 
     /// The live reservations of `ids`, as they are now (a reservation
     /// moved, then re-planned, is told once, as it ended up).
-    pub(super) fn current(&self, ids: &[String]) -> Vec<Reservation> {
+    pub(super) fn current(&self, ids: &[String]) -> Vec<Arc<Reservation>> {
         ids.iter()
-            .filter_map(|id| self.state.reservations.find(id))
-            .cloned()
+            .filter_map(|id| {
+                let seq = self.state.reservations.seq_of(id)?;
+                self.state.reservations.shared(seq).cloned()
+            })
             .collect()
     }
 
@@ -339,18 +342,14 @@ impl Engine {
     /// that lowers their peak; returns those that moved, as they are now.
     /// `freed` are the reservations that gave their capacity back: only
     /// what overlaps their windows may move.
-    pub fn reoptimize_pending(&mut self, now: u64, freed: &[Reservation]) -> Vec<Reservation> {
+    pub fn reoptimize_pending(
+        &mut self,
+        now: u64,
+        freed: &[Arc<Reservation>],
+    ) -> Vec<Arc<Reservation>> {
         let during = (
-            freed
-                .iter()
-                .map(Reservation::start_unix_ns)
-                .min()
-                .unwrap_or(0),
-            freed
-                .iter()
-                .map(Reservation::end_unix_ns)
-                .max()
-                .unwrap_or(0),
+            freed.iter().map(|r| r.start_unix_ns()).min().unwrap_or(0),
+            freed.iter().map(|r| r.end_unix_ns()).max().unwrap_or(0),
         );
         let movable = self.movable(now, during);
         if movable.is_empty() {
@@ -575,7 +574,11 @@ mod tests {
             now_z,
         )
         .unwrap();
-        (first, z.records.remove(0), z.moved)
+        (
+            first,
+            std::sync::Arc::unwrap_or_clone(z.records.remove(0)),
+            owned(z.moved),
+        )
     }
 
     #[test]

@@ -131,7 +131,15 @@ pub fn submit(
     demands: Vec<proto::DemandSignal>,
     now: u64,
 ) -> Result<Vec<Reservation>, Refusal> {
-    submit_planned(e, demands, now).map(|p| p.records)
+    submit_planned(e, demands, now).map(|p| owned(p.records))
+}
+
+/// The engine's shared answers as records of the test's own.
+pub fn owned(records: Vec<std::sync::Arc<Reservation>>) -> Vec<Reservation> {
+    records
+        .into_iter()
+        .map(std::sync::Arc::unwrap_or_clone)
+        .collect()
 }
 
 pub fn register(e: &mut Engine, hosts: &[&str]) {

@@ -174,15 +174,16 @@ impl StateFile {
         }
     }
 
-    /// Serializes `state` (just committed), moves the journal aside and
-    /// opens a fresh one, and writes the snapshot in the background.
+    /// Takes a snapshot of `state` (just committed; its records shared),
+    /// moves the journal aside and opens a fresh one, and serializes and
+    /// writes the snapshot in the background.
     fn start_fold(&mut self, state: &State) -> anyhow::Result<()> {
         let folding = folding_path(&self.path);
         if folding.exists() {
             // A fold failed: its lines are not in the snapshot yet.
             return self.compact(state);
         }
-        let text = serde_json::to_vec(state)?;
+        let snapshot = state.snapshot();
         std::fs::rename(&self.journal_path, &folding).with_context(|| {
             format!(
                 "renaming {} to {}",
@@ -203,6 +204,7 @@ impl StateFile {
             std::thread::Builder::new()
                 .name("state-fold".into())
                 .spawn(move || {
+                    let text = serde_json::to_vec(&snapshot)?;
                     state::write_snapshot(&path, &text)?;
                     std::fs::remove_file(&folding)
                         .with_context(|| format!("removing {}", folding.display()))?;

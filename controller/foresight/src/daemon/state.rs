@@ -49,6 +49,22 @@ pub struct State {
     pub history: History,
 }
 
+/// What the state file holds, taken from a [`State`] by sharing its
+/// records: the journal's fold serializes it in a thread of its own, so the
+/// commit that starts a fold copies pointers, not what is held. It
+/// serializes exactly as the state it was taken from (tested).
+#[derive(Serialize)]
+pub struct Snapshot {
+    version: u32,
+    fabric: String,
+    epoch_unix_ns: u64,
+    next_seq: u64,
+    next_qp: BTreeMap<String, u32>,
+    jobs: Vec<Job>,
+    reservations: Vec<Arc<Reservation>>,
+    links_down: Vec<LinkRef>,
+}
+
 impl State {
     pub fn new(fabric: &str, epoch_unix_ns: u64) -> State {
         State {
@@ -103,6 +119,20 @@ impl State {
     /// rename itself survives a machine crash.
     pub fn save(&self, path: &Path) -> anyhow::Result<()> {
         write_snapshot(path, &serde_json::to_vec(self)?)
+    }
+
+    /// What [`State::save`] would write, to serialize elsewhere.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            version: self.version,
+            fabric: self.fabric.clone(),
+            epoch_unix_ns: self.epoch_unix_ns,
+            next_seq: self.next_seq,
+            next_qp: self.next_qp.clone(),
+            jobs: self.jobs.clone(),
+            reservations: self.reservations.iter_shared().cloned().collect(),
+            links_down: self.links_down.clone(),
+        }
     }
 
     /// Move the finished reservation `seq` to the history (bounded).
@@ -212,6 +242,41 @@ mod tests {
         assert_eq!((back.epoch_unix_ns, back.next_seq), (42, 7));
         let err = State::load(&path, "other").unwrap_err().to_string();
         assert!(err.contains("belongs to fabric"), "{err}");
+    }
+
+    #[test]
+    fn a_snapshot_serializes_as_its_state() {
+        let mut s = State::new("f", 42);
+        s.next_seq = 9;
+        s.next_qp.insert("h1".into(), 17);
+        s.jobs.push(Job {
+            tenant: "t".into(),
+            job_id: "j".into(),
+            generation: 2,
+            request: "0a".into(),
+        });
+        s.reservations = (1..=3)
+            .map(crate::daemon::state_keys::tests::reservation)
+            .collect();
+        s.links_down.push(LinkRef {
+            a: "leaf1".into(),
+            a_port: 3,
+            b: "spine1".into(),
+            b_port: 1,
+        });
+        let snapshot = s.snapshot();
+        s.retire(2);
+        s.next_seq = 10;
+        let mut before = s.clone();
+        before.next_seq = 9;
+        before
+            .reservations
+            .insert(crate::daemon::state_keys::tests::reservation(2));
+        assert_eq!(
+            serde_json::to_string(&snapshot).unwrap(),
+            serde_json::to_string(&before).unwrap(),
+            "the state as it was when the snapshot was taken"
+        );
     }
 
     #[test]

@@ -225,6 +225,15 @@ struct Applied {
     refused: Vec<(Reservation, NoExtension)>,
 }
 
+/// The event telling watchers what reservation `id` is now.
+fn changed_event(engine: &Engine, id: &str) -> Option<Event> {
+    engine
+        .state
+        .find_shared(id)
+        .cloned()
+        .map(Event::reservation)
+}
+
 /// Take one tick's decisions in the engine, as one change: extensions
 /// (of the flows decided, each at most `max_fraction` of its granted
 /// duration past it), then early releases.
@@ -250,13 +259,7 @@ fn apply(
         let sending = |f: &FlowRecord| flows.contains(&f.flow_id);
         match engine.extend(id, *step, max_ns, now, sending) {
             Ok(took) => {
-                events.extend(
-                    engine
-                        .state
-                        .find_shared(id)
-                        .cloned()
-                        .map(Event::reservation),
-                );
+                events.extend(changed_event(engine, id));
                 done.extended.push((id.clone(), took));
             }
             Err(NoExtension::NotLive) => {}
@@ -267,13 +270,7 @@ fn apply(
     }
     for (id, why) in release {
         if let Some(freed) = engine.release_early(id, now, why) {
-            events.extend(
-                engine
-                    .state
-                    .find_shared(id)
-                    .cloned()
-                    .map(Event::reservation),
-            );
+            events.extend(changed_event(engine, id));
             done.released.push((id.clone(), freed));
         }
     }

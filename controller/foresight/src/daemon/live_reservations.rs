@@ -170,6 +170,11 @@ impl LiveReservations {
         self.seq_of(id).and_then(|s| self.get(s))
     }
 
+    /// [`Self::find`], the record itself.
+    pub fn find_shared(&self, id: &str) -> Option<&Arc<Reservation>> {
+        self.seq_of(id).and_then(|s| self.shared(s))
+    }
+
     /// The (earliest) live reservation of `tenant` answering `subject`.
     pub fn answering(&self, tenant: &str, subject: &Subject) -> Option<u64> {
         self.by_subject.get(tenant)?.get(subject)?.first().copied()

@@ -151,10 +151,9 @@ impl State {
 
     /// [`State::find`], the record itself (to answer with, not copied).
     pub fn find_shared(&self, id: &str) -> Option<&Arc<Reservation>> {
-        match self.reservations.seq_of(id) {
-            Some(seq) => self.reservations.shared(seq),
-            None => self.history.shared(id),
-        }
+        self.reservations
+            .find_shared(id)
+            .or_else(|| self.history.shared(id))
     }
 }
 

@@ -331,10 +331,7 @@ impl Engine {
     /// moved, then re-planned, is told once, as it ended up).
     pub(super) fn current(&self, ids: &[String]) -> Vec<Arc<Reservation>> {
         ids.iter()
-            .filter_map(|id| {
-                let seq = self.state.reservations.seq_of(id)?;
-                self.state.reservations.shared(seq).cloned()
-            })
+            .filter_map(|id| self.state.reservations.find_shared(id).cloned())
             .collect()
     }
 

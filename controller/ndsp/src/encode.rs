@@ -291,10 +291,13 @@ impl From<&TopologyRegistration> for proto::RegisterTopologyResponse {
     }
 }
 
-impl From<&FlowReservation> for proto::FlowReservation {
-    fn from(f: &FlowReservation) -> Self {
+/// Consumes the domain type so that its strings move into the message: the
+/// controller answers every submission with freshly built records, and
+/// cloning each flow's names and labels a second time showed in its profile.
+impl From<FlowReservation> for proto::FlowReservation {
+    fn from(f: FlowReservation) -> Self {
         proto::FlowReservation {
-            flow_id: f.flow_id.clone(),
+            flow_id: f.flow_id,
             source_address: f.source_address.to_string(),
             destination_address: f.destination_address.to_string(),
             source_rank: f.source_rank,
@@ -306,40 +309,53 @@ impl From<&FlowReservation> for proto::FlowReservation {
             accepted_bps: f.accepted_bps,
             start_unix_ns: f.start_unix_ns,
             end_unix_ns: f.end_unix_ns,
-            sr_label_stack: f.sr_label_stack.clone(),
+            sr_label_stack: f.sr_label_stack,
             hops: f
                 .hops
-                .iter()
+                .into_iter()
                 .map(|h| proto::PathHop {
-                    node: h.node.clone(),
+                    node: h.node,
                     egress_port: h.egress_port,
                 })
                 .collect(),
-            advisory: opt_string(&f.advisory),
+            advisory: f.advisory.unwrap_or_default(),
             udp_src_port: f.udp_src_port.map(u32::from),
+        }
+    }
+}
+
+impl From<&FlowReservation> for proto::FlowReservation {
+    fn from(f: &FlowReservation) -> Self {
+        f.clone().into()
+    }
+}
+
+/// Consumes the domain type (see the flow's conversion for why).
+impl From<ValidatedReservation> for proto::Reservation {
+    fn from(r: ValidatedReservation) -> Self {
+        use proto::reservation::Subject;
+        proto::Reservation {
+            reservation_id: r.reservation_id,
+            subject: Some(match r.subject {
+                ReservationSubject::Demand(id) => Subject::DemandId(id),
+                ReservationSubject::Collective(id) => Subject::CollectiveId(id),
+            }),
+            job_id: r.job_id.unwrap_or_default(),
+            status: proto::ReservationStatus::from(r.status).into(),
+            reason: proto::ReasonCode::from(r.reason).into(),
+            advisory: r.advisory.unwrap_or_default(),
+            start_unix_ns: r.start_unix_ns,
+            end_unix_ns: r.end_unix_ns,
+            flows: r.flows.into_iter().map(Into::into).collect(),
+            revision: r.revision,
+            predicted: r.predicted,
         }
     }
 }
 
 impl From<&ValidatedReservation> for proto::Reservation {
     fn from(r: &ValidatedReservation) -> Self {
-        use proto::reservation::Subject;
-        proto::Reservation {
-            reservation_id: r.reservation_id.clone(),
-            subject: Some(match &r.subject {
-                ReservationSubject::Demand(id) => Subject::DemandId(id.clone()),
-                ReservationSubject::Collective(id) => Subject::CollectiveId(id.clone()),
-            }),
-            job_id: opt_string(&r.job_id),
-            status: proto::ReservationStatus::from(r.status).into(),
-            reason: proto::ReasonCode::from(r.reason).into(),
-            advisory: opt_string(&r.advisory),
-            start_unix_ns: r.start_unix_ns,
-            end_unix_ns: r.end_unix_ns,
-            flows: r.flows.iter().map(Into::into).collect(),
-            revision: r.revision,
-            predicted: r.predicted,
-        }
+        r.clone().into()
     }
 }
 

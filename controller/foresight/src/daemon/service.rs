@@ -254,7 +254,7 @@ impl DemandSignaling for Ndsp {
             self.observe(planned.timing, &planned.records);
             let records = planned.records;
             let body = proto::SubmitDemandResponse {
-                reservations: records.iter().map(|r| (&to_ndsp(r)).into()).collect(),
+                reservations: records.iter().map(|r| to_ndsp(r).into()).collect(),
             };
             Ok(self.respond(body, took, changes, self.installed_now(&records, now)))
         }
@@ -286,7 +286,7 @@ impl DemandSignaling for Ndsp {
             self.observe(planned.timing, &planned.records);
             let records = planned.records;
             let body = proto::SubmitCollectiveResponse {
-                reservation: records.first().map(|r| (&to_ndsp(r)).into()),
+                reservation: records.first().map(|r| to_ndsp(r).into()),
             };
             Ok(self.respond(body, took, changes, self.installed_now(&records, now)))
         }
@@ -346,7 +346,7 @@ impl DemandSignaling for Ndsp {
             self.observe(planned.timing, &planned.records);
             let records = planned.records;
             let body = proto::ReportDeviationResponse {
-                updated_reservations: records.iter().map(|r| (&to_ndsp(r)).into()).collect(),
+                updated_reservations: records.iter().map(|r| to_ndsp(r).into()).collect(),
             };
             Ok(self.respond(body, took, changes, false))
         }
@@ -384,7 +384,7 @@ impl DemandSignaling for Ndsp {
                 .filter(|r| r.tenant == get.ctx.tenant);
             match found {
                 Some(r) => Ok(Response::new(proto::GetReservationResponse {
-                    reservation: Some((&to_ndsp(r)).into()),
+                    reservation: Some(to_ndsp(r).into()),
                 })),
                 None => Err(Status::not_found(format!(
                     "reservation_id: no reservation {:?} of tenant {:?}",
@@ -417,7 +417,7 @@ impl DemandSignaling for Ndsp {
                 .iter()
                 .skip(offset)
                 .take(list.page_size as usize)
-                .map(|r| (&to_ndsp(r)).into())
+                .map(|r| to_ndsp(r).into())
                 .collect();
             let next = offset + page.len();
             Ok(Response::new(proto::ListReservationsResponse {

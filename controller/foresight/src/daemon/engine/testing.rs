@@ -172,7 +172,7 @@ pub fn ring(id: &str, ranks: u32, start: u64, dur: u64) -> proto::SubmitCollecti
 
 /// The record as a client would receive and validate it.
 pub fn wire(r: &Reservation) -> nt::ValidatedReservation {
-    let p: proto::Reservation = (&to_ndsp(r)).into();
+    let p: proto::Reservation = to_ndsp(r).into();
     p.validate()
         .unwrap_or_else(|e| panic!("controller answer does not validate: {e}\n{r:?}"))
 }

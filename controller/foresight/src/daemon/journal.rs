@@ -53,6 +53,10 @@ pub struct StateFile {
     committed: Committed,
     /// The fold writing a snapshot in the background: its size when done.
     fold: Option<std::thread::JoinHandle<anyhow::Result<u64>>>,
+    /// Makes the next fold fail after moving the journal aside (a test
+    /// cannot otherwise make opening a file fail when running as root).
+    #[cfg(test)]
+    fail_fold_after_rename: bool,
 }
 
 /// One commit as read back.
@@ -116,6 +120,8 @@ impl StateFile {
             min_compact_bytes: MIN_COMPACT_BYTES,
             committed,
             fold: None,
+            #[cfg(test)]
+            fail_fold_after_rename: false,
         };
         // A fold that did not finish is finished now, with everything read.
         if let (true, Some(state)) = (unfinished_fold, &state) {
@@ -191,6 +197,13 @@ impl StateFile {
                 folding.display()
             )
         })?;
+        #[cfg(test)]
+        if std::mem::take(&mut self.fail_fold_after_rename) {
+            bail!(
+                "opening {}: failed by the test",
+                self.journal_path.display()
+            );
+        }
         self.journal = OpenOptions::new()
             .create(true)
             .append(true)
@@ -487,6 +500,47 @@ mod tests {
         assert!(!folding_path(&path).exists(), "the fold was finished");
         assert_eq!(std::fs::metadata(&journal).unwrap().len(), 0);
         assert_eq!(ids(&State::load(&path, "f").unwrap().unwrap()), ids(&s));
+    }
+
+    /// A fold that moved the journal aside but could not open a fresh one
+    /// loses nothing: a crash then replays the snapshot and the moved
+    /// file, and the next commit (its line still going to the moved file)
+    /// folds in the commit, which writes the snapshot and opens the
+    /// journal by name again.
+    #[test]
+    fn a_fold_that_fails_half_way_loses_nothing() {
+        let (_dir, path, mut file, mut s) = committed_with(50);
+        file.min_compact_bytes = 4096;
+        file.fail_fold_after_rename = true;
+        let mut round = 0u64;
+        let mut commit = |file: &mut StateFile, s: &mut State| {
+            s.reservations.nth_mut((round % 50) as usize).revision += 1;
+            file.commit(s).unwrap();
+            round += 1;
+        };
+        while !folding_path(&path).exists() {
+            commit(&mut file, &mut s);
+        }
+        assert!(file.fold.is_none(), "the fold failed before it started");
+        assert!(!journal_path(&path).exists(), "no fresh journal was opened");
+
+        // A crash now: the snapshot and the moved file hold every commit.
+        let copy = tempfile::tempdir().unwrap();
+        let copied = copy.path().join("state.json");
+        std::fs::copy(&path, &copied).unwrap();
+        std::fs::copy(folding_path(&path), folding_path(&copied)).unwrap();
+        assert_eq!(ids(&reopen(&copied).1), ids(&s), "replayed after a crash");
+
+        commit(&mut file, &mut s);
+        assert!(!folding_path(&path).exists(), "folded in the commit");
+        assert_eq!(std::fs::metadata(journal_path(&path)).unwrap().len(), 0);
+        assert_eq!(ids(&State::load(&path, "f").unwrap().unwrap()), ids(&s));
+        for _ in 0..5 {
+            commit(&mut file, &mut s);
+        }
+        assert!(std::fs::metadata(journal_path(&path)).unwrap().len() > 0);
+        drop(file);
+        assert_eq!(ids(&reopen(&path).1), ids(&s));
     }
 
     /// A crash after a fold wrote the snapshot but before it emptied the

@@ -32,16 +32,34 @@ pub struct Cluster {
     pub dir: tempfile::TempDir,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+/// `n` distinct ports that were free a moment ago on 127.0.0.1 (all held
+/// while choosing, so the kernel cannot hand out one twice).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free loopback port"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("a bound port").port())
+        .collect()
+}
+
+/// Starts of a cluster before giving up: a port chosen free can be taken
+/// before etcd binds it (by any connection's local port, which the kernel
+/// draws from the same range).
+const ATTEMPTS: usize = 3;
+
+/// Why a start did not give a healthy cluster.
+enum Failed {
+    /// A member could not bind its port: worth trying new ones.
+    PortTaken,
+    /// Anything else, with what to say.
+    Other(String),
 }
 
 impl Cluster {
-    /// Start `n` members and wait until the cluster answers /health;
-    /// `None` after a SKIPPED line naming `test` when etcd is missing.
+    /// Start `n` members and wait until the cluster answers /health (new
+    /// ports, up to three times, when one was taken); `None` after a
+    /// SKIPPED line naming `test` when etcd is missing.
     pub fn start(test: &str, n: usize) -> Option<Cluster> {
         let Some(etcd) = binary() else {
             crate::skip::skipped(
@@ -50,8 +68,24 @@ impl Cluster {
             );
             return None;
         };
+        for attempt in 1..=ATTEMPTS {
+            let chosen = free_ports(2 * n);
+            let ports: Vec<(u16, u16)> = chosen.chunks(2).map(|p| (p[0], p[1])).collect();
+            match Cluster::try_start(&etcd, &ports) {
+                Ok(cluster) => return Some(cluster),
+                Err(Failed::PortTaken) if attempt < ATTEMPTS => {
+                    eprintln!("etcd: a chosen port was taken before etcd bound it; new ports");
+                }
+                Err(Failed::PortTaken) => panic!("etcd: ports taken in {ATTEMPTS} attempts"),
+                Err(Failed::Other(why)) => panic!("{why}"),
+            }
+        }
+        unreachable!("every attempt returns or panics")
+    }
+
+    /// One start, member `i` on client and peer ports `ports[i]`.
+    fn try_start(etcd: &str, ports: &[(u16, u16)]) -> Result<Cluster, Failed> {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
         let initial: Vec<String> = ports
             .iter()
             .enumerate()
@@ -70,7 +104,7 @@ impl Cluster {
             let client_url = format!("http://127.0.0.1:{client}");
             let peer_url = format!("http://127.0.0.1:{peer}");
             let log = std::fs::File::create(dir.path().join(format!("{name}.log"))).unwrap();
-            let child = Command::new(&etcd)
+            let child = Command::new(etcd)
                 .args(["--name", &name])
                 .arg("--data-dir")
                 .arg(dir.path().join(&name))
@@ -94,27 +128,41 @@ impl Cluster {
                 child: Some(child),
             });
         }
-        let cluster = Cluster { members, dir };
+        // Dropped on failure: every member killed, the directory removed.
+        let mut cluster = Cluster { members, dir };
         let deadline = Instant::now() + Duration::from_secs(30);
-        for m in &cluster.members {
-            while !healthy(&m.client_url) {
-                if Instant::now() >= deadline {
-                    // Its log goes with the temporary directory: say why here.
-                    let log =
-                        std::fs::read_to_string(cluster.dir.path().join(format!("{}.log", m.name)))
-                            .unwrap_or_default();
+        for i in 0..cluster.members.len() {
+            while !healthy(&cluster.members[i].client_url) {
+                let exited = cluster.members[i]
+                    .child
+                    .as_mut()
+                    .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+                // Its log goes with the temporary directory: say why here.
+                let m = &cluster.members[i];
+                let log =
+                    std::fs::read_to_string(cluster.dir.path().join(format!("{}.log", m.name)))
+                        .unwrap_or_default();
+                if exited && log.contains("address already in use") {
+                    return Err(Failed::PortTaken);
+                }
+                if exited || Instant::now() >= deadline {
                     let tail: Vec<&str> = log.lines().rev().take(20).collect();
-                    panic!(
-                        "etcd member {} not healthy in 30 s ({}); its log ends:\n{}",
+                    return Err(Failed::Other(format!(
+                        "etcd member {} {} ({}); its log ends:\n{}",
                         m.name,
+                        if exited {
+                            "exited"
+                        } else {
+                            "not healthy in 30 s"
+                        },
                         m.client_url,
                         tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                    );
+                    )));
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
-        Some(cluster)
+        Ok(cluster)
     }
 
     /// Client endpoints, comma-separated (for `--etcd`).
@@ -158,4 +206,29 @@ pub fn healthy(client_url: &str) -> bool {
     let mut body = String::new();
     let _ = s.read_to_string(&mut body);
     body.contains("\"health\":\"true\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A member whose port is taken is told apart from other failures
+    /// (the start then tries new ports), and nothing of it is left running.
+    #[test]
+    fn a_taken_port_is_told_apart() {
+        let Some(etcd) = binary() else {
+            crate::skip::skipped("a_taken_port_is_told_apart", "etcd not found");
+            return;
+        };
+        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ports = free_ports(1);
+        let client = taken.local_addr().unwrap().port();
+        match Cluster::try_start(&etcd, &[(client, ports[0])]) {
+            Err(Failed::PortTaken) => {}
+            Err(Failed::Other(why)) => panic!("not told apart: {why}"),
+            Ok(_) => panic!("etcd started on a taken port"),
+        }
+        let cluster = Cluster::start("a_taken_port_is_told_apart", 1).unwrap();
+        assert!(healthy(&cluster.members[0].client_url));
+    }
 }

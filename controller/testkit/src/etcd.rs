@@ -4,7 +4,7 @@
 //! heartbeat, 500 ms election) so that one-second leases are allowed.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -32,20 +32,8 @@ pub struct Cluster {
     pub dir: tempfile::TempDir,
 }
 
-/// `n` distinct ports that were free a moment ago on 127.0.0.1 (all held
-/// while choosing, so the kernel cannot hand out one twice).
-fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free loopback port"))
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().expect("a bound port").port())
-        .collect()
-}
-
-/// Starts of a cluster before giving up: a port chosen free can be taken
-/// before etcd binds it (by any connection's local port, which the kernel
-/// draws from the same range).
+/// Starts of a cluster before giving up: a port chosen free can still be
+/// taken before etcd binds it (by another process).
 const ATTEMPTS: usize = 3;
 
 /// Why a start did not give a healthy cluster.
@@ -69,7 +57,7 @@ impl Cluster {
             return None;
         };
         for attempt in 1..=ATTEMPTS {
-            let chosen = free_ports(2 * n);
+            let chosen = crate::ports::loopback_ports(2 * n);
             let ports: Vec<(u16, u16)> = chosen.chunks(2).map(|p| (p[0], p[1])).collect();
             match Cluster::try_start(&etcd, &ports) {
                 Ok(cluster) => return Some(cluster),
@@ -220,8 +208,8 @@ mod tests {
             crate::skip::skipped("a_taken_port_is_told_apart", "etcd not found");
             return;
         };
-        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
-        let ports = free_ports(1);
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let ports = crate::ports::loopback_ports(1);
         let client = taken.local_addr().unwrap().port();
         match Cluster::try_start(&etcd, &[(client, ports[0])]) {
             Err(Failed::PortTaken) => {}

@@ -26,11 +26,11 @@ pub struct Replica {
 impl Replica {
     pub fn spawn(fabric: &Fabric, etcd: &str, name: &str) -> Replica {
         let dir = fabric.dir.path();
-        let free = || {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().to_string()
-        };
-        let (ndsp, http) = (free(), free());
+        let ports = testkit::ports::loopback_ports(2);
+        let (ndsp, http) = (
+            format!("127.0.0.1:{}", ports[0]),
+            format!("127.0.0.1:{}", ports[1]),
+        );
         let ready = dir.join(format!("{name}.ready"));
         let log = dir.join(format!("{name}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_foresight"))

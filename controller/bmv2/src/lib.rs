@@ -25,4 +25,4 @@ mod toolchain;
 pub use switch::{
     spawn_tied, start_switches, Bmv2Switch, StartError, SwitchSpec, DEFAULT_CPU_PORT,
 };
-pub use toolchain::{Toolchain, ToolchainMissing};
+pub use toolchain::{search_dirs, Toolchain, ToolchainMissing};

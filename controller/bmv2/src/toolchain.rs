@@ -27,7 +27,8 @@ pub struct ToolchainMissing {
 /// The default install prefix of the toolchain instructions in docs/data-plane.md.
 pub const DEFAULT_PREFIX: &str = "/opt/p4tools";
 
-fn search_dirs() -> Vec<PathBuf> {
+/// Where the tools are looked for, in order.
+pub fn search_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Ok(prefix) = std::env::var("FORESIGHT_P4_PREFIX") {
         dirs.push(Path::new(&prefix).join("bin"));

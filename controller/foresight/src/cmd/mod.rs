@@ -5,6 +5,7 @@ mod admin_client;
 mod client_tls;
 mod controller;
 mod demo;
+mod doctor;
 mod entries;
 mod hash;
 mod int_collect;
@@ -28,6 +29,10 @@ pub enum Command {
     /// Run the whole loop on an embedded default fabric and ring all-reduce
     /// (on BMv2 when installed, planning only otherwise).
     Demo(demo::DemoCmd),
+    /// What this machine has of the tools Foresight uses (p4c, BMv2, PI,
+    /// Mininet, etcd, Chromium, the Python environments), and what each
+    /// missing one disables.
+    Doctor(doctor::DoctorCmd),
     /// Talk to one P4Runtime switch: push a pipeline, write or read entries.
     Switch(switch::SwitchCmd),
     /// Fabric topologies: generate, show, validate (YAML).
@@ -82,6 +87,7 @@ impl Command {
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Demo(cmd) => demo::run(cmd),
+        Command::Doctor(cmd) => doctor::run(cmd),
         Command::Switch(cmd) => switch::run(cmd),
         Command::Topo(cmd) => topo::run(cmd),
         Command::Plan(cmd) => plan::run(cmd),

@@ -19,9 +19,17 @@
 //!    entities written. With more leaf counts, the same rings on fabrics of
 //!    that many leaves: the controller writes to every switch at once, so
 //!    the loop should not grow with the switches a ring is spread over.
+//! 4. **Steady steps** (`steady`): the rings of (3) on the same fabric with
+//!    `--standing-patterns`: the first step of each ring (planned, its
+//!    entries installed for good), then repeated steps of the same shape,
+//!    each admitted on the pinned paths and cancelled before the next.
+//!    What the switches did is read from them, not from the controller:
+//!    their CPU time per step, and everything they hold read back over
+//!    P4Runtime before and after the steady steps (identical: nothing was
+//!    written, deleted or rewritten).
 //!
 //! `cargo bench -p foresight --bench control_loop`
-//! (env: `FORESIGHT_BENCH_PARTS`, default loop,etcd,restart,scale;
+//! (env: `FORESIGHT_BENCH_PARTS`, default loop,etcd,restart,scale,steady;
 //! `FORESIGHT_BENCH_ITERATIONS`, default 200; `FORESIGHT_BENCH_CHANNELS`,
 //! default 8; `FORESIGHT_BENCH_RESERVATIONS`, default 500;
 //! `FORESIGHT_BENCH_SCALE_RANKS`, default 16,256,1024 (empty: skip);
@@ -35,6 +43,7 @@
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -134,6 +143,20 @@ fn csv_for_appending(var: &str, path: &str, header: &str) -> std::fs::File {
         writeln!(file, "{header}").unwrap();
     }
     file
+}
+
+/// The sum of every sample of metric `name` (all its label sets).
+fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter_map(|l| {
+            l.rsplit_once(' ')
+                .and_then(|(_, v)| v.trim().parse::<f64>().ok())
+        })
+        .sum()
 }
 
 /// A sample of the controller's metrics text (`NaN` when absent).
@@ -246,12 +269,12 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let parts: Vec<String> = env_list("FORESIGHT_BENCH_PARTS", "loop,etcd,restart,scale");
+    let parts: Vec<String> = env_list("FORESIGHT_BENCH_PARTS", "loop,etcd,restart,scale,steady");
     if let Some(unknown) = parts
         .iter()
-        .find(|p| !["loop", "etcd", "restart", "scale"].contains(&p.as_str()))
+        .find(|p| !["loop", "etcd", "restart", "scale", "steady"].contains(&p.as_str()))
     {
-        panic!("FORESIGHT_BENCH_PARTS: {unknown:?}; want loop, etcd, restart, scale");
+        panic!("FORESIGHT_BENCH_PARTS: {unknown:?}; want loop, etcd, restart, scale, steady");
     }
     let runs = |part: &str| parts.iter().any(|p| p == part);
     // The small leaf-spine serves the first three figures; the scale
@@ -281,9 +304,11 @@ fn main() {
                 restart(&mut fabric).await;
             }
         }
-        if runs("scale") {
-            for leaves in env_list("FORESIGHT_BENCH_SCALE_LEAVES", "8") {
-                scale(leaves).await;
+        for (part, steps) in [("scale", Steps::Each), ("steady", Steps::Pinned)] {
+            if runs(part) {
+                for leaves in env_list("FORESIGHT_BENCH_SCALE_LEAVES", "8") {
+                    scale(leaves, steps).await;
+                }
             }
         }
     });
@@ -309,7 +334,16 @@ fn scale_topology(dir: &std::path::Path, leaves: u32) -> std::path::PathBuf {
     path
 }
 
-async fn scale(leaves: u32) {
+/// How the scale figures' steps are installed: each on its own (the
+/// controller's default), or the first one for good and the rest admitted
+/// on its paths (`--standing-patterns`).
+#[derive(Clone, Copy, PartialEq)]
+enum Steps {
+    Each,
+    Pinned,
+}
+
+async fn scale(leaves: u32, steps: Steps) {
     let ranks: Vec<u32> = env_list("FORESIGHT_BENCH_SCALE_RANKS", "16,256,1024");
     if ranks.is_empty() {
         return;
@@ -346,17 +380,24 @@ async fn scale(leaves: u32) {
             8 * hosts.len()
         );
     }
-    let watch = watch_args(&topo.hosts()[0].name);
-    let watch: Vec<&str> = watch.iter().map(String::as_str).collect();
-    let controller = fabric.controller_with(50, &watch);
+    let mut args = watch_args(&topo.hosts()[0].name);
+    if steps == Steps::Pinned {
+        args.push("--standing-patterns".into());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let controller = fabric.controller_with(50, &args);
     let mut client = controller.client().await;
     let names: Vec<&str> = hosts.iter().map(String::as_str).collect();
     client
         .register_topology(register("scale", &names))
         .await
         .unwrap();
+    let what = match steps {
+        Steps::Each => "scale",
+        Steps::Pinned => "steady steps (--standing-patterns)",
+    };
     println!(
-        "scale: ring all-reduce ({channels} channels) on {} BMv2 switches ({} leaves x {per_leaf} NICs, {} spines), {iterations} iterations each",
+        "{what}: ring all-reduce ({channels} channels) on {} BMv2 switches ({} leaves x {per_leaf} NICs, {} spines), {iterations} iterations each",
         fabric.switches.len(),
         leaves,
         fabric.switches.len() - leaves
@@ -373,12 +414,45 @@ async fn scale(leaves: u32) {
     };
     // The first three rounds warm up (connections, caches).
     let warmup = 3;
+    let mut reader = fabric.reader().await;
     for &n in &ranks {
+        let held = match steps {
+            Steps::Each => None,
+            Steps::Pinned => {
+                // The ring's first step: planned, its entries in for good.
+                let first = Rounds::run(&mut client, "scale", n, channels, 1, 0).await;
+                println!(
+                    "  {n} ranks, first step: {} flows, {} entity changes, {:.3} ms NDSP received -> all acknowledged",
+                    first.flows, first.changes, first.server[0]
+                );
+                Some(reader.everything().await)
+            }
+        };
         let before = sums(&controller);
+        let changes_before = metric_sum(
+            &controller.get_text("/metrics"),
+            "foresight_switch_changes_total",
+        );
         let cpu_before = cpu_of(&controller, &fabric);
         let rounds = Rounds::run(&mut client, "scale", n, channels, iterations, warmup).await;
         let cpu_after = cpu_of(&controller, &fabric);
         let after = sums(&controller);
+        if let Some(held) = held {
+            let changes_after = metric_sum(
+                &controller.get_text("/metrics"),
+                "foresight_switch_changes_total",
+            );
+            let now = reader.everything().await;
+            let entities: usize = now.values().map(BTreeSet::len).sum();
+            println!(
+                "  {n} ranks, steady steps: the switches hold the same {} entities before and after ({}); the controller counted {} changes over the {} steps",
+                entities,
+                if now == held { "read back over P4Runtime: identical" } else { "read back over P4Runtime: DIFFERENT" },
+                changes_after - changes_before,
+                iterations + warmup
+            );
+            assert!(now == held, "a steady step changed the switches");
+        }
         let d: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
         let collectives = (iterations + warmup) as f64;
         let cpu_ms = |i: usize| (cpu_after[i] - cpu_before[i]) / collectives * 1e3;
@@ -395,7 +469,11 @@ async fn scale(leaves: u32) {
             cpu_ms(0),
             cpu_ms(1)
         );
-        if let Ok(path) = std::env::var("FORESIGHT_BENCH_CSV") {
+        // The cost curves read first steps only.
+        let csv = std::env::var("FORESIGHT_BENCH_CSV")
+            .ok()
+            .filter(|_| steps == Steps::Each);
+        if let Some(path) = csv {
             let row = ScaleRow {
                 switches: fabric.switches.len(),
                 leaves,

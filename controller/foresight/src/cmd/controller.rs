@@ -153,6 +153,16 @@ pub struct ControllerCmd {
     /// switches hashing as --hash-seed says.
     #[arg(long, value_enum, default_value_t = daemon::SteeringMode::Sr)]
     steering: daemon::SteeringMode,
+    /// Install a job's repeated collective once: the first step of a shape
+    /// (kind, ranks, channels, priority) is planned and its entries stay
+    /// for the job's life; each later step is admitted on the same paths
+    /// and QPs (its window booked), writing nothing. A pattern goes when
+    /// the job registers other ranks or is cancelled, or a link on its
+    /// paths goes down. Off by default until overrun policing lands: the
+    /// standing entries give the job's traffic the reserved queue outside
+    /// its admitted windows too (docs/operations.md).
+    #[arg(long)]
+    standing_patterns: bool,
     /// With --steering entropy[-only]: the UDP source ports flows may be
     /// told to use, FIRST-LAST.
     #[arg(long, default_value_t = planner::entropy::PortRange::default())]
@@ -680,6 +690,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         },
         reoptimize: cmd.reoptimize,
         steering,
+        standing_patterns: cmd.standing_patterns,
         policy: Policy {
             lead_ns,
             ecn: cmd.ecn,

@@ -75,9 +75,24 @@ pub struct ScaleCmd {
     /// flow at its first leaf).
     #[arg(long)]
     watch_reserved: bool,
+    /// Which step is timed: the first (planned, its entries written; the
+    /// fabric reset before each batch) or a steady one (the ring's pattern
+    /// installed once before timing, as `controller --standing-patterns`
+    /// does; each timed step is admitted on it and then cancelled).
+    #[arg(long, value_enum, default_value = "first")]
+    steps: Steps,
     /// One JSON object instead of the table.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Steps {
+    /// Every batch a job's first step.
+    First,
+    /// Every batch a later step of a ring whose pattern stands.
+    Steady,
 }
 
 /// One batch's time per phase, seconds.
@@ -101,6 +116,7 @@ struct Report {
     gpus: u32,
     switches: usize,
     workload: Workload,
+    steps: Steps,
     flows: usize,
     iterations: usize,
     /// Building the fabric, the engine and the static state (once).
@@ -128,6 +144,9 @@ struct Report {
 pub fn run(cmd: ScaleCmd) -> anyhow::Result<()> {
     if cmd.iterations == 0 || cmd.batch == 0 {
         anyhow::bail!("--iterations and --batch: at least 1");
+    }
+    if cmd.steps == Steps::Steady && !matches!(cmd.workload, Workload::Ring) {
+        anyhow::bail!("--steps steady: the ring only (a pattern is a collective's)");
     }
     let started = Instant::now();
     eprintln!(
@@ -163,6 +182,24 @@ pub fn run(cmd: ScaleCmd) -> anyhow::Result<()> {
     let mut before = compiler
         .changes(&engine.state, now_unix_ns())
         .map_err(|e| anyhow::anyhow!("the static state: {e}"))?;
+    if cmd.steps == Steps::Steady {
+        engine.set_standing_patterns(true);
+        eprintln!("scale: the ring's first step (its pattern, installed once)...");
+        let now = now_unix_ns();
+        submit(
+            &mut engine,
+            cmd.workload,
+            ranks,
+            cmd.channels,
+            "ring-first",
+            now,
+        )?;
+        let pattern = compiler
+            .changes(&engine.state, now + START_NS + DURATION_NS / 2)
+            .map_err(|e| anyhow::anyhow!("intended state: {e}"))?;
+        before.extend(pattern);
+        end_step(&mut engine, "ring-first", now)?;
+    }
     let setup_s = started.elapsed().as_secs_f64();
     eprintln!(
         "scale: static state of every switch in {setup_s:.1} s; timing {} batches",
@@ -174,7 +211,8 @@ pub fn run(cmd: ScaleCmd) -> anyhow::Result<()> {
     for i in 0..cmd.iterations {
         let now = now_unix_ns();
         let t0 = Instant::now();
-        let flows = submit(&mut engine, cmd.workload, ranks, cmd.channels, now)?;
+        let id = format!("ring-{i}");
+        let flows = submit(&mut engine, cmd.workload, ranks, cmd.channels, &id, now)?;
         let t1 = Instant::now();
         let at = now + START_NS + DURATION_NS / 2;
         let desired = compiler
@@ -222,8 +260,11 @@ pub fn run(cmd: ScaleCmd) -> anyhow::Result<()> {
                 .collect::<Vec<_>>(),
         ));
         // Back to the fabric as before the batch (and the switches, as the
-        // controller would send it).
-        reset(&mut engine, &hosts, now)?;
+        // controller would send it): a steady step ends, the pattern stays.
+        match cmd.steps {
+            Steps::First => reset(&mut engine, &hosts, now)?,
+            Steps::Steady => end_step(&mut engine, &id, now)?,
+        }
         before.extend(
             compiler
                 .changes(&engine.state, at)
@@ -243,6 +284,7 @@ pub fn run(cmd: ScaleCmd) -> anyhow::Result<()> {
         gpus: cmd.gpus,
         switches: topo.switches().len(),
         workload: cmd.workload,
+        steps: cmd.steps,
         flows,
         iterations: cmd.iterations,
         setup_s,
@@ -343,12 +385,31 @@ fn reset(engine: &mut Engine, hosts: &[String], now: u64) -> anyhow::Result<()> 
     register(engine, hosts)
 }
 
-/// Validates and plans the batch; the flows it holds.
+/// Step `id` of the ring cancelled and retired: its booking goes, and its
+/// job's pattern stays.
+fn end_step(engine: &mut Engine, id: &str, now: u64) -> anyhow::Result<()> {
+    let cancel = nt::ValidatedCancel {
+        ctx: nt::RequestContext {
+            tenant: TENANT.into(),
+            client_version: ndsp::PROTOCOL_VERSION,
+        },
+        target: nt::CancelTarget::Collective(id.into()),
+    };
+    engine
+        .cancel(&cancel)
+        .map_err(|e| anyhow::anyhow!("cancelling step {id}: {e:?}"))?;
+    engine.expire(now + START_NS + DURATION_NS + 1);
+    Ok(())
+}
+
+/// Validates and plans the batch (a ring's collective `id`); the flows it
+/// holds.
 fn submit(
     engine: &mut Engine,
     workload: Workload,
     ranks: u32,
     channels: u32,
+    id: &str,
     now: u64,
 ) -> anyhow::Result<usize> {
     match workload {
@@ -357,7 +418,7 @@ fn submit(
                 header: header(),
                 reference_unix_ns: now,
                 collective: Some(proto::Collective {
-                    collective_id: "ring".into(),
+                    collective_id: id.into(),
                     job_id: JOB.into(),
                     kind: proto::CollectiveKind::RingAllReduce as i32,
                     ranks: (0..ranks).collect(),
@@ -488,9 +549,11 @@ fn print(r: &Report) {
         r.fabric,
         r.gpus,
         r.switches,
-        match r.workload {
-            Workload::Ring => "one ring all-reduce over every rank",
-            Workload::AllToAllRound => "one all-to-all round",
+        match (r.workload, r.steps) {
+            (Workload::Ring, Steps::First) => "one ring all-reduce over every rank, its first step",
+            (Workload::Ring, Steps::Steady) =>
+                "one ring all-reduce over every rank, a steady step (its pattern standing)",
+            (Workload::AllToAllRound, _) => "one all-to-all round",
         },
         r.flows,
         r.iterations

@@ -86,6 +86,9 @@ pub struct Config {
     pub reoptimize: ReoptimizeMode,
     /// Hold reserved flows by their UDP source port (`None`: SR labels).
     pub steering: Option<EntropyConfig>,
+    /// Install a job's repeated collective once and admit its later steps
+    /// on the same paths (`--standing-patterns`).
+    pub standing_patterns: bool,
     /// Congestion episodes from INT reports.
     pub telemetry: TelemetryConfig,
     /// When observed traffic is a forecast mismatch.

@@ -18,6 +18,12 @@
 //!   flow the controller knows of that is not reserved (ECMP fallback),
 //!   whose ECMP path crosses the port while the reservation is installed.
 //!
+//! A job's standing patterns (see `engine::patterns`) put their flows' SR
+//! push (and watch) entries and their ports' lowered profile on the
+//! switches whatever the time, for the job's life; its steps on them
+//! (pinned flows) add no entries of their own, only their windows, which
+//! pre-drain reads.
+//!
 //! Two reservations of the same (source, destination, QP) at the same
 //! time cannot both own its entry: the earlier reservation (by sequence)
 //! keeps it, and the later one takes over when it ends.
@@ -49,7 +55,7 @@ use planner::topology::EdgeId;
 use planner::Topology;
 
 use super::state::State;
-use super::state_records::{FlowRecord, Reservation, Status};
+use super::state_records::{FlowRecord, Hop, Pattern, Reservation, Status};
 
 /// Settings of the dynamic state.
 #[derive(Debug, Clone, Copy)]
@@ -173,6 +179,9 @@ pub struct Compiler {
     /// The lowered DCQCN entry of every port (see `dcqcn_lowered_entry`).
     lowered: HashMap<(String, u16), Resolved1>,
     flows: HashMap<FlowKey, Arc<FlowEntities>>,
+    /// The entities of standing patterns' flows, by (pattern seq, flow):
+    /// built once per pattern, not per step.
+    pattern_flows: HashMap<(u64, usize), Arc<FlowEntities>>,
     predrain: HashMap<(FlowKey, String, u16), Arc<Resolved1>>,
     /// Telemetry-only watch entries of steered flows: resolved once, not
     /// on every pass.
@@ -336,6 +345,7 @@ impl Compiler {
             base,
             lowered,
             flows: HashMap::new(),
+            pattern_flows: HashMap::new(),
             predrain: HashMap::new(),
             steered_watch: HashMap::new(),
             job_watch: Vec::new(),
@@ -382,7 +392,11 @@ impl Compiler {
     /// Background traffic in a queue of its own yields to everything: see
     /// the module doc.
     fn yields(&self, r: &Reservation) -> bool {
-        r.priority <= BACKGROUND_PRIORITY && self.policy.background_tc != self.policy.reserved_tc
+        self.yields_at(r.priority)
+    }
+
+    fn yields_at(&self, priority: u8) -> bool {
+        priority <= BACKGROUND_PRIORITY && self.policy.background_tc != self.policy.reserved_tc
     }
 
     /// A flow held by its source port (entropy steering) has nothing
@@ -400,8 +414,18 @@ impl Compiler {
     }
 
     fn reserved_flow(&self, f: &FlowRecord) -> ReservedFlow {
-        let hops: Vec<(u32, u16)> = f
-            .hops
+        self.reserved_flow_on(&f.hops, f.src_ip, f.dst_ip, f.dst_qp(), &f.labels)
+    }
+
+    fn reserved_flow_on(
+        &self,
+        hops: &[Hop],
+        src_ip: Ipv4Addr,
+        dst_ip: Ipv4Addr,
+        dst_qp: Option<u32>,
+        labels: &[u32],
+    ) -> ReservedFlow {
+        let hops: Vec<(u32, u16)> = hops
             .iter()
             .map(|h| {
                 (
@@ -416,13 +440,47 @@ impl Compiler {
             demand: String::new(),
             flow: 0,
             ingress_leaf: hops[0].0,
-            src_ip: f.src_ip,
-            dst_ip: f.dst_ip,
-            dst_qp: f.dst_qp(),
-            labels: f.labels.clone(),
+            src_ip,
+            dst_ip,
+            dst_qp,
+            labels: labels.to_vec(),
             hops,
             start_ns: 0,
             end_ns: 0,
+        }
+    }
+
+    /// The entities of flow `i` of a standing pattern (cached by pattern).
+    fn pattern_entities(
+        &mut self,
+        p: &Pattern,
+        i: usize,
+    ) -> Result<Arc<FlowEntities>, IntentError> {
+        let key = (p.seq, i);
+        if let Some(e) = self.pattern_flows.get(&key) {
+            return Ok(e.clone());
+        }
+        let f = &p.flows[i];
+        let rf = self.reserved_flow_on(&f.hops, f.src_ip, f.dst_ip, f.dst_qp(), &f.labels);
+        let leaf = &f.hops[0].switch;
+        let tc = self.tc_of(p.priority);
+        let entities = Arc::new(FlowEntities {
+            sr: keyed(leaf, self.reserved.sr(&rf, tc))?,
+            watch: match self.policy.watch_reserved {
+                true => Some(keyed(leaf, self.reserved.watch(&rf))?),
+                false => None,
+            },
+        });
+        self.pattern_flows.insert(key, entities.clone());
+        Ok(entities)
+    }
+
+    /// The queue of reserved traffic of planner priority `priority`.
+    fn tc_of(&self, priority: u8) -> u8 {
+        if self.yields_at(priority) {
+            self.policy.background_tc
+        } else {
+            self.policy.reserved_tc
         }
     }
 
@@ -438,11 +496,7 @@ impl Compiler {
         }
         let rf = self.reserved_flow(f);
         let leaf = &f.hops[0].switch;
-        let tc = if self.yields(r) {
-            self.policy.background_tc
-        } else {
-            self.policy.reserved_tc
-        };
+        let tc = self.tc_of(r.priority);
         let entities = Arc::new(FlowEntities {
             sr: keyed(leaf, self.reserved.sr(&rf, tc))?,
             watch: match self.policy.watch_reserved {
@@ -547,6 +601,34 @@ impl Compiler {
         }
         // Install windows of active reserved flows, by (switch, port).
         let mut busy: HashMap<(&str, u16), Vec<(u64, u64)>> = HashMap::new();
+        // Standing patterns first: their entries stay whatever the time,
+        // and win a key they share with a reservation (they hold the
+        // paths the job's steps are booked on). Their ports keep the
+        // lowered profile for the job's life.
+        let mut live_patterns = HashSet::new();
+        for p in state.jobs.iter().flat_map(|j| &j.patterns) {
+            let yields = self.yields_at(p.priority);
+            for (i, f) in p.flows.iter().enumerate() {
+                live_patterns.insert((p.seq, i));
+                let e = self.pattern_entities(p, i)?;
+                push(&mut out, &f.hops[0].switch, Write::IfAbsent, &e.sr);
+                if let Some(watch) = &e.watch {
+                    push(&mut out, &f.hops[0].switch, Write::IfAbsent, watch);
+                }
+                if yields {
+                    continue;
+                }
+                for h in &f.hops {
+                    busy.entry((h.switch.as_str(), h.port)).or_insert_with(|| {
+                        let port = (h.switch.clone(), h.port);
+                        if let Some(entry) = self.lowered.get(&port) {
+                            push(&mut out, &h.switch, Write::Replace, entry);
+                        }
+                        Vec::new()
+                    });
+                }
+            }
+        }
         let mut live_flows = HashSet::new();
         let mut live_steered = HashSet::new();
         // Only records whose first flow starts within the lead can have
@@ -573,11 +655,14 @@ impl Compiler {
                     }
                     continue;
                 }
-                live_flows.insert((r.seq, r.revision, i));
-                let e = self.flow_entities(r, i, f)?;
-                push(&mut out, &f.hops[0].switch, Write::IfAbsent, &e.sr);
-                if let Some(watch) = &e.watch {
-                    push(&mut out, &f.hops[0].switch, Write::IfAbsent, watch);
+                // A pinned flow's entries are its pattern's, in already.
+                if !f.pinned {
+                    live_flows.insert((r.seq, r.revision, i));
+                    let e = self.flow_entities(r, i, f)?;
+                    push(&mut out, &f.hops[0].switch, Write::IfAbsent, &e.sr);
+                    if let Some(watch) = &e.watch {
+                        push(&mut out, &f.hops[0].switch, Write::IfAbsent, watch);
+                    }
                 }
                 if self.yields(r) {
                     continue;
@@ -627,6 +712,9 @@ impl Compiler {
         // Forget entities of flows no longer installed.
         if self.flows.len() > 2 * live_flows.len() + 1024 {
             self.flows.retain(|k, _| live_flows.contains(k));
+        }
+        if self.pattern_flows.len() > 2 * live_patterns.len() + 1024 {
+            self.pattern_flows.retain(|k, _| live_patterns.contains(k));
         }
         if self.predrain.len() > 2 * live_predrain.len() + 1024 {
             self.predrain.retain(|k, _| live_predrain.contains(k));

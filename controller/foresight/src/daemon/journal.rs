@@ -415,6 +415,7 @@ mod tests {
             job_id: "j".into(),
             generation: 3,
             request: String::new(),
+            patterns: Vec::new(),
         });
         file.commit(&s).unwrap();
         drop(file);

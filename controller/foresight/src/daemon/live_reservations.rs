@@ -469,6 +469,7 @@ pub(crate) mod tests {
             }],
             udp_src_port: None,
             qp_choices: None,
+            pinned: false,
         }];
         r
     }

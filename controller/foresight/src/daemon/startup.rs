@@ -116,6 +116,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         config.steering,
     )
     .await?;
+    engine.set_standing_patterns(config.standing_patterns);
     let devices = Arc::new(config.devices);
     let mut compiler = switch_compiler(
         topo,

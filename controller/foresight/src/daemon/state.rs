@@ -253,6 +253,7 @@ mod tests {
             job_id: "j".into(),
             generation: 2,
             request: "0a".into(),
+            patterns: Vec::new(),
         });
         s.reservations = (1..=3)
             .map(crate::daemon::state_keys::tests::reservation)

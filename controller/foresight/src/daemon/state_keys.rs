@@ -273,6 +273,7 @@ pub(crate) mod tests {
             job_id: "j".into(),
             generation: 1,
             request: String::new(),
+            patterns: Vec::new(),
         });
         let (puts, deletes) = written(&c, &s);
         assert_eq!(puts.len(), 5, "meta, one job, three reservations: {puts:?}");

@@ -4,6 +4,7 @@
 //! build on this file, which needs neither.
 
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use ndsp::types::{ReasonCode, ReservationStatus};
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,48 @@ pub struct Job {
     pub generation: u64,
     /// Hex of the encoded `RegisterTopologyRequest`.
     pub request: String,
+    /// The job's standing patterns: its repeated collectives, installed
+    /// once (see [`Pattern`]); absent in files written before them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patterns: Vec<Arc<Pattern>>,
+}
+
+/// A job's repeated collective, installed once: the QPs and paths its
+/// first step was planned on. Its entries stay on the switches for the
+/// job's life, so that a later step of the same shape costs only its
+/// admission (its window booked on these paths) and writes nothing. It
+/// goes when the job is registered again or cancelled, or when a link on
+/// its paths goes down (the next step then plans afresh).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pattern {
+    /// What makes two steps the same traffic (kind, ranks, channels,
+    /// priority; not size or timing): see `engine::patterns::shape_of`.
+    pub shape: String,
+    /// The sequence number of the step it was taken from: its entries rank
+    /// with reservations' by it (an earlier one keeps a shared key).
+    pub seq: u64,
+    /// Planner priority of the job's steps (background traffic yields).
+    pub priority: u8,
+    pub flows: Vec<PinnedFlow>,
+}
+
+/// One flow of a pattern: who talks to whom, on which QP, on which path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinnedFlow {
+    pub src: String,
+    pub dst: String,
+    pub src_ip: Ipv4Addr,
+    pub dst_ip: Ipv4Addr,
+    pub qp: u32,
+    pub steer_qp: bool,
+    pub labels: Vec<u32>,
+    pub hops: Vec<Hop>,
+}
+
+impl PinnedFlow {
+    pub fn dst_qp(&self) -> Option<u32> {
+        self.steer_qp.then_some(self.qp)
+    }
 }
 
 /// What a reservation answers.
@@ -275,6 +318,10 @@ pub struct FlowRecord {
     /// link changes the hash's groups).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qp_choices: Option<QpChoices>,
+    /// Held by its job's standing [`Pattern`]: the pattern's entries carry
+    /// it, and the flow puts none of its own on the switches.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pinned: bool,
 }
 
 /// A client's destination QP choices, inclusive.
@@ -300,7 +347,8 @@ impl From<ndsp::types::QpRange> for QpChoices {
 }
 
 impl FlowRecord {
-    /// Whether the flow puts entries on switches (a pinned, reserved path).
+    /// Whether the flow holds a reserved path on the switches (its own
+    /// entries, or its job's pattern's when `pinned`).
     pub fn installs(&self) -> bool {
         self.status.reserves() && !self.labels.is_empty() && !self.hops.is_empty()
     }

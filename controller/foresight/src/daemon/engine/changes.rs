@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use ndsp::types::{self as nt, CancelTarget, DeviationTarget, WorkloadChange};
 use planner::conventions::transfer_ns;
+use planner::demand::Flow;
 
 use super::outcome::Planned;
 use super::records::Engine;
 use super::refusal::Refusal;
-use crate::daemon::state_records::{Reason, Reservation, Status, Subject};
+use crate::daemon::state_records::{Pattern, Reason, Reservation, Status, Subject};
 
 impl Engine {
     pub(super) fn cancel_at(&mut self, seq: u64) -> String {
@@ -134,6 +135,13 @@ impl Engine {
         }
         let mut record = old.clone();
         record.flows = flows;
+        if let Some(pattern) = self.pattern_of(&old) {
+            // A step on its job's pattern moves its booking, not its paths.
+            match self.rebook_on_pattern(record, &old, &pattern) {
+                Ok(planned) => return Ok(planned),
+                Err(back) => record = *back,
+            }
+        }
         let pending = self
             .replanning(record)
             .map_err(|e| Refusal::Internal(e.to_string()))?;
@@ -151,6 +159,49 @@ impl Engine {
             superseded: Vec::new(),
             timing,
         })
+    }
+
+    /// Book `record` (a pinned step with its flows changed) again on its
+    /// pattern's paths, as its next revision; when they have no room, its
+    /// flows get QPs of their own and it goes back to be planned afresh.
+    fn rebook_on_pattern(
+        &mut self,
+        mut record: Reservation,
+        old: &Reservation,
+        pattern: &Pattern,
+    ) -> Result<Planned, Box<Reservation>> {
+        let mut flows = Vec::with_capacity(record.flows.len());
+        for f in &record.flows {
+            let (Ok(src), Ok(dst)) = (self.host(&f.src), self.host(&f.dst)) else {
+                return Err(Box::new(record));
+            };
+            flows.push(Flow::with_duration(
+                self.topo,
+                src,
+                dst,
+                f.qp,
+                self.to_planner_ns(f.requested_start_unix_ns),
+                f.bytes,
+                f.rate_bps,
+                f.duration_ns,
+            ));
+        }
+        self.planner.release(&old.id);
+        record.revision += 1;
+        let ids: Vec<String> = old.flows.iter().map(|f| f.flow_id.clone()).collect();
+        match self.admit_on_pattern(record, pattern, &flows, |i| ids[i].clone()) {
+            Ok(planned) => Ok(planned),
+            Err(back) => {
+                let (mut back, _) = *back;
+                back.revision -= 1;
+                for f in back.flows.iter_mut() {
+                    let dst = self.host(&f.dst).expect("checked above");
+                    f.qp = self.alloc_qp(dst);
+                    f.pinned = false;
+                }
+                Err(Box::new(back))
+            }
+        }
     }
 
     /// Retire reservations whose every flow window is over; returns them.

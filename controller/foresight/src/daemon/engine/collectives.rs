@@ -12,9 +12,10 @@ use planner::demand::{DemandKind, Flow};
 use planner::topology::HostIdx;
 
 use super::outcome::{FlowMeta, Opening, Planned};
+use super::patterns::shape_of;
 use super::records::{Engine, MAX_FLOWS_PER_RESERVATION};
 use super::refusal::{invalid, refuse_stale, Refusal};
-use crate::daemon::state_records::{Reason, Status, Subject};
+use crate::daemon::state_records::{Pattern, Reason, Status, Subject};
 
 impl Engine {
     /// Expand and plan a collective over whole servers of the fabric.
@@ -204,30 +205,122 @@ impl Engine {
             nt::CollectivePacing::DurationNs(d) => Some(d),
             nt::CollectivePacing::FlowRateBps(_) => None,
         };
-        // Controller-wide QPs so collectives never share a (src, dst, QP).
+        let shape = shape_of(c);
+        // A job's repeated step rides its pattern: the same QPs and paths,
+        // admitted by booking its window (see `patterns`).
+        let pattern = (occurrences == 1)
+            .then(|| self.pattern(&tenant, &c.job_id, &shape))
+            .flatten()
+            .filter(|p| self.same_flows(p, &expanded));
+        let steps = StepShape {
+            expanded: &expanded,
+            start_ns: spec.start_ns,
+            collective_end,
+            scale_to,
+            occurrences,
+            period,
+        };
+        let meta: Vec<FlowMeta> = (0..expanded.len() * occurrences as usize)
+            .map(|i| FlowMeta {
+                flow_id: format!("{}/{}", c.collective_id, i),
+                src_rank: None,
+                dst_rank: None,
+                // Entries match the controller's QP only where the
+                // library has QPs; a TCP job's match its host pairs.
+                steer_qp: job.library.uses_queue_pairs(),
+                qp_choices: None,
+            })
+            .collect();
+        let mut no_room = None;
+        if let Some(pattern) = pattern {
+            let flows = self.step_flows(&steps, Some(&pattern));
+            let id = c.collective_id.clone();
+            match self.admit_on_pattern(record, &pattern, &flows, |i| format!("{id}/{i}")) {
+                Ok(planned) => {
+                    return Ok(Planned {
+                        superseded,
+                        ..planned
+                    })
+                }
+                Err(back) => {
+                    let (back, room) = *back;
+                    record = back;
+                    no_room = Some(room);
+                }
+            }
+        }
+        let flows = self.step_flows(&steps, None);
+        let mut moved = Vec::new();
+        let pending = self.pending(record, DemandKind::Collective(kind), flows, meta);
+        let (mut p, timing) = self.plan_one(pending, Some(now), &mut moved);
+        match no_room {
+            // The job keeps its pattern; this step has entries of its own.
+            Some(room) => {
+                let why = format!(
+                    "not on the job's standing paths ({} has {:.3} Gb/s free of {:.3} needed): planned on QPs of its own",
+                    room.link,
+                    room.free_bps as f64 / 1e9,
+                    room.need_bps as f64 / 1e9
+                );
+                p.record.advisory = Some(match p.record.advisory.take() {
+                    Some(a) => format!("{why}; {a}"),
+                    None => why,
+                });
+            }
+            None if occurrences == 1 => self.adopt_pattern(&mut p.record, shape),
+            None => {}
+        }
+        let record = Arc::new(p.record);
+        self.state.reservations.insert(record.clone());
+        Ok(Planned {
+            records: vec![record],
+            moved: self.current(&moved),
+            superseded,
+            timing,
+        })
+    }
+}
+
+/// What a step's flows are made from: the collective's expansion (its
+/// connections in order, at the planner's rates), where its schedule
+/// starts and ends, the duration it is paced to, and its recurrence.
+struct StepShape<'a> {
+    expanded: &'a [Flow],
+    start_ns: u64,
+    collective_end: u64,
+    scale_to: Option<u64>,
+    occurrences: u64,
+    period: u64,
+}
+
+impl Engine {
+    /// The flows of a step: each connection with its window and rate, on
+    /// the QPs of `pattern` (in its order) or on controller-wide QPs of
+    /// their own, so that collectives never share a (src, dst, QP).
+    fn step_flows(&mut self, s: &StepShape, pattern: Option<&Pattern>) -> Vec<Flow> {
         let mut qp_map: HashMap<(HostIdx, u32), u32> = HashMap::new();
-        let mut flows = Vec::new();
-        let mut meta = Vec::new();
-        for k in 0..occurrences {
-            for f in &expanded {
-                let qp = match qp_map.get(&(f.dst, f.dest_qp)) {
-                    Some(q) => *q,
-                    None => {
+        let mut flows = Vec::with_capacity(s.expanded.len() * s.occurrences as usize);
+        for k in 0..s.occurrences {
+            for (i, f) in s.expanded.iter().enumerate() {
+                let qp = match (pattern, qp_map.get(&(f.dst, f.dest_qp))) {
+                    (Some(p), _) => p.flows[i].qp,
+                    (None, Some(q)) => *q,
+                    (None, None) => {
                         let q = self.alloc_qp(f.dst);
                         qp_map.insert((f.dst, f.dest_qp), q);
                         q
                     }
                 };
-                match scale_to {
+                match s.scale_to {
                     Some(d) => {
-                        let offset = f.start_ns - spec.start_ns;
-                        let span = collective_end - spec.start_ns;
+                        let offset = f.start_ns - s.start_ns;
+                        let span = s.collective_end - s.start_ns;
                         // Keep the flow's place in the schedule, scaled to d.
                         let s_off = (offset as u128 * d as u128 / span.max(1) as u128) as u64;
                         let dur = ((f.duration_ns as u128 * d as u128) / span.max(1) as u128).max(1)
                             as u64;
                         let rate = nt::rate_for(f.bytes, dur);
-                        let start = spec.start_ns + s_off + k * period;
+                        let start = s.start_ns + s_off + k * s.period;
                         flows.push(Flow::with_duration(
                             self.topo, f.src, f.dst, qp, start, f.bytes, rate, dur,
                         ));
@@ -238,35 +331,27 @@ impl Engine {
                             f.src,
                             f.dst,
                             qp,
-                            f.start_ns + k * period,
+                            f.start_ns + k * s.period,
                             f.bytes,
                             f.rate_bps,
                             f.duration_ns,
                         ));
                     }
                 }
-                meta.push(FlowMeta {
-                    flow_id: format!("{}/{}", c.collective_id, meta.len()),
-                    src_rank: None,
-                    dst_rank: None,
-                    // Entries match the controller's QP only where the
-                    // library has QPs; a TCP job's match its host pairs.
-                    steer_qp: job.library.uses_queue_pairs(),
-                    qp_choices: None,
-                });
             }
         }
-        let mut moved = Vec::new();
-        let pending = self.pending(record, DemandKind::Collective(kind), flows, meta);
-        let (p, timing) = self.plan_one(pending, Some(now), &mut moved);
-        let record = Arc::new(p.record);
-        self.state.reservations.insert(record.clone());
-        Ok(Planned {
-            records: vec![record],
-            moved: self.current(&moved),
-            superseded,
-            timing,
-        })
+        flows
+    }
+
+    /// Whether `pattern` has the connections of `expanded`, in its order.
+    fn same_flows(&self, pattern: &Pattern, expanded: &[Flow]) -> bool {
+        let name = |h: HostIdx| self.topo.hosts()[h as usize].name.as_str();
+        pattern.flows.len() == expanded.len()
+            && pattern
+                .flows
+                .iter()
+                .zip(expanded)
+                .all(|(p, f)| p.src == name(f.src) && p.dst == name(f.dst))
     }
 }
 

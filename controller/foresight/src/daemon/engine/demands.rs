@@ -333,6 +333,7 @@ impl Engine {
                         .unwrap_or(0),
                     steer_qp: d.dest_qp.is_some() || d.dest_qp_choices.is_some(),
                     qp_choices: d.dest_qp_choices.map(Into::into),
+                    pinned: false,
                     bytes: d.size_bytes,
                     rate_bps: rate,
                     duration_ns: duration,

@@ -29,6 +29,7 @@ impl Engine {
                 ));
             }
         }
+        let mut dropped_patterns = false;
         let generation = match self
             .state
             .jobs
@@ -37,6 +38,13 @@ impl Engine {
         {
             Some(job) => {
                 job.generation += 1;
+                // Ranks that moved take the job's patterns with them (live
+                // steps on them keep entries of their own until they end);
+                // the same registration again keeps them.
+                if job.request != recorded {
+                    dropped_patterns = !job.patterns.is_empty();
+                    job.patterns.clear();
+                }
                 job.request = recorded;
                 job.generation
             }
@@ -46,10 +54,14 @@ impl Engine {
                     job_id: key.1.clone(),
                     generation: 1,
                     request: recorded,
+                    patterns: Vec::new(),
                 });
                 1
             }
         };
+        if dropped_patterns {
+            self.unpin_orphans();
+        }
         self.jobs.insert(key, topo);
         warnings.truncate(16);
         (generation, warnings)

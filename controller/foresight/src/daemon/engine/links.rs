@@ -208,7 +208,11 @@ impl Engine {
         let targets: Vec<u64> = if down {
             self.state.links_down.push(link);
             self.state.links_down.sort();
-            self.crossing(&edges.into_iter().collect(), now)
+            let edges: BTreeSet<_> = edges.into_iter().collect();
+            if self.drop_patterns_crossing(&edges) > 0 {
+                self.unpin_orphans();
+            }
+            self.crossing(&edges, now)
         } else {
             self.state.links_down.retain(|l| l != &link);
             self.state

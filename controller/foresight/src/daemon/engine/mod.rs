@@ -19,7 +19,9 @@
 //! `records` is the engine itself, records and ledger kept in step;
 //! `refusal` says why a request is refused; `steering` how a reserved flow
 //! is held on its path (SR labels or its UDP source port); `follow`
-//! extends or releases a reservation as its traffic runs on or stops.
+//! extends or releases a reservation as its traffic runs on or stops;
+//! `patterns` installs a job's repeated collective once and admits its
+//! later steps on the same paths.
 
 mod changes;
 mod collectives;
@@ -28,6 +30,7 @@ mod follow;
 mod jobs;
 mod links;
 mod outcome;
+mod patterns;
 mod records;
 mod refusal;
 mod steering;

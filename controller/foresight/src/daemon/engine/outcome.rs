@@ -250,7 +250,7 @@ impl Engine {
             .filter(|r| {
                 r.flows
                     .iter()
-                    .all(|f| matches!(f.status, Status::Admitted | Status::Deferred))
+                    .all(|f| matches!(f.status, Status::Admitted | Status::Deferred) && !f.pinned)
             })
             .filter(|r| match r.lifecycle(now, policy.lead_ns) {
                 Lifecycle::Scheduled => true,
@@ -440,6 +440,7 @@ impl Engine {
                 hops,
                 udp_src_port,
                 qp_choices: m.qp_choices,
+                pinned: false,
             });
         }
         let all = |s: Status| record.flows.iter().all(|f| f.status == s);

@@ -48,6 +48,11 @@ pub struct Engine {
     pub reoptimization: Reoptimization,
     /// Hold reserved flows by their UDP source port rather than SR labels.
     pub steering: Option<super::EntropySteering>,
+    /// Install a job's repeated collective once and admit its later steps
+    /// on the same paths (see `patterns`).
+    pub standing_patterns: bool,
+    /// The planner's view of each pattern's flows, by the pattern's seq.
+    pub(super) pinned_paths: HashMap<u64, super::patterns::PinnedPaths>,
 }
 
 /// Which earlier reservations planning may re-place (paths only, never
@@ -98,6 +103,8 @@ impl Engine {
                 .collect(),
             reoptimization: Reoptimization::default(),
             steering: None,
+            standing_patterns: false,
+            pinned_paths: HashMap::new(),
         };
         let mut restored = Restored::default();
         for r in &engine.state.reservations {
@@ -136,6 +143,9 @@ impl Engine {
         }
         if !engine.state.links_down.is_empty() {
             let down = engine.down_edges();
+            if engine.drop_patterns_crossing(&down) > 0 {
+                engine.unpin_orphans();
+            }
             for seq in engine.crossing(&down, 0) {
                 let id = engine.state.reservations.record(seq).id.clone();
                 engine.replan_for_links(seq, &down, None, &mut Vec::new())?;

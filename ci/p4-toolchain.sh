@@ -65,20 +65,24 @@ say() { echo "p4-toolchain: $*"; }
 step() { step_started=$(date +%s); say "[$(elapsed "$started")] $*"; }
 done_step() { say "[$(elapsed "$started")]   done in $(elapsed "$step_started")"; }
 
-# A build command, logged, at the lowest priority unless --no-nice. A new
-# session gets its own scheduler autogroup, whose niceness is what counts
-# against other sessions' processes when the kernel groups by session.
+# A build command, run in DIR and logged, at the lowest priority unless
+# --no-nice. A new session gets its own scheduler autogroup, whose niceness
+# is what counts against other sessions' processes when the kernel groups
+# by session. The script waits for it with `wait`, so an interrupt (Ctrl-C,
+# SIGTERM) reaches the trap at once and stops the whole build.
 child=
-on_interrupt() { [ -n "$child" ] && kill -TERM -- "-$child" 2>/dev/null; say "interrupted; run again to resume"; exit 130; }
+on_interrupt() {
+  [ -n "$child" ] && kill -TERM -- "-$child" 2>/dev/null
+  say "interrupted; run again to resume (checkouts and objects are kept)"
+  exit 130
+}
 trap on_interrupt INT TERM
 run_logged() {
-  local log=$1; shift
-  local rc=0
-  if [ -n "$nice_builds" ]; then
-    setsid bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' _ "$@" >>"$log" 2>&1 &
-  else
-    setsid "$@" >>"$log" 2>&1 &
-  fi
+  local dir=$1 log=$2; shift 2
+  local rc=0 nice_level=0
+  [ -n "$nice_builds" ] && nice_level=19
+  NICE=$nice_level setsid bash -c 'cd "$1" && shift && { echo "$NICE" > /proc/self/autogroup; } 2>/dev/null; exec nice -n "$NICE" "$@"' \
+    _ "$dir" "$@" >>"$log" 2>&1 &
   child=$!
   wait "$child" || rc=$?
   child=
@@ -231,39 +235,44 @@ export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # Debian's interpreter: it has python3-thrift, which BMv2's CLI imports.
 export PYTHON=/usr/bin/python3
 
-# configure_once DIR LOG FLAGS...: configure unless this exact configuration
-# already succeeded in DIR (a resumed run goes straight to make).
+# configure_once DIR LOG COMMAND...: run COMMAND in DIR unless this exact
+# configuration already succeeded there (a resumed run goes straight to make).
 configure_once() {
   local dir=$1 log=$2; shift 2
   local want="$*"
-  if [ -f "$dir/.foresight-configured" ] && [ "$(cat "$dir/.foresight-configured")" = "$want" ]; then return 0; fi
+  if [ -f "$dir/.foresight-configured" ] && [ "$(cat "$dir/.foresight-configured")" = "$want" ]; then
+    say "  (configured by an earlier run)"
+    return 0
+  fi
   rm -f "$dir/.foresight-configured"
-  "$@"
+  run_logged "$dir" "$log" "$@"
   echo "$want" > "$dir/.foresight-configured"
 }
 
 build_pi() {
   local src=$work/PI log=$work/logs/pi.log
-  step "PI $PI_REF: sources"; : > "$log"
+  step "PI $PI_REF: sources"
   checkout PI "$PI_REF" "$src"; submodules "$src"; done_step
   step "PI: configure (log $log)"
-  ( cd "$src" && configure_once "$src" "$log" run_logged "$log" bash -c "./autogen.sh && ./configure --prefix='$prefix' $PI_FLAGS CPPFLAGS='-I$prefix/include' LDFLAGS='-L$prefix/lib'" )
+  configure_once "$src" "$log" bash -c "./autogen.sh && ./configure --prefix='$prefix' $PI_FLAGS CPPFLAGS='-I$prefix/include' LDFLAGS='-L$prefix/lib'"
   done_step
   step "PI: make -j$jobs and install"
-  ( cd "$src" && run_logged "$log" make -j"$jobs" && run_logged "$log" make install )
+  run_logged "$src" "$log" make -j"$jobs"
+  run_logged "$src" "$log" make install
   write_stamp "$prefix" pi "$PI_REF" "$PI_FLAGS"; done_step
 }
 
 build_bmv2() {
   local src=$work/behavioral-model log=$work/logs/bmv2.log
-  step "BMv2 $BMV2_REF: sources"; : > "$log"
+  step "BMv2 $BMV2_REF: sources"
   checkout behavioral-model "$BMV2_REF" "$src"; done_step
   step "BMv2: configure (log $log)"
   # shellcheck disable=SC2086
-  ( cd "$src" && configure_once "$src" "$log" run_logged "$log" bash -c "./autogen.sh && ./configure --prefix='$prefix' $BMV2_FLAGS CPPFLAGS='-I$prefix/include' LDFLAGS='-L$prefix/lib -Wl,-rpath,$prefix/lib' PYTHON=/usr/bin/python3" )
+  configure_once "$src" "$log" bash -c "./autogen.sh && ./configure --prefix='$prefix' $BMV2_FLAGS CPPFLAGS='-I$prefix/include' LDFLAGS='-L$prefix/lib -Wl,-rpath,$prefix/lib' PYTHON=/usr/bin/python3"
   done_step
   step "BMv2: make -j$jobs and install (the longest part: ~25 min on 2 cores)"
-  ( cd "$src" && run_logged "$log" make -j"$jobs" && run_logged "$log" make install )
+  run_logged "$src" "$log" make -j"$jobs"
+  run_logged "$src" "$log" make install
   # The CLIs run under Debian's python3, which has the thrift module; a
   # python3 earlier on PATH (pyenv, a venv) usually has not.
   for cli in "$prefix"/bin/*_CLI; do
@@ -292,6 +301,11 @@ build_p4c_into() {
   local fetch="-DFETCHCONTENT_SOURCE_DIR_ABSEIL=$work/deps/abseil-cpp -DFETCHCONTENT_SOURCE_DIR_PROTOBUF=$work/deps/protobuf -DFETCHCONTENT_SOURCE_DIR_P4RUNTIME=$work/deps/p4runtime"
   if [ "$stamp_name" = p4c-tofino ]; then
     checkout z3 "$Z3_REF" "$work/deps/z3"
+    # p4c patches Z3 when it downloads it; a given source directory skips
+    # that step, so the same patch is applied here (once).
+    if ! git -C "$work/deps/z3" apply --reverse --check "$src/cmake/z3.patch" 2>/dev/null; then
+      git -C "$work/deps/z3" apply "$src/cmake/z3.patch"
+    fi
     checkout spdlog "$SPDLOG_REF" "$work/deps/spdlog"
     fetch="$fetch -DFETCHCONTENT_SOURCE_DIR_Z3=$work/deps/z3 -DFETCHCONTENT_SOURCE_DIR_SPDLOG=$work/deps/spdlog"
     # The Tofino backend's Python generators (p4c-build-logs and friends).
@@ -304,15 +318,11 @@ build_p4c_into() {
   mkdir -p "$builddir"
   step "$what: cmake (log $log)"
   # shellcheck disable=SC2086
-  ( cd "$builddir" && configure_once "$builddir" "$log" run_logged "$log" cmake "$src" -DCMAKE_INSTALL_PREFIX="$into" $flags $fetch )
+  configure_once "$builddir" "$log" cmake "$src" -DCMAKE_INSTALL_PREFIX="$into" $flags $fetch
   done_step
   step "$what: make -j$jobs (the longest part)"
-  ( cd "$builddir" && run_logged "$log" make -j"$jobs" && run_logged "$log" make install )
-  if [ "$stamp_name" = p4c-tofino ]; then
-    # The installed driver hands a path object where a string is expected
-    # and stops before the assembler (AttributeError: 'PosixPath' ... 'find').
-    apply_patches "$into/share/p4c" p4c-tofino-installed
-  fi
+  run_logged "$builddir" "$log" make -j"$jobs"
+  run_logged "$builddir" "$log" make install
   write_stamp "$into" "$stamp_name" "$P4C_REF" "$flags"; done_step
 }
 

@@ -8,7 +8,7 @@ use super::admin_client::Admin;
 use super::client_tls::ClientTls;
 use super::controller::DEFAULT_HTTP;
 use crate::daemon::admin_token::AdminToken;
-use crate::daemon::api::LinkChangeView;
+use crate::daemon::monitoring::api::LinkChangeView;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum LinkState {

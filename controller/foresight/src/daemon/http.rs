@@ -43,8 +43,8 @@ use access::{Read, Viewer};
 
 use super::admin_token::AdminToken;
 use super::identity::{Caller, Mtls};
-use super::metrics;
 use super::Controller;
+use crate::daemon::monitoring::metrics;
 
 /// Time a client has to send the request line and headers.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(5);

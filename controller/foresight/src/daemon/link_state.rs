@@ -4,10 +4,10 @@
 //! sends every switch its new state and, once acknowledged, publishes the
 //! link event and the re-planned reservations.
 
-use super::api;
 use super::controller::{Controller, Mutation};
 use super::engine::LinkChange;
 use super::events::{Affected, Event};
+use crate::daemon::monitoring::api;
 
 impl Controller {
     /// Take a fabric link down or bring it up (operator command): re-plan

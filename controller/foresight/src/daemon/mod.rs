@@ -39,7 +39,7 @@
 //! The switches:
 //! * [`desired`] — what every switch should hold at a given moment;
 //! * [`switches`] — one task per switch: session, pipeline, reconcile, writes;
-//! * [`switch_status`] — what each switch task publishes about its switch.
+//! * [`monitoring::switch_status`] — what each switch task publishes about its switch.
 //!
 //! Watching and reading:
 //! * [`telemetry`] — INT report collector and link loads;
@@ -47,11 +47,10 @@
 //! * [`views`] — read-only views (status, a switch's entries, paths);
 //! * [`live_view`] — what the operator's web page reads (the fabric's
 //!   layout, reservations over time with their links, jobs);
-//! * [`metrics`], [`http`], [`api`], [`admin_token`], [`identity`] —
+//! * [`monitoring::metrics`], [`http`], [`monitoring::api`], [`admin_token`], [`identity`] —
 //!   Prometheus, the admin endpoint, and who may call what.
 
 pub mod admin_token;
-pub mod api;
 pub mod clock;
 pub mod config;
 pub mod controller;
@@ -71,7 +70,7 @@ pub mod limits;
 pub mod link_state;
 pub mod live_reservations;
 pub mod live_view;
-pub mod metrics;
+pub mod monitoring;
 pub mod predictions;
 pub mod requests;
 pub mod scheduler;
@@ -81,7 +80,6 @@ pub mod state;
 pub mod state_keys;
 pub mod state_records;
 pub mod store;
-pub mod switch_status;
 pub mod switches;
 pub mod telemetry;
 pub mod views;

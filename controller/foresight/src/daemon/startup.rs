@@ -30,7 +30,6 @@ use super::identity::Mtls;
 use super::leader_gate::LeaderGate;
 use super::learning::{LearnFrom, Learning, LearningConfig};
 use super::limits::TenantLimits;
-use super::metrics::Metrics;
 use super::requests;
 use super::service;
 use super::state::State;
@@ -38,6 +37,7 @@ use super::store::Store;
 use super::switches::SwitchHandle;
 use super::telemetry::{self, LinkLoads};
 use super::watch_counters::WatchCounters;
+use crate::daemon::monitoring::metrics::Metrics;
 use crate::fabric::{Endpoint, Pipeline};
 
 /// The NDSP server task: ends on SIGINT/SIGTERM.

@@ -8,8 +8,8 @@ use std::sync::Mutex;
 
 use super::ha::{self, Leadership};
 use super::journal::StateFile;
-use super::metrics::Metrics;
 use super::state::State;
+use crate::daemon::monitoring::metrics::Metrics;
 
 pub enum Store {
     Memory,

@@ -18,8 +18,8 @@ use p4rt::proto::p4::v1 as p4;
 use p4rt::{Mastership, Switch, SwitchOptions};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::metrics::Metrics;
-use super::switch_status::{ReconcileReport, SwitchStatus};
+use crate::daemon::monitoring::metrics::Metrics;
+use crate::daemon::monitoring::switch_status::{ReconcileReport, SwitchStatus};
 use crate::fabric::{Endpoint, Pipeline};
 
 /// Updates per Write RPC.

@@ -21,7 +21,7 @@ use planner::topology::{EdgeId, NodeRef};
 use planner::Topology;
 
 use super::learning::Learning;
-use super::metrics::Metrics;
+use crate::daemon::monitoring::metrics::Metrics;
 
 const INS_NODE_ID: u16 = 0x8000;
 const INS_L1_PORTS: u16 = 0x4000;

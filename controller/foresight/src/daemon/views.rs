@@ -6,14 +6,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::api::{
-    self, ControllerView, EntriesView, LinkView, ReservationSummary, ReservationsView, StatusView,
-    SwitchView,
-};
 use super::clock::now_unix_ns;
 use super::controller::Controller;
 use super::state_records::{Lifecycle, Reservation};
 use super::switches;
+use crate::daemon::monitoring::api::{
+    self, ControllerView, EntriesView, LinkView, ReservationSummary, ReservationsView, StatusView,
+    SwitchView,
+};
 
 impl Controller {
     /// Path availability between the hosts of the tenant's live

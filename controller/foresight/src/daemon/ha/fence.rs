@@ -11,9 +11,9 @@ use anyhow::Context;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 
 use super::session::{lease_lost, CALL_TIMEOUT};
+use crate::daemon::monitoring::switch_status::SwitchStatus;
 use crate::daemon::state::State;
 use crate::daemon::state_keys;
-use crate::daemon::switch_status::SwitchStatus;
 
 /// Exit status of a replica that stepped down.
 pub const STEP_DOWN_EXIT: i32 = 75;

@@ -349,7 +349,7 @@ fn register_link_gauges(registry: &mut Registry, status: &StatusView) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::api::tests::sample as status;
+    use crate::daemon::monitoring::api::tests::sample as status;
 
     /// The value of the one sample line `series` (name and labels).
     fn sample(text: &str, series: &str) -> String {
@@ -524,7 +524,8 @@ mod tests {
     #[test]
     fn the_grafana_dashboard_reads_what_is_exposed() {
         let dashboard: serde_json::Value =
-            serde_json::from_str(include_str!("../../../../docs/grafana/foresight.json")).unwrap();
+            serde_json::from_str(include_str!("../../../../../docs/grafana/foresight.json"))
+                .unwrap();
         let text = populated();
         let declared: Vec<&str> = text
             .lines()

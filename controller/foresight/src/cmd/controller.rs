@@ -803,7 +803,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
 }
 
 /// The replica settings, when --etcd is given.
-fn ha_config(cmd: &ControllerCmd) -> anyhow::Result<Option<daemon::ha::HaConfig>> {
+fn ha_config(cmd: &ControllerCmd) -> anyhow::Result<Option<daemon::persistence::ha::HaConfig>> {
     if cmd.etcd.is_empty() {
         return Ok(None);
     }
@@ -830,7 +830,7 @@ fn ha_config(cmd: &ControllerCmd) -> anyhow::Result<Option<daemon::ha::HaConfig>
             std::process::id()
         ),
     };
-    Ok(Some(daemon::ha::HaConfig {
+    Ok(Some(daemon::persistence::ha::HaConfig {
         endpoints: cmd.etcd.clone(),
         prefix: cmd.etcd_prefix.clone(),
         replica,

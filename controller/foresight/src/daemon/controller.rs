@@ -21,10 +21,10 @@ use super::engine::{Engine, Restored};
 use super::events::Event;
 use super::learning::Learning;
 use super::limits::TenantLimits;
-use super::store::Store;
 use super::switches::SwitchHandle;
 use super::telemetry::LinkLoads;
 use crate::daemon::monitoring::metrics::Metrics;
+use crate::daemon::persistence::store::Store;
 
 /// What the lock guards: the decisions and the switch state derived from
 /// them, changed together.

@@ -48,8 +48,8 @@ use planner::ecmp::SeedPolicy;
 use planner::topology::EdgeId;
 use planner::Topology;
 
-use super::state::State;
-use super::state_records::{FlowRecord, Reservation, Status};
+use crate::daemon::persistence::state::State;
+use crate::daemon::persistence::state_records::{FlowRecord, Reservation, Status};
 
 /// Settings of the dynamic state.
 #[derive(Debug, Clone, Copy)]

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::state_records::Reservation;
+use crate::daemon::persistence::state_records::Reservation;
 
 /// A reservation changed (cancelled, re-planned): for `WatchEvents`.
 #[derive(Clone, Debug)]

@@ -20,9 +20,9 @@ use super::clock::now_unix_ns;
 use super::controller::{Controller, Inner, Mutation};
 use super::engine::{Engine, Extended, NoExtension, Released};
 use super::events::Event;
-use super::live_reservations::LiveReservations;
-use super::state_records::{FlowRecord, Lifecycle, Reservation};
 use super::watch_counters::WatchCounters;
+use crate::daemon::persistence::live_reservations::LiveReservations;
+use crate::daemon::persistence::state_records::{FlowRecord, Lifecycle, Reservation};
 
 /// Where the follow loop sees a flow's traffic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

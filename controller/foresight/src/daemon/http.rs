@@ -120,7 +120,7 @@ pub fn starting() -> Router {
 }
 
 /// A follower's routes: alive, and not the one to ask.
-pub fn following(replica: Arc<super::ha::Replica>) -> Router {
+pub fn following(replica: Arc<crate::daemon::persistence::ha::Replica>) -> Router {
     let healthz =
         || async { ([(header::CONTENT_TYPE, "text/plain")], "following\n").into_response() };
     let elsewhere = move || {

@@ -9,9 +9,9 @@ use std::sync::{Arc, OnceLock};
 use ndsp::proto::{self, demand_signaling_server::DemandSignaling};
 use tonic::{Request, Response, Status};
 
-use super::ha::Replica;
 use super::identity::{authorize, Mtls};
 use super::service::{EventStream, Ndsp};
+use crate::daemon::persistence::ha::Replica;
 
 /// Response metadata of a follower: the leader's NDSP address.
 pub const LEADER_METADATA: &str = "foresight-leader";

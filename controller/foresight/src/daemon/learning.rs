@@ -32,7 +32,7 @@ use planner::periodic::{
     Transfer,
 };
 
-use super::state_records::FlowRecord;
+use crate::daemon::persistence::state_records::FlowRecord;
 
 /// Where learning sees a job's traffic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

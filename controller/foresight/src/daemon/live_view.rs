@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::clock::now_unix_ns;
 use super::controller::Controller;
 use super::learning::LearnedJob;
-use super::state_records::{FlowRecord, Reservation};
+use crate::daemon::persistence::state_records::{FlowRecord, Reservation};
 
 /// The fabric as drawn: switches by tier, hosts under their leaves, links.
 #[derive(Debug, Serialize)]

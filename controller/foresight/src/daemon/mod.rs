@@ -14,15 +14,15 @@
 //! * [`engine`] — NDSP requests → planner → reservation records (no I/O);
 //! * [`requests`] — what the engine is handed beside a validated request
 //!   (idempotency keys, recorded registrations, predicted batches);
-//! * [`state_records`] — the records it is made of: jobs, links down,
+//! * [`persistence::state_records`] — the records it is made of: jobs, links down,
 //!   reservations with their flows and outcome;
-//! * [`state`] — the intended state that holds them, and its file;
-//! * [`history`] — the finished reservations it remembers (bounded);
-//! * [`live_reservations`] — the live reservations, indexed (by id,
+//! * [`persistence::state`] — the intended state that holds them, and its file;
+//! * [`persistence::history`] — the finished reservations it remembers (bounded);
+//! * [`persistence::live_reservations`] — the live reservations, indexed (by id,
 //!   subject, time) and with what changed since the last commit;
-//! * [`state_keys`] — the state as keyed records, and what a commit of it
+//! * [`persistence::state_keys`] — the state as keyed records, and what a commit of it
 //!   writes and deletes;
-//! * [`store`], [`journal`], [`ha`] — where it survives: a state file (a
+//! * [`persistence::store`], [`persistence::journal`], [`persistence::ha`] — where it survives: a state file (a
 //!   snapshot and a journal of commits), or etcd for replicas that elect
 //!   a leader;
 //! * [`limits`] — what one tenant may ask (reservations, requests/s).
@@ -59,27 +59,20 @@ pub mod engine;
 pub mod events;
 pub mod follow;
 pub mod forecast_mismatches;
-pub mod ha;
-pub mod history;
 pub mod http;
 pub mod identity;
-pub mod journal;
 pub mod leader_gate;
 pub mod learning;
 pub mod limits;
 pub mod link_state;
-pub mod live_reservations;
 pub mod live_view;
 pub mod monitoring;
+pub mod persistence;
 pub mod predictions;
 pub mod requests;
 pub mod scheduler;
 pub mod service;
 pub mod startup;
-pub mod state;
-pub mod state_keys;
-pub mod state_records;
-pub mod store;
 pub mod switches;
 pub mod telemetry;
 pub mod views;

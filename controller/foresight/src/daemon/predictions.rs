@@ -13,7 +13,7 @@ use super::controller::{Controller, Inner, Mutation};
 use super::events::Event;
 use super::learning::Step;
 use super::requests;
-use super::state_records;
+use crate::daemon::persistence::state_records;
 
 impl Controller {
     /// Bring learning's job list and the INT watch of their host pairs in

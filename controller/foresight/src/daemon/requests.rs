@@ -13,7 +13,7 @@ use ndsp::{proto, Validate};
 use prost::Message;
 
 use super::learning::PredictedDemand;
-use super::state::{from_hex, to_hex, State};
+use crate::daemon::persistence::state::{from_hex, to_hex, State};
 
 /// The idempotency key of each demand of `request`, in order.
 pub fn demand_keys(request: &proto::SubmitDemandRequest) -> Vec<String> {

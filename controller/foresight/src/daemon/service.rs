@@ -24,8 +24,8 @@ use super::engine::{to_ndsp, PlanTiming, Planned, Refusal};
 use super::events::Event;
 use super::learning::announced_iteration;
 use super::requests::{collective_key, demand_keys, recorded_registration};
-use super::state_records::Reservation;
 use super::telemetry::BYTES_PER_QUEUED_PACKET;
+use crate::daemon::persistence::state_records::Reservation;
 
 /// Response metadata: microseconds from receipt to every due entry acknowledged.
 pub const INSTALL_US_METADATA: &str = "foresight-install-us";

@@ -24,7 +24,6 @@ use super::config::{Config, EntropyConfig, ReoptimizeMode, Switches};
 use super::controller::{Controller, Inner};
 use super::desired::{Compiler, Policy};
 use super::engine::{Engine, EntropySteering, Reoptimization, Restored};
-use super::ha;
 use super::http;
 use super::identity::Mtls;
 use super::leader_gate::LeaderGate;
@@ -32,12 +31,13 @@ use super::learning::{LearnFrom, Learning, LearningConfig};
 use super::limits::TenantLimits;
 use super::requests;
 use super::service;
-use super::state::State;
-use super::store::Store;
 use super::switches::SwitchHandle;
 use super::telemetry::{self, LinkLoads};
 use super::watch_counters::WatchCounters;
 use crate::daemon::monitoring::metrics::Metrics;
+use crate::daemon::persistence::ha;
+use crate::daemon::persistence::state::State;
+use crate::daemon::persistence::store::Store;
 use crate::fabric::{Endpoint, Pipeline};
 
 /// The NDSP server task: ends on SIGINT/SIGTERM.

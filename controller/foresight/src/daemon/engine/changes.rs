@@ -10,7 +10,7 @@ use planner::conventions::transfer_ns;
 use super::outcome::Planned;
 use super::records::Engine;
 use super::refusal::Refusal;
-use crate::daemon::state_records::{Reason, Reservation, Status, Subject};
+use crate::daemon::persistence::state_records::{Reason, Reservation, Status, Subject};
 
 impl Engine {
     pub(super) fn cancel_at(&mut self, seq: u64) -> String {

@@ -13,7 +13,7 @@ use planner::demand::{DemandKind, Flow};
 use super::outcome::{FlowMeta, Opening, Pending, Planned, Superseded};
 use super::records::{Engine, MAX_FLOWS_PER_RESERVATION};
 use super::refusal::{invalid, refuse_stale, Refusal};
-use crate::daemon::state_records::{FlowRecord, Reason, Reservation, Status, Subject};
+use crate::daemon::persistence::state_records::{FlowRecord, Reason, Reservation, Status, Subject};
 
 impl Engine {
     /// Demands of `batch` that are not live already (an identical

@@ -12,7 +12,7 @@ use planner::demand::{Demand, DemandKind, Flow};
 
 use super::records::Engine;
 use super::steering::Hold;
-use crate::daemon::state_records::{
+use crate::daemon::persistence::state_records::{
     FlowRecord, Hop, Lifecycle, QpChoices, Reason, Reservation, Status, Subject,
 };
 

@@ -225,7 +225,7 @@ fn relayed(e: &Event, tenant: Option<&str>) -> Option<SseEvent> {
 mod tests {
     use super::{relayed, window};
     use crate::daemon::events::{Affected, Event};
-    use crate::daemon::state_keys::tests::reservation;
+    use crate::daemon::persistence::state_keys::tests::reservation;
 
     #[test]
     fn a_tenants_stream_relays_its_own_reservations_and_every_link_change() {

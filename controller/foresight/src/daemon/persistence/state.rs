@@ -255,7 +255,7 @@ mod tests {
             request: "0a".into(),
         });
         s.reservations = (1..=3)
-            .map(crate::daemon::state_keys::tests::reservation)
+            .map(crate::daemon::persistence::state_keys::tests::reservation)
             .collect();
         s.links_down.push(LinkRef {
             a: "leaf1".into(),
@@ -270,7 +270,9 @@ mod tests {
         before.next_seq = 9;
         before
             .reservations
-            .insert(crate::daemon::state_keys::tests::reservation(2));
+            .insert(crate::daemon::persistence::state_keys::tests::reservation(
+                2,
+            ));
         assert_eq!(
             serde_json::to_string(&snapshot).unwrap(),
             serde_json::to_string(&before).unwrap(),

@@ -51,7 +51,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::live_reservations::tests::record;
+    use crate::daemon::persistence::live_reservations::tests::record;
 
     /// The flows the kept records hold, counted and as the history counts.
     fn flows(h: &History) -> usize {

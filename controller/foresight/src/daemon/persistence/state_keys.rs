@@ -13,8 +13,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::state::State;
-use crate::daemon::state_records::{Job, LinkRef, Reservation};
+use crate::daemon::persistence::state::State;
+use crate::daemon::persistence::state_records::{Job, LinkRef, Reservation};
 
 #[derive(Serialize, Deserialize)]
 struct Meta {
@@ -228,8 +228,8 @@ pub fn assemble(keys: &BTreeMap<String, Vec<u8>>, fabric: &str) -> anyhow::Resul
 #[cfg(test)]
 pub(crate) mod tests {
     use super::Committed;
-    use crate::daemon::state::State;
-    use crate::daemon::state_records::{Job, Reason, Reservation, Status, Subject};
+    use crate::daemon::persistence::state::State;
+    use crate::daemon::persistence::state_records::{Job, Reason, Reservation, Status, Subject};
 
     /// An admitted reservation of no flows, sequence `seq`.
     pub(crate) fn reservation(seq: u64) -> Reservation {

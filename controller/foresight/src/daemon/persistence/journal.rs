@@ -363,8 +363,8 @@ fn read_journal(path: &Path) -> anyhow::Result<(Vec<Line>, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::state_keys::tests::reservation;
-    use crate::daemon::state_records::Job;
+    use crate::daemon::persistence::state_keys::tests::reservation;
+    use crate::daemon::persistence::state_records::Job;
 
     fn reopen(path: &Path) -> (StateFile, State) {
         let (file, state) = StateFile::open(path, "f").unwrap();

@@ -12,8 +12,8 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 
 use super::session::{lease_lost, CALL_TIMEOUT};
 use crate::daemon::monitoring::switch_status::SwitchStatus;
-use crate::daemon::state::State;
-use crate::daemon::state_keys;
+use crate::daemon::persistence::state::State;
+use crate::daemon::persistence::state_keys;
 
 /// Exit status of a replica that stepped down.
 pub const STEP_DOWN_EXIT: i32 = 75;

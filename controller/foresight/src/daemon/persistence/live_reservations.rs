@@ -429,7 +429,7 @@ impl Drop for RecordMut<'_> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::daemon::state_records::{FlowRecord, Reason, Status};
+    use crate::daemon::persistence::state_records::{FlowRecord, Reason, Status};
 
     /// A reservation of one flow from `start` to `end`.
     pub(crate) fn record(
@@ -439,7 +439,7 @@ pub(crate) mod tests {
         start: u64,
         end: u64,
     ) -> Reservation {
-        let mut r = crate::daemon::state_keys::tests::reservation(seq);
+        let mut r = crate::daemon::persistence::state_keys::tests::reservation(seq);
         r.id = format!("r{seq}/{demand}");
         r.tenant = tenant.into();
         r.subject = Subject::Demand(demand.into());

@@ -20,8 +20,9 @@ use super::target_args::TargetArgs;
 use crate::daemon::follow::{FollowConfig, FollowFrom};
 use crate::daemon::learning::{LearnFrom, LearningConfig};
 use crate::daemon::limits::Limits;
+use crate::daemon::southbound::desired::Policy;
 use crate::daemon::telemetry::{MismatchTolerance, TelemetryConfig};
-use crate::daemon::{self, desired::Policy, Switches};
+use crate::daemon::{self, Switches};
 use crate::fabric::{Endpoint, Pipeline};
 use planner::periodic::LearnerConfig;
 

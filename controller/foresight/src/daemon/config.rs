@@ -11,12 +11,12 @@ use installer::Devices;
 use planner::{PlannerConfig, Topology};
 
 use super::admin_token::AdminToken;
-use super::desired::Policy;
 use super::identity::Mtls;
 use super::learning::{LearnFrom, LearningConfig};
 use super::limits::Limits;
 use super::telemetry::{MismatchTolerance, TelemetryConfig};
 use crate::daemon::persistence::ha::HaConfig;
+use crate::daemon::southbound::desired::Policy;
 use crate::fabric::{Endpoint, Pipeline};
 
 /// Where the switches are.

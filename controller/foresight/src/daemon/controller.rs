@@ -16,15 +16,15 @@ use planner::Topology;
 use tokio::sync::{broadcast, oneshot, watch, Notify};
 
 use super::clock::now_unix_ns;
-use super::desired::Compiler;
 use super::engine::{Engine, Restored};
 use super::events::Event;
 use super::learning::Learning;
 use super::limits::TenantLimits;
-use super::switches::SwitchHandle;
 use super::telemetry::LinkLoads;
 use crate::daemon::monitoring::metrics::Metrics;
 use crate::daemon::persistence::store::Store;
+use crate::daemon::southbound::desired::Compiler;
+use crate::daemon::southbound::switches::SwitchHandle;
 
 /// What the lock guards: the decisions and the switch state derived from
 /// them, changed together.

@@ -37,8 +37,8 @@
 //! * [`link_state`] — the operator's link down/up.
 //!
 //! The switches:
-//! * [`desired`] — what every switch should hold at a given moment;
-//! * [`switches`] — one task per switch: session, pipeline, reconcile, writes;
+//! * [`southbound::desired`] — what every switch should hold at a given moment;
+//! * [`southbound::switches`] — one task per switch: session, pipeline, reconcile, writes;
 //! * [`monitoring::switch_status`] — what each switch task publishes about its switch.
 //!
 //! Watching and reading:
@@ -54,7 +54,6 @@ pub mod admin_token;
 pub mod clock;
 pub mod config;
 pub mod controller;
-pub mod desired;
 pub mod engine;
 pub mod events;
 pub mod follow;
@@ -72,8 +71,8 @@ pub mod predictions;
 pub mod requests;
 pub mod scheduler;
 pub mod service;
+pub mod southbound;
 pub mod startup;
-pub mod switches;
 pub mod telemetry;
 pub mod views;
 pub mod watch_counters;

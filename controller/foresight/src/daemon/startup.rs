@@ -22,7 +22,6 @@ use tokio::sync::{broadcast, Notify};
 use super::clock::now_unix_ns;
 use super::config::{Config, EntropyConfig, ReoptimizeMode, Switches};
 use super::controller::{Controller, Inner};
-use super::desired::{Compiler, Policy};
 use super::engine::{Engine, EntropySteering, Reoptimization, Restored};
 use super::http;
 use super::identity::Mtls;
@@ -31,13 +30,14 @@ use super::learning::{LearnFrom, Learning, LearningConfig};
 use super::limits::TenantLimits;
 use super::requests;
 use super::service;
-use super::switches::SwitchHandle;
 use super::telemetry::{self, LinkLoads};
 use super::watch_counters::WatchCounters;
 use crate::daemon::monitoring::metrics::Metrics;
 use crate::daemon::persistence::ha;
 use crate::daemon::persistence::state::State;
 use crate::daemon::persistence::store::Store;
+use crate::daemon::southbound::desired::{Compiler, Policy};
+use crate::daemon::southbound::switches::SwitchHandle;
 use crate::fabric::{Endpoint, Pipeline};
 
 /// The NDSP server task: ends on SIGINT/SIGTERM.

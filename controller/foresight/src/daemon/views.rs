@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use super::clock::now_unix_ns;
 use super::controller::Controller;
-use super::switches;
 use crate::daemon::monitoring::api::{
     self, ControllerView, EntriesView, LinkView, ReservationSummary, ReservationsView, StatusView,
     SwitchView,
 };
 use crate::daemon::persistence::state_records::{Lifecycle, Reservation};
+use crate::daemon::southbound::switches;
 
 impl Controller {
     /// Path availability between the hosts of the tenant's live

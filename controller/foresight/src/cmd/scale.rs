@@ -30,9 +30,9 @@ use serde::Serialize;
 
 use super::topo::FabricPreset;
 use crate::daemon::engine::Engine;
+use crate::daemon::inputs::requests::{collective_key, demand_keys, recorded_registration};
 use crate::daemon::now_unix_ns;
 use crate::daemon::persistence::state::State;
-use crate::daemon::requests::{collective_key, demand_keys, recorded_registration};
 use crate::daemon::southbound::desired::{Compiler, Policy};
 
 const TENANT: &str = "scale";

@@ -12,9 +12,9 @@ use planner::{PlannerConfig, Topology};
 
 use super::admin_token::AdminToken;
 use super::identity::Mtls;
-use super::learning::{LearnFrom, LearningConfig};
 use super::limits::Limits;
-use super::telemetry::{MismatchTolerance, TelemetryConfig};
+use crate::daemon::inputs::learning::{LearnFrom, LearningConfig};
+use crate::daemon::inputs::telemetry::{MismatchTolerance, TelemetryConfig};
 use crate::daemon::persistence::ha::HaConfig;
 use crate::daemon::southbound::desired::Policy;
 use crate::fabric::{Endpoint, Pipeline};

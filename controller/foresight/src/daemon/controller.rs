@@ -15,12 +15,12 @@ use p4rt::P4Info;
 use planner::Topology;
 use tokio::sync::{broadcast, oneshot, watch, Notify};
 
-use super::clock::now_unix_ns;
 use super::engine::{Engine, Restored};
 use super::events::Event;
-use super::learning::Learning;
 use super::limits::TenantLimits;
-use super::telemetry::LinkLoads;
+use crate::daemon::inputs::clock::now_unix_ns;
+use crate::daemon::inputs::learning::Learning;
+use crate::daemon::inputs::telemetry::LinkLoads;
 use crate::daemon::monitoring::metrics::Metrics;
 use crate::daemon::persistence::store::Store;
 use crate::daemon::southbound::desired::Compiler;

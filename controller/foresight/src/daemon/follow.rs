@@ -16,11 +16,11 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::clock::now_unix_ns;
 use super::controller::{Controller, Inner, Mutation};
 use super::engine::{Engine, Extended, NoExtension, Released};
 use super::events::Event;
 use super::watch_counters::WatchCounters;
+use crate::daemon::inputs::clock::now_unix_ns;
 use crate::daemon::persistence::live_reservations::LiveReservations;
 use crate::daemon::persistence::state_records::{FlowRecord, Lifecycle, Reservation};
 

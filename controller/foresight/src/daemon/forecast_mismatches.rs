@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::clock::now_unix_ns;
 use super::controller::Controller;
 use super::events::Event;
-use super::telemetry::{self, MismatchKind, MismatchTolerance};
+use crate::daemon::inputs::clock::now_unix_ns;
+use crate::daemon::inputs::telemetry::{self, MismatchKind, MismatchTolerance};
 
 impl Controller {
     /// Compare every installed reserved flow with what INT reports show

@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use planner::topology::NodeRef;
 use serde::Serialize;
 
-use super::clock::now_unix_ns;
 use super::controller::Controller;
-use super::learning::LearnedJob;
+use crate::daemon::inputs::clock::now_unix_ns;
+use crate::daemon::inputs::learning::LearnedJob;
 use crate::daemon::persistence::state_records::{FlowRecord, Reservation};
 
 /// The fabric as drawn: switches by tier, hosts under their leaves, links.

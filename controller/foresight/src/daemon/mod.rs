@@ -7,12 +7,12 @@
 //! * [`controller`] — the controller and `transact`, the one way a change
 //!   reaches the switches (lock, mutate, commit, reschedule, acknowledge,
 //!   publish);
-//! * [`clock`] — Unix time in ns;
+//! * [`inputs::clock`] — Unix time in ns;
 //! * [`events`] — what `WatchEvents` streams relay.
 //!
 //! Deciding:
 //! * [`engine`] — NDSP requests → planner → reservation records (no I/O);
-//! * [`requests`] — what the engine is handed beside a validated request
+//! * [`inputs::requests`] — what the engine is handed beside a validated request
 //!   (idempotency keys, recorded registrations, predicted batches);
 //! * [`persistence::state_records`] — the records it is made of: jobs, links down,
 //!   reservations with their flows and outcome;
@@ -30,8 +30,8 @@
 //! Loops and commands that change the state through `transact`:
 //! * [`service`] — the NDSP gRPC service ([`leader_gate`] in front of it);
 //! * [`scheduler`] — installs and expiries at their moments;
-//! * [`predictions`] — reserving what learning predicts ([`learning`],
-//!   fed by [`telemetry`] or [`watch_counters`]);
+//! * [`predictions`] — reserving what learning predicts ([`inputs::learning`],
+//!   fed by [`inputs::telemetry`] or [`watch_counters`]);
 //! * [`follow`] — reservations that follow their traffic: extended while
 //!   it runs, released when it stops;
 //! * [`link_state`] — the operator's link down/up.
@@ -42,7 +42,7 @@
 //! * [`monitoring::switch_status`] — what each switch task publishes about its switch.
 //!
 //! Watching and reading:
-//! * [`telemetry`] — INT report collector and link loads;
+//! * [`inputs::telemetry`] — INT report collector and link loads;
 //! * [`forecast_mismatches`] — traffic that differs from its forecast;
 //! * [`views`] — read-only views (status, a switch's entries, paths);
 //! * [`live_view`] — what the operator's web page reads (the fabric's
@@ -51,7 +51,6 @@
 //!   Prometheus, the admin endpoint, and who may call what.
 
 pub mod admin_token;
-pub mod clock;
 pub mod config;
 pub mod controller;
 pub mod engine;
@@ -60,23 +59,21 @@ pub mod follow;
 pub mod forecast_mismatches;
 pub mod http;
 pub mod identity;
+pub mod inputs;
 pub mod leader_gate;
-pub mod learning;
 pub mod limits;
 pub mod link_state;
 pub mod live_view;
 pub mod monitoring;
 pub mod persistence;
 pub mod predictions;
-pub mod requests;
 pub mod scheduler;
 pub mod service;
 pub mod southbound;
 pub mod startup;
-pub mod telemetry;
 pub mod views;
 pub mod watch_counters;
 
-pub use clock::now_unix_ns;
 pub use config::{Config, EntropyConfig, ReoptimizeMode, SteeringMode, Switches};
 pub use controller::Controller;
+pub use inputs::clock::now_unix_ns;

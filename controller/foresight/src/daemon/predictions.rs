@@ -8,11 +8,11 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::clock::now_unix_ns;
 use super::controller::{Controller, Inner, Mutation};
 use super::events::Event;
-use super::learning::Step;
-use super::requests;
+use crate::daemon::inputs::clock::now_unix_ns;
+use crate::daemon::inputs::learning::Step;
+use crate::daemon::inputs::requests;
 use crate::daemon::persistence::state_records;
 
 impl Controller {

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::clock::now_unix_ns;
 use super::controller::{Controller, Mutation};
+use crate::daemon::inputs::clock::now_unix_ns;
 
 impl Controller {
     /// The install/expiry loop: sleeps until the next moment the intended

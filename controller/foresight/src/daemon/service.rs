@@ -18,13 +18,13 @@ use ndsp::Validate;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use super::clock::now_unix_ns;
 use super::controller::{Controller, Inner, Mutation};
 use super::engine::{to_ndsp, PlanTiming, Planned, Refusal};
 use super::events::Event;
-use super::learning::announced_iteration;
-use super::requests::{collective_key, demand_keys, recorded_registration};
-use super::telemetry::BYTES_PER_QUEUED_PACKET;
+use crate::daemon::inputs::clock::now_unix_ns;
+use crate::daemon::inputs::learning::announced_iteration;
+use crate::daemon::inputs::requests::{collective_key, demand_keys, recorded_registration};
+use crate::daemon::inputs::telemetry::BYTES_PER_QUEUED_PACKET;
 use crate::daemon::persistence::state_records::Reservation;
 
 /// Response metadata: microseconds from receipt to every due entry acknowledged.

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::clock::now_unix_ns;
 use super::controller::Controller;
+use crate::daemon::inputs::clock::now_unix_ns;
 use crate::daemon::monitoring::api::{
     self, ControllerView, EntriesView, LinkView, ReservationSummary, ReservationsView, StatusView,
     SwitchView,

@@ -18,8 +18,8 @@ use prost::Message;
 
 use installer::names;
 
-use super::clock::now_unix_ns;
 use super::controller::Controller;
+use crate::daemon::inputs::clock::now_unix_ns;
 
 /// Bytes per (source, destination) host pair.
 pub type PairBytes = BTreeMap<(Ipv4Addr, Ipv4Addr), u64>;

@@ -405,8 +405,8 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use crate::daemon::learning::PredictedDemand;
-    use crate::daemon::requests::predicted_batch;
+    use crate::daemon::inputs::learning::PredictedDemand;
+    use crate::daemon::inputs::requests::predicted_batch;
 
     /// Job `job`'s predicted iteration `k`: h1 to h3 at 80 Gbit/s for
     /// 50 ms from `start` (rank 0 is on 10.0.1.1, rank 8 on 10.0.2.1).

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use ndsp::types as nt;
 
 use super::records::Engine;
-use crate::daemon::learning::JobHosts;
+use crate::daemon::inputs::learning::JobHosts;
 use crate::daemon::persistence::state_records::Job;
 
 impl Engine {

@@ -17,10 +17,10 @@ use serde::Deserialize;
 
 use super::millis::{ms_to_ns, MAX_MS};
 use super::target_args::TargetArgs;
+use crate::daemon::control::limits::Limits;
 use crate::daemon::follow::{FollowConfig, FollowFrom};
 use crate::daemon::inputs::learning::{LearnFrom, LearningConfig};
 use crate::daemon::inputs::telemetry::{MismatchTolerance, TelemetryConfig};
-use crate::daemon::limits::Limits;
 use crate::daemon::southbound::desired::Policy;
 use crate::daemon::{self, Switches};
 use crate::fabric::{Endpoint, Pipeline};

@@ -12,7 +12,7 @@ use planner::{PlannerConfig, Topology};
 
 use super::admin_token::AdminToken;
 use super::identity::Mtls;
-use super::limits::Limits;
+use crate::daemon::control::limits::Limits;
 use crate::daemon::inputs::learning::{LearnFrom, LearningConfig};
 use crate::daemon::inputs::telemetry::{MismatchTolerance, TelemetryConfig};
 use crate::daemon::persistence::ha::HaConfig;

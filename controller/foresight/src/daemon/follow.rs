@@ -16,10 +16,10 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::controller::{Controller, Inner, Mutation};
 use super::engine::{Engine, Extended, NoExtension, Released};
-use super::events::Event;
 use super::watch_counters::WatchCounters;
+use crate::daemon::control::controller::{Controller, Inner, Mutation};
+use crate::daemon::control::events::Event;
 use crate::daemon::inputs::clock::now_unix_ns;
 use crate::daemon::persistence::live_reservations::LiveReservations;
 use crate::daemon::persistence::state_records::{FlowRecord, Lifecycle, Reservation};

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::controller::Controller;
-use super::events::Event;
+use crate::daemon::control::controller::Controller;
+use crate::daemon::control::events::Event;
 use crate::daemon::inputs::clock::now_unix_ns;
 use crate::daemon::inputs::telemetry::{self, MismatchKind, MismatchTolerance};
 

@@ -43,7 +43,7 @@ use access::{Read, Viewer};
 
 use super::admin_token::AdminToken;
 use super::identity::{Caller, Mtls};
-use super::Controller;
+use crate::daemon::control::controller::Controller;
 use crate::daemon::monitoring::metrics;
 
 /// Time a client has to send the request line and headers.

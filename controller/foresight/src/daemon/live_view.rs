@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use planner::topology::NodeRef;
 use serde::Serialize;
 
-use super::controller::Controller;
+use crate::daemon::control::controller::Controller;
 use crate::daemon::inputs::clock::now_unix_ns;
 use crate::daemon::inputs::learning::LearnedJob;
 use crate::daemon::persistence::state_records::{FlowRecord, Reservation};

@@ -4,11 +4,11 @@
 //! Running it:
 //! * [`config`] — what the command line becomes;
 //! * [`startup`] — start-up and shutdown, step by step;
-//! * [`controller`] — the controller and `transact`, the one way a change
+//! * [`control::controller`] — the controller and `transact`, the one way a change
 //!   reaches the switches (lock, mutate, commit, reschedule, acknowledge,
 //!   publish);
 //! * [`inputs::clock`] — Unix time in ns;
-//! * [`events`] — what `WatchEvents` streams relay.
+//! * [`control::events`] — what `WatchEvents` streams relay.
 //!
 //! Deciding:
 //! * [`engine`] — NDSP requests → planner → reservation records (no I/O);
@@ -25,16 +25,16 @@
 //! * [`persistence::store`], [`persistence::journal`], [`persistence::ha`] — where it survives: a state file (a
 //!   snapshot and a journal of commits), or etcd for replicas that elect
 //!   a leader;
-//! * [`limits`] — what one tenant may ask (reservations, requests/s).
+//! * [`control::limits`] — what one tenant may ask (reservations, requests/s).
 //!
 //! Loops and commands that change the state through `transact`:
 //! * [`service`] — the NDSP gRPC service ([`leader_gate`] in front of it);
-//! * [`scheduler`] — installs and expiries at their moments;
+//! * [`control::scheduler`] — installs and expiries at their moments;
 //! * [`predictions`] — reserving what learning predicts ([`inputs::learning`],
 //!   fed by [`inputs::telemetry`] or [`watch_counters`]);
 //! * [`follow`] — reservations that follow their traffic: extended while
 //!   it runs, released when it stops;
-//! * [`link_state`] — the operator's link down/up.
+//! * [`control::link_state`] — the operator's link down/up.
 //!
 //! The switches:
 //! * [`southbound::desired`] — what every switch should hold at a given moment;
@@ -52,22 +52,18 @@
 
 pub mod admin_token;
 pub mod config;
-pub mod controller;
+pub mod control;
 pub mod engine;
-pub mod events;
 pub mod follow;
 pub mod forecast_mismatches;
 pub mod http;
 pub mod identity;
 pub mod inputs;
 pub mod leader_gate;
-pub mod limits;
-pub mod link_state;
 pub mod live_view;
 pub mod monitoring;
 pub mod persistence;
 pub mod predictions;
-pub mod scheduler;
 pub mod service;
 pub mod southbound;
 pub mod startup;
@@ -75,5 +71,4 @@ pub mod views;
 pub mod watch_counters;
 
 pub use config::{Config, EntropyConfig, ReoptimizeMode, SteeringMode, Switches};
-pub use controller::Controller;
 pub use inputs::clock::now_unix_ns;

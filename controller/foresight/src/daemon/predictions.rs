@@ -8,8 +8,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::controller::{Controller, Inner, Mutation};
-use super::events::Event;
+use crate::daemon::control::controller::{Controller, Inner, Mutation};
+use crate::daemon::control::events::Event;
 use crate::daemon::inputs::clock::now_unix_ns;
 use crate::daemon::inputs::learning::Step;
 use crate::daemon::inputs::requests;

@@ -20,14 +20,14 @@ use serde::Serialize;
 use tokio::sync::{broadcast, Notify};
 
 use super::config::{Config, EntropyConfig, ReoptimizeMode, Switches};
-use super::controller::{Controller, Inner};
 use super::engine::{Engine, EntropySteering, Reoptimization, Restored};
 use super::http;
 use super::identity::Mtls;
 use super::leader_gate::LeaderGate;
-use super::limits::TenantLimits;
 use super::service;
 use super::watch_counters::WatchCounters;
+use crate::daemon::control::controller::{Controller, Inner};
+use crate::daemon::control::limits::TenantLimits;
 use crate::daemon::inputs::clock::now_unix_ns;
 use crate::daemon::inputs::learning::{LearnFrom, Learning, LearningConfig};
 use crate::daemon::inputs::requests;

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::controller::Controller;
+use crate::daemon::control::controller::Controller;
 use crate::daemon::inputs::clock::now_unix_ns;
 use crate::daemon::monitoring::api::{
     self, ControllerView, EntriesView, LinkView, ReservationSummary, ReservationsView, StatusView,

@@ -18,7 +18,7 @@ use prost::Message;
 
 use installer::names;
 
-use super::controller::Controller;
+use crate::daemon::control::controller::Controller;
 use crate::daemon::inputs::clock::now_unix_ns;
 
 /// Bytes per (source, destination) host pair.

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 use super::access::{Read, Viewer};
 use super::{error, pretty_json, Shared};
-use crate::daemon::events::Event;
+use crate::daemon::control::events::Event;
 use crate::daemon::live_view::MAX_WINDOW_S;
 
 /// A comment on an idle event stream this often, so that proxies and the
@@ -224,7 +224,7 @@ fn relayed(e: &Event, tenant: Option<&str>) -> Option<SseEvent> {
 #[cfg(test)]
 mod tests {
     use super::{relayed, window};
-    use crate::daemon::events::{Affected, Event};
+    use crate::daemon::control::events::{Affected, Event};
     use crate::daemon::persistence::state_keys::tests::reservation;
 
     #[test]

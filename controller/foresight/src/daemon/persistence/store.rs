@@ -25,7 +25,7 @@ impl Store {
     }
 
     /// Persist before anything is answered (the switches write meanwhile,
-    /// [`crate::daemon::controller::Controller::commit`]). A file that cannot
+    /// [`crate::daemon::control::controller::Controller::commit`]). A file that cannot
     /// be written is counted and logged (the controller goes on); a leader
     /// that cannot commit to etcd steps down, since another replica may
     /// already lead. Whether the store now holds `state` (what it did not

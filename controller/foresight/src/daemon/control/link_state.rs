@@ -5,8 +5,8 @@
 //! link event and the re-planned reservations.
 
 use super::controller::{Controller, Mutation};
-use super::engine::LinkChange;
 use super::events::{Affected, Event};
+use crate::daemon::engine::LinkChange;
 use crate::daemon::monitoring::api;
 
 impl Controller {

@@ -15,9 +15,9 @@ use p4rt::P4Info;
 use planner::Topology;
 use tokio::sync::{broadcast, oneshot, watch, Notify};
 
-use super::engine::{Engine, Restored};
 use super::events::Event;
 use super::limits::TenantLimits;
+use crate::daemon::engine::{Engine, Restored};
 use crate::daemon::inputs::clock::now_unix_ns;
 use crate::daemon::inputs::learning::Learning;
 use crate::daemon::inputs::telemetry::LinkLoads;
@@ -34,7 +34,7 @@ pub struct Inner {
 }
 
 pub struct Controller {
-    pub(super) inner: tokio::sync::Mutex<Inner>,
+    pub(in crate::daemon) inner: tokio::sync::Mutex<Inner>,
     pub switches: BTreeMap<String, SwitchHandle>,
     pub metrics: Arc<Metrics>,
     pub loads: Arc<LinkLoads>,
@@ -43,21 +43,21 @@ pub struct Controller {
     /// (an admission, an install, an expiry): the operator's page follows
     /// it to redraw without polling, whatever the change was.
     pub settled: watch::Sender<u64>,
-    pub(super) wake: Notify,
+    pub(in crate::daemon) wake: Notify,
     pub topo: &'static Topology,
-    pub(super) info: Arc<P4Info>,
-    pub(super) store: Store,
+    pub(in crate::daemon) info: Arc<P4Info>,
+    pub(in crate::daemon) store: Store,
     pub lead_ns: u64,
-    pub(super) started: Instant,
-    pub(super) restored: Restored,
-    pub(super) startup_reconcile_ms: StdMutex<Option<f64>>,
-    pub(super) ndsp_addr: SocketAddr,
-    pub(super) http_addr: SocketAddr,
-    pub(super) election_id: u128,
+    pub(in crate::daemon) started: Instant,
+    pub(in crate::daemon) restored: Restored,
+    pub(in crate::daemon) startup_reconcile_ms: StdMutex<Option<f64>>,
+    pub(in crate::daemon) ndsp_addr: SocketAddr,
+    pub(in crate::daemon) http_addr: SocketAddr,
+    pub(in crate::daemon) election_id: u128,
     /// Learned periodic schedules, when on.
     pub learning: Option<Arc<StdMutex<Learning>>>,
     /// Leaves that hold the watch entries of learned jobs.
-    pub(super) watched_leaves: StdMutex<BTreeSet<String>>,
+    pub(in crate::daemon) watched_leaves: StdMutex<BTreeSet<String>>,
     /// Per-tenant limits and request rates.
     pub admission: TenantLimits,
 }
@@ -144,7 +144,12 @@ impl Controller {
     /// unanswered request is resent. Call with the engine locked; await
     /// the acks after unlocking (switch tasks apply states in the order
     /// they were sent).
-    pub(super) async fn commit(&self, inner: &mut Inner, now: u64, changed: bool) -> Acks {
+    pub(in crate::daemon) async fn commit(
+        &self,
+        inner: &mut Inner,
+        now: u64,
+        changed: bool,
+    ) -> Acks {
         let acks = match inner.compiler.changes(&inner.engine.state, now) {
             Ok(desired) => desired
                 .into_iter()

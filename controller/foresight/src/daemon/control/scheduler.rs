@@ -14,7 +14,7 @@ impl Controller {
     /// The install/expiry loop: sleeps until the next moment the intended
     /// state changes, retires what expired, and commits. Its own commit
     /// wakes it too, which only makes it read the next moment again.
-    pub(super) async fn scheduler(self: Arc<Self>) {
+    pub(in crate::daemon) async fn scheduler(self: Arc<Self>) {
         // Events are looked for after the last commit, not after "now":
         // one that falls due while a commit is in flight is not skipped.
         let mut last = now_unix_ns();

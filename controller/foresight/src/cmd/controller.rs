@@ -18,7 +18,7 @@ use serde::Deserialize;
 use super::millis::{ms_to_ns, MAX_MS};
 use super::target_args::TargetArgs;
 use crate::daemon::control::limits::Limits;
-use crate::daemon::follow::{FollowConfig, FollowFrom};
+use crate::daemon::feedback::follow::{FollowConfig, FollowFrom};
 use crate::daemon::inputs::learning::{LearnFrom, LearningConfig};
 use crate::daemon::inputs::telemetry::{MismatchTolerance, TelemetryConfig};
 use crate::daemon::southbound::desired::Policy;

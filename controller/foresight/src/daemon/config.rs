@@ -99,7 +99,7 @@ pub struct Config {
     pub learning: Option<LearningConfig>,
     /// Extend reservations whose flows still send, release those whose
     /// flows stopped (`--follow-traffic`).
-    pub follow: Option<super::follow::FollowConfig>,
+    pub follow: Option<crate::daemon::feedback::follow::FollowConfig>,
     /// Per-tenant limits.
     pub limits: Limits,
     /// Largest NDSP request the server decodes, bytes.
@@ -118,7 +118,7 @@ impl Config {
             .is_some_and(|l| matches!(l.from, LearnFrom::Counters { .. }));
         let follows_counters = self
             .follow
-            .is_some_and(|f| f.from == super::follow::FollowFrom::Counters);
+            .is_some_and(|f| f.from == crate::daemon::feedback::follow::FollowFrom::Counters);
         self.policy.collector.is_some() || learns_from_counters || follows_counters
     }
 }

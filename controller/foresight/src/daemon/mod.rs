@@ -30,9 +30,9 @@
 //! Loops and commands that change the state through `transact`:
 //! * [`service`] — the NDSP gRPC service ([`leader_gate`] in front of it);
 //! * [`control::scheduler`] — installs and expiries at their moments;
-//! * [`predictions`] — reserving what learning predicts ([`inputs::learning`],
-//!   fed by [`inputs::telemetry`] or [`watch_counters`]);
-//! * [`follow`] — reservations that follow their traffic: extended while
+//! * [`feedback::predictions`] — reserving what learning predicts ([`inputs::learning`],
+//!   fed by [`inputs::telemetry`] or [`feedback::watch_counters`]);
+//! * [`feedback::follow`] — reservations that follow their traffic: extended while
 //!   it runs, released when it stops;
 //! * [`control::link_state`] — the operator's link down/up.
 //!
@@ -43,7 +43,7 @@
 //!
 //! Watching and reading:
 //! * [`inputs::telemetry`] — INT report collector and link loads;
-//! * [`forecast_mismatches`] — traffic that differs from its forecast;
+//! * [`feedback::forecast_mismatches`] — traffic that differs from its forecast;
 //! * [`views`] — read-only views (status, a switch's entries, paths);
 //! * [`live_view`] — what the operator's web page reads (the fabric's
 //!   layout, reservations over time with their links, jobs);
@@ -54,8 +54,7 @@ pub mod admin_token;
 pub mod config;
 pub mod control;
 pub mod engine;
-pub mod follow;
-pub mod forecast_mismatches;
+pub mod feedback;
 pub mod http;
 pub mod identity;
 pub mod inputs;
@@ -63,12 +62,10 @@ pub mod leader_gate;
 pub mod live_view;
 pub mod monitoring;
 pub mod persistence;
-pub mod predictions;
 pub mod service;
 pub mod southbound;
 pub mod startup;
 pub mod views;
-pub mod watch_counters;
 
 pub use config::{Config, EntropyConfig, ReoptimizeMode, SteeringMode, Switches};
 pub use inputs::clock::now_unix_ns;

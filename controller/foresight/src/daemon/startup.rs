@@ -25,9 +25,9 @@ use super::http;
 use super::identity::Mtls;
 use super::leader_gate::LeaderGate;
 use super::service;
-use super::watch_counters::WatchCounters;
 use crate::daemon::control::controller::{Controller, Inner};
 use crate::daemon::control::limits::TenantLimits;
+use crate::daemon::feedback::watch_counters::WatchCounters;
 use crate::daemon::inputs::clock::now_unix_ns;
 use crate::daemon::inputs::learning::{LearnFrom, Learning, LearningConfig};
 use crate::daemon::inputs::requests;
@@ -189,7 +189,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         start_predictions(&controller, l).await?;
     }
     if let Some(f) = config.follow {
-        super::follow::start(&controller, f)?;
+        crate::daemon::feedback::follow::start(&controller, f)?;
     }
     // The admin port now serves the leader's routes (a follower's until now).
     let _ = http_apps.send(http::router(

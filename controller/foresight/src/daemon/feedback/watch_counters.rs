@@ -124,7 +124,7 @@ impl Controller {
     /// Every `poll_ns`, read the watch counters of the switches `leaves`
     /// names (asked anew each poll) and hand what each host pair sent since
     /// the last read to `record` (source, destination, bytes, when).
-    pub(super) async fn poll_watch_counters(
+    pub(in crate::daemon) async fn poll_watch_counters(
         self: Arc<Self>,
         mut counters: WatchCounters,
         poll_ns: u64,

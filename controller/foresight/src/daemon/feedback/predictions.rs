@@ -18,7 +18,7 @@ use crate::daemon::persistence::state_records;
 impl Controller {
     /// Bring learning's job list and the INT watch of their host pairs in
     /// line with the registered jobs (after a registration or a cancel).
-    pub(super) fn sync_jobs(&self, inner: &mut Inner) {
+    pub(in crate::daemon) fn sync_jobs(&self, inner: &mut Inner) {
         let Some(learning) = &self.learning else {
             return;
         };
@@ -35,7 +35,7 @@ impl Controller {
 
     /// The prediction loop: close the jobs' quiet iterations, reserve what
     /// the learners predict, withdraw what stopped matching.
-    pub(super) async fn learn(self: Arc<Self>, idle_ns: u64) {
+    pub(in crate::daemon) async fn learn(self: Arc<Self>, idle_ns: u64) {
         let Some(learning) = self.learning.clone() else {
             return;
         };

@@ -16,10 +16,10 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::engine::{Engine, Extended, NoExtension, Released};
 use super::watch_counters::WatchCounters;
 use crate::daemon::control::controller::{Controller, Inner, Mutation};
 use crate::daemon::control::events::Event;
+use crate::daemon::engine::{Engine, Extended, NoExtension, Released};
 use crate::daemon::inputs::clock::now_unix_ns;
 use crate::daemon::persistence::live_reservations::LiveReservations;
 use crate::daemon::persistence::state_records::{FlowRecord, Lifecycle, Reservation};
@@ -105,7 +105,10 @@ struct Decisions {
 /// Start following (after learning, if any, is started): the loop, and
 /// with `--follow-from counters` the poll of the watch counters at the
 /// ingress leaves of installed reserved flows.
-pub(super) fn start(controller: &Arc<Controller>, config: FollowConfig) -> anyhow::Result<()> {
+pub(in crate::daemon) fn start(
+    controller: &Arc<Controller>,
+    config: FollowConfig,
+) -> anyhow::Result<()> {
     let activity = Arc::new(Mutex::new(PairActivity::default()));
     let leaves = Arc::new(Mutex::new(BTreeSet::new()));
     if config.from == FollowFrom::Counters {

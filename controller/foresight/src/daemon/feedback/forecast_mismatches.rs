@@ -15,7 +15,7 @@ impl Controller {
     /// Compare every installed reserved flow with what INT reports show
     /// of it (first seen, rate of its ingress port) and publish a forecast
     /// mismatch once per flow, revision and kind.
-    pub(super) async fn forecast_watch(self: Arc<Self>, tol: MismatchTolerance) {
+    pub(in crate::daemon) async fn forecast_watch(self: Arc<Self>, tol: MismatchTolerance) {
         let period = Duration::from_nanos((tol.start_ns / 4).clamp(5_000_000, 100_000_000));
         let mut sent: std::collections::HashSet<(String, u64, usize, MismatchKind)> =
             std::collections::HashSet::new();

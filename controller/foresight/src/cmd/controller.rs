@@ -655,20 +655,22 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         admin_token: cmd
             .admin_token_file
             .as_deref()
-            .map(daemon::admin_token::AdminToken::from_file)
+            .map(daemon::northbound::admin_token::AdminToken::from_file)
             .transpose()?,
         int_listen: cmd.int_listen,
         state_file,
         election_id: cmd.election_id,
         ha: ha_config(&cmd)?,
         mtls: match (&cmd.tls_cert, &cmd.tls_key, &cmd.tls_client_ca) {
-            (Some(cert), Some(key), Some(ca)) => Some(daemon::identity::Mtls::from_files(
-                cert,
-                key,
-                ca,
-                cmd.operators.iter().cloned().collect(),
-                cmd.scrapers.iter().cloned().collect(),
-            )?),
+            (Some(cert), Some(key), Some(ca)) => {
+                Some(daemon::northbound::identity::Mtls::from_files(
+                    cert,
+                    key,
+                    ca,
+                    cmd.operators.iter().cloned().collect(),
+                    cmd.scrapers.iter().cloned().collect(),
+                )?)
+            }
             _ => None,
         },
         planner: PlannerConfig {

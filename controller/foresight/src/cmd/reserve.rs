@@ -18,8 +18,8 @@ use super::controller::DEFAULT_NDSP;
 use super::millis::{ms_to_ns, MAX_MS};
 use super::text_table;
 use super::tls_failure::{self, TlsFailure};
+use crate::daemon::northbound::service::INSTALL_US_METADATA;
 use crate::daemon::now_unix_ns;
-use crate::daemon::service::INSTALL_US_METADATA;
 
 /// How to reach the controller.
 #[derive(Args, Clone)]
@@ -566,7 +566,7 @@ pub async fn call<Req: Clone, Resp>(
                         answer_lost |= status.code() != tonic::Code::Unavailable;
                         leader = status
                             .metadata()
-                            .get(crate::daemon::leader_gate::LEADER_METADATA)
+                            .get(crate::daemon::northbound::leader_gate::LEADER_METADATA)
                             .and_then(|v| v.to_str().ok())
                             .map(String::from);
                         explain(status)

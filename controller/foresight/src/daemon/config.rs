@@ -10,11 +10,11 @@ use std::time::Duration;
 use installer::Devices;
 use planner::{PlannerConfig, Topology};
 
-use super::admin_token::AdminToken;
-use super::identity::Mtls;
 use crate::daemon::control::limits::Limits;
 use crate::daemon::inputs::learning::{LearnFrom, LearningConfig};
 use crate::daemon::inputs::telemetry::{MismatchTolerance, TelemetryConfig};
+use crate::daemon::northbound::admin_token::AdminToken;
+use crate::daemon::northbound::identity::Mtls;
 use crate::daemon::persistence::ha::HaConfig;
 use crate::daemon::southbound::desired::Policy;
 use crate::fabric::{Endpoint, Pipeline};

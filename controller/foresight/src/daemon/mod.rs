@@ -28,7 +28,7 @@
 //! * [`control::limits`] — what one tenant may ask (reservations, requests/s).
 //!
 //! Loops and commands that change the state through `transact`:
-//! * [`service`] — the NDSP gRPC service ([`leader_gate`] in front of it);
+//! * [`northbound::service`] — the NDSP gRPC service ([`northbound::leader_gate`] in front of it);
 //! * [`control::scheduler`] — installs and expiries at their moments;
 //! * [`feedback::predictions`] — reserving what learning predicts ([`inputs::learning`],
 //!   fed by [`inputs::telemetry`] or [`feedback::watch_counters`]);
@@ -44,28 +44,22 @@
 //! Watching and reading:
 //! * [`inputs::telemetry`] — INT report collector and link loads;
 //! * [`feedback::forecast_mismatches`] — traffic that differs from its forecast;
-//! * [`views`] — read-only views (status, a switch's entries, paths);
-//! * [`live_view`] — what the operator's web page reads (the fabric's
+//! * [`northbound::views`] — read-only views (status, a switch's entries, paths);
+//! * [`northbound::live_view`] — what the operator's web page reads (the fabric's
 //!   layout, reservations over time with their links, jobs);
-//! * [`monitoring::metrics`], [`http`], [`monitoring::api`], [`admin_token`], [`identity`] —
+//! * [`monitoring::metrics`], [`northbound::http`], [`monitoring::api`], [`northbound::admin_token`], [`northbound::identity`] —
 //!   Prometheus, the admin endpoint, and who may call what.
 
-pub mod admin_token;
 pub mod config;
 pub mod control;
 pub mod engine;
 pub mod feedback;
-pub mod http;
-pub mod identity;
 pub mod inputs;
-pub mod leader_gate;
-pub mod live_view;
 pub mod monitoring;
+pub mod northbound;
 pub mod persistence;
-pub mod service;
 pub mod southbound;
 pub mod startup;
-pub mod views;
 
 pub use config::{Config, EntropyConfig, ReoptimizeMode, SteeringMode, Switches};
 pub use inputs::clock::now_unix_ns;

@@ -18,9 +18,9 @@ use ndsp::Validate;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use super::engine::{to_ndsp, PlanTiming, Planned, Refusal};
 use crate::daemon::control::controller::{Controller, Inner, Mutation};
 use crate::daemon::control::events::Event;
+use crate::daemon::engine::{to_ndsp, PlanTiming, Planned, Refusal};
 use crate::daemon::inputs::clock::now_unix_ns;
 use crate::daemon::inputs::learning::announced_iteration;
 use crate::daemon::inputs::requests::{collective_key, demand_keys, recorded_registration};

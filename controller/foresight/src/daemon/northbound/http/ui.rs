@@ -19,15 +19,15 @@ use tokio::sync::watch;
 use super::access::{Read, Viewer};
 use super::{error, pretty_json, Shared};
 use crate::daemon::control::events::Event;
-use crate::daemon::live_view::MAX_WINDOW_S;
+use crate::daemon::northbound::live_view::MAX_WINDOW_S;
 
 /// A comment on an idle event stream this often, so that proxies and the
 /// browser keep it open and a dead client is noticed.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-const INDEX_HTML: &str = include_str!("../../../ui/index.html");
-const APP_JS: &str = include_str!("../../../ui/app.js");
-const APP_CSS: &str = include_str!("../../../ui/app.css");
+const INDEX_HTML: &str = include_str!("../../../../ui/index.html");
+const APP_JS: &str = include_str!("../../../../ui/app.js");
+const APP_CSS: &str = include_str!("../../../../ui/app.css");
 
 /// `GET /ui`.
 pub async fn page(Extension(viewer): Extension<Viewer>) -> Response {

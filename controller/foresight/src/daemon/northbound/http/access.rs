@@ -7,8 +7,8 @@
 //! caller identity and reads stay open, as on a loopback deployment (the
 //! write still needs the token when one is configured: `operator_only`).
 
-use crate::daemon::admin_token::AdminToken;
-use crate::daemon::identity::Caller;
+use crate::daemon::northbound::admin_token::AdminToken;
+use crate::daemon::northbound::identity::Caller;
 
 /// Who is reading.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -802,7 +802,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(daemon::startup::run(config))
+    runtime.block_on(daemon::running::startup::run(config))
 }
 
 /// The replica settings, when --etcd is given.

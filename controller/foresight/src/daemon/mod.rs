@@ -1,56 +1,46 @@
 //! The controller daemon (`foresight controller`). This file is only its
-//! map: the modules, and the names the rest of the crate uses.
+//! map: the folders, and the names the rest of the crate uses.
 //!
-//! Running it:
-//! * [`config`] — what the command line becomes;
-//! * [`startup`] — start-up and shutdown, step by step;
-//! * [`control::controller`] — the controller and `transact`, the one way a change
+//! Each folder calls only folders listed below it (its `mod.rs` says
+//! which), so no two call each other:
+//! * [`running`] — what the command line becomes ([`running::config`]),
+//!   start-up and shutdown step by step ([`running::startup`]);
+//! * [`northbound`] — what clients and operators reach: the NDSP gRPC
+//!   service ([`northbound::service`], [`northbound::leader_gate`] in front
+//!   of it), the admin endpoint ([`northbound::http`]), the read-only views
+//!   it answers with ([`northbound::views`], [`northbound::live_view`]),
+//!   and who may call what ([`northbound::identity`],
+//!   [`northbound::admin_token`]);
+//! * [`feedback`] — loops acting on what the traffic shows:
+//!   [`feedback::watch_counters`] polled, reservations that
+//!   [`feedback::follow`] their traffic, [`feedback::predictions`]
+//!   reserved, [`feedback::forecast_mismatches`] told;
+//! * [`control`] — the controller and `transact`, the one way a change
 //!   reaches the switches (lock, mutate, commit, reschedule, acknowledge,
-//!   publish);
-//! * [`inputs::clock`] — Unix time in ns;
-//! * [`control::events`] — what `WatchEvents` streams relay.
-//!
-//! Deciding:
+//!   publish: [`control::controller`]), what `WatchEvents` streams relay
+//!   ([`control::events`]), what one tenant may ask ([`control::limits`]),
+//!   installs and expiries at their moments ([`control::scheduler`]), the
+//!   operator's link down/up ([`control::link_state`]);
 //! * [`engine`] — NDSP requests → planner → reservation records (no I/O);
-//! * [`inputs::requests`] — what the engine is handed beside a validated request
-//!   (idempotency keys, recorded registrations, predicted batches);
-//! * [`persistence::state_records`] — the records it is made of: jobs, links down,
-//!   reservations with their flows and outcome;
-//! * [`persistence::state`] — the intended state that holds them, and its file;
-//! * [`persistence::history`] — the finished reservations it remembers (bounded);
-//! * [`persistence::live_reservations`] — the live reservations, indexed (by id,
-//!   subject, time) and with what changed since the last commit;
-//! * [`persistence::state_keys`] — the state as keyed records, and what a commit of it
-//!   writes and deletes;
-//! * [`persistence::store`], [`persistence::journal`], [`persistence::ha`] — where it survives: a state file (a
-//!   snapshot and a journal of commits), or etcd for replicas that elect
-//!   a leader;
-//! * [`control::limits`] — what one tenant may ask (reservations, requests/s).
+//! * [`inputs`] — what it decides from besides the state: the clock
+//!   ([`inputs::clock`]), requests as the engine takes them
+//!   ([`inputs::requests`]), INT reports and link loads
+//!   ([`inputs::telemetry`]), learned iterations ([`inputs::learning`]);
+//! * [`southbound`] — what every switch should hold at a given moment
+//!   ([`southbound::desired`]) and one task per switch
+//!   ([`southbound::switches`]);
+//! * [`persistence`] — the records ([`persistence::state_records`]), the
+//!   state that holds them ([`persistence::state`],
+//!   [`persistence::history`], [`persistence::live_reservations`]), the
+//!   state as keyed records ([`persistence::state_keys`]), and where it
+//!   survives ([`persistence::store`]: the state file's
+//!   [`persistence::journal`], or etcd for replicas, [`persistence::ha`]);
+//! * [`monitoring`] — the admin views' JSON ([`monitoring::api`]), what
+//!   each switch task publishes ([`monitoring::switch_status`]), and the
+//!   Prometheus [`monitoring::metrics`].
 //!
-//! Loops and commands that change the state through `transact`:
-//! * [`northbound::service`] — the NDSP gRPC service ([`northbound::leader_gate`] in front of it);
-//! * [`control::scheduler`] — installs and expiries at their moments;
-//! * [`feedback::predictions`] — reserving what learning predicts ([`inputs::learning`],
-//!   fed by [`inputs::telemetry`] or [`feedback::watch_counters`]);
-//! * [`feedback::follow`] — reservations that follow their traffic: extended while
-//!   it runs, released when it stops;
-//! * [`control::link_state`] — the operator's link down/up.
-//!
-//! The switches:
-//! * [`southbound::desired`] — what every switch should hold at a given moment;
-//! * [`southbound::switches`] — one task per switch: session, pipeline, reconcile, writes;
-//! * [`monitoring::switch_status`] — what each switch task publishes about its switch.
-//!
-//! Watching and reading:
-//! * [`inputs::telemetry`] — INT report collector and link loads;
-//! * [`feedback::forecast_mismatches`] — traffic that differs from its forecast;
-//! * [`northbound::views`] — read-only views (status, a switch's entries, paths);
-//! * [`northbound::live_view`] — what the operator's web page reads (the fabric's
-//!   layout, reservations over time with their links, jobs);
-//! * [`monitoring::metrics`], [`northbound::http`], [`monitoring::api`], [`northbound::admin_token`], [`northbound::identity`] —
-//!   Prometheus, the admin endpoint, and who may call what.
+//! `inputs` and `southbound` do not call each other.
 
-pub mod config;
 pub mod control;
 pub mod engine;
 pub mod feedback;
@@ -58,8 +48,8 @@ pub mod inputs;
 pub mod monitoring;
 pub mod northbound;
 pub mod persistence;
+pub mod running;
 pub mod southbound;
-pub mod startup;
 
-pub use config::{Config, EntropyConfig, ReoptimizeMode, SteeringMode, Switches};
 pub use inputs::clock::now_unix_ns;
+pub use running::config::{Config, EntropyConfig, ReoptimizeMode, SteeringMode, Switches};

@@ -20,9 +20,9 @@ use serde::Serialize;
 use tokio::sync::{broadcast, Notify};
 
 use super::config::{Config, EntropyConfig, ReoptimizeMode, Switches};
-use super::engine::{Engine, EntropySteering, Reoptimization, Restored};
 use crate::daemon::control::controller::{Controller, Inner};
 use crate::daemon::control::limits::TenantLimits;
+use crate::daemon::engine::{Engine, EntropySteering, Reoptimization, Restored};
 use crate::daemon::feedback::watch_counters::WatchCounters;
 use crate::daemon::inputs::clock::now_unix_ns;
 use crate::daemon::inputs::learning::{LearnFrom, Learning, LearningConfig};

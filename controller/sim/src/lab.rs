@@ -498,7 +498,7 @@ impl<'t> Scenario<'t> {
             let ok = match mode {
                 LabMode::Spray => fabric.sprayed(c.src, c.dst, &mut uses),
                 LabMode::Flowlet => {
-                    let d = crate::draw(settings.reorder.seed, i as u64);
+                    let d = crate::policies::router::draw(settings.reorder.seed, i as u64);
                     fabric.random(c.src, c.dst, d, &mut uses)
                 }
                 _ => {

@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 
 use super::client_tls::ClientTls;
 use super::tls_failure::{self, TlsFailure};
-use crate::daemon::admin_token::AdminToken;
+use crate::daemon::northbound::admin_token::AdminToken;
 
 /// Time to reach the controller (and finish a TLS handshake).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

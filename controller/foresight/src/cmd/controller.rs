@@ -17,11 +17,12 @@ use serde::Deserialize;
 
 use super::millis::{ms_to_ns, MAX_MS};
 use super::target_args::TargetArgs;
-use crate::daemon::follow::{FollowConfig, FollowFrom};
-use crate::daemon::learning::{LearnFrom, LearningConfig};
-use crate::daemon::limits::Limits;
-use crate::daemon::telemetry::{MismatchTolerance, TelemetryConfig};
-use crate::daemon::{self, desired::Policy, Switches};
+use crate::daemon::control::limits::Limits;
+use crate::daemon::feedback::follow::{FollowConfig, FollowFrom};
+use crate::daemon::inputs::learning::{LearnFrom, LearningConfig};
+use crate::daemon::inputs::telemetry::{MismatchTolerance, TelemetryConfig};
+use crate::daemon::southbound::desired::Policy;
+use crate::daemon::{self, Switches};
 use crate::fabric::{Endpoint, Pipeline};
 use planner::periodic::LearnerConfig;
 
@@ -664,20 +665,22 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
         admin_token: cmd
             .admin_token_file
             .as_deref()
-            .map(daemon::admin_token::AdminToken::from_file)
+            .map(daemon::northbound::admin_token::AdminToken::from_file)
             .transpose()?,
         int_listen: cmd.int_listen,
         state_file,
         election_id: cmd.election_id,
         ha: ha_config(&cmd)?,
         mtls: match (&cmd.tls_cert, &cmd.tls_key, &cmd.tls_client_ca) {
-            (Some(cert), Some(key), Some(ca)) => Some(daemon::identity::Mtls::from_files(
-                cert,
-                key,
-                ca,
-                cmd.operators.iter().cloned().collect(),
-                cmd.scrapers.iter().cloned().collect(),
-            )?),
+            (Some(cert), Some(key), Some(ca)) => {
+                Some(daemon::northbound::identity::Mtls::from_files(
+                    cert,
+                    key,
+                    ca,
+                    cmd.operators.iter().cloned().collect(),
+                    cmd.scrapers.iter().cloned().collect(),
+                )?)
+            }
             _ => None,
         },
         planner: PlannerConfig {
@@ -810,11 +813,11 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(daemon::startup::run(config))
+    runtime.block_on(daemon::running::startup::run(config))
 }
 
 /// The replica settings, when --etcd is given.
-fn ha_config(cmd: &ControllerCmd) -> anyhow::Result<Option<daemon::ha::HaConfig>> {
+fn ha_config(cmd: &ControllerCmd) -> anyhow::Result<Option<daemon::persistence::ha::HaConfig>> {
     if cmd.etcd.is_empty() {
         return Ok(None);
     }
@@ -841,7 +844,7 @@ fn ha_config(cmd: &ControllerCmd) -> anyhow::Result<Option<daemon::ha::HaConfig>
             std::process::id()
         ),
     };
-    Ok(Some(daemon::ha::HaConfig {
+    Ok(Some(daemon::persistence::ha::HaConfig {
         endpoints: cmd.etcd.clone(),
         prefix: cmd.etcd_prefix.clone(),
         replica,

@@ -7,7 +7,7 @@ use clap::Args;
 use super::admin_client::Admin;
 use super::client_tls::ClientTls;
 use super::controller::DEFAULT_HTTP;
-use crate::daemon::api::EntriesView;
+use crate::daemon::monitoring::api::EntriesView;
 
 #[derive(Args)]
 pub struct EntriesCmd {

@@ -10,8 +10,8 @@ use anyhow::Context;
 use clap::Args;
 use planner::topology::yaml;
 
+use crate::daemon::inputs::telemetry::parse_report;
 use crate::daemon::now_unix_ns;
-use crate::daemon::telemetry::parse_report;
 
 #[derive(Args)]
 pub struct IntCollectCmd {

@@ -7,8 +7,8 @@ use clap::{Args, ValueEnum};
 use super::admin_client::Admin;
 use super::client_tls::ClientTls;
 use super::controller::DEFAULT_HTTP;
-use crate::daemon::admin_token::AdminToken;
-use crate::daemon::api::LinkChangeView;
+use crate::daemon::monitoring::api::LinkChangeView;
+use crate::daemon::northbound::admin_token::AdminToken;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum LinkState {

@@ -29,11 +29,11 @@ use prost::Message;
 use serde::Serialize;
 
 use super::topo::FabricPreset;
-use crate::daemon::desired::{Compiler, Policy};
 use crate::daemon::engine::Engine;
+use crate::daemon::inputs::requests::{collective_key, demand_keys, recorded_registration};
 use crate::daemon::now_unix_ns;
-use crate::daemon::requests::{collective_key, demand_keys, recorded_registration};
-use crate::daemon::state::State;
+use crate::daemon::persistence::state::State;
+use crate::daemon::southbound::desired::{Compiler, Policy};
 
 const TENANT: &str = "scale";
 const JOB: &str = "scale";

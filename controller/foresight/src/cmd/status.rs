@@ -7,7 +7,7 @@ use super::admin_client::Admin;
 use super::client_tls::ClientTls;
 use super::controller::DEFAULT_HTTP;
 use super::text_table;
-use crate::daemon::api::StatusView;
+use crate::daemon::monitoring::api::StatusView;
 
 #[derive(Args)]
 pub struct StatusCmd {
@@ -187,7 +187,7 @@ pub fn render(s: &StatusView) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::api::tests::sample;
+    use crate::daemon::monitoring::api::tests::sample;
 
     /// The lines of the table that starts with the line holding `header`.
     fn table_lines<'a>(text: &'a str, header: &str) -> Vec<&'a str> {

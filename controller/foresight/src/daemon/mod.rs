@@ -1,92 +1,55 @@
 //! The controller daemon (`foresight controller`). This file is only its
-//! map: the modules, and the names the rest of the crate uses.
+//! map: the folders, and the names the rest of the crate uses.
 //!
-//! Running it:
-//! * [`config`] — what the command line becomes;
-//! * [`startup`] — start-up and shutdown, step by step;
-//! * [`controller`] — the controller and `transact`, the one way a change
+//! Each folder calls only folders listed below it (its `mod.rs` says
+//! which), so no two call each other:
+//! * [`running`] — what the command line becomes ([`running::config`]),
+//!   start-up and shutdown step by step ([`running::startup`]);
+//! * [`northbound`] — what clients and operators reach: the NDSP gRPC
+//!   service ([`northbound::service`], [`northbound::leader_gate`] in front
+//!   of it), the admin endpoint ([`northbound::http`]), the read-only views
+//!   it answers with ([`northbound::views`], [`northbound::live_view`]),
+//!   and who may call what ([`northbound::identity`],
+//!   [`northbound::admin_token`]);
+//! * [`feedback`] — loops acting on what the traffic shows:
+//!   [`feedback::watch_counters`] polled, reservations that
+//!   [`feedback::follow`] their traffic, [`feedback::predictions`]
+//!   reserved, [`feedback::forecast_mismatches`] told;
+//! * [`control`] — the controller and `transact`, the one way a change
 //!   reaches the switches (lock, mutate, commit, reschedule, acknowledge,
-//!   publish);
-//! * [`clock`] — Unix time in ns;
-//! * [`events`] — what `WatchEvents` streams relay.
-//!
-//! Deciding:
+//!   publish: [`control::controller`]), what `WatchEvents` streams relay
+//!   ([`control::events`]), what one tenant may ask ([`control::limits`]),
+//!   installs and expiries at their moments ([`control::scheduler`]), the
+//!   operator's link down/up ([`control::link_state`]);
 //! * [`engine`] — NDSP requests → planner → reservation records (no I/O);
-//! * [`requests`] — what the engine is handed beside a validated request
-//!   (idempotency keys, recorded registrations, predicted batches);
-//! * [`state_records`] — the records it is made of: jobs, links down,
-//!   reservations with their flows and outcome;
-//! * [`state`] — the intended state that holds them, and its file;
-//! * [`history`] — the finished reservations it remembers (bounded);
-//! * [`live_reservations`] — the live reservations, indexed (by id,
-//!   subject, time) and with what changed since the last commit;
-//! * [`state_keys`] — the state as keyed records, and what a commit of it
-//!   writes and deletes;
-//! * [`store`], [`journal`], [`ha`] — where it survives: a state file (a
-//!   snapshot and a journal of commits), or etcd for replicas that elect
-//!   a leader;
-//! * [`limits`] — what one tenant may ask (reservations, requests/s).
+//! * [`inputs`] — what it decides from besides the state: the clock
+//!   ([`inputs::clock`]), requests as the engine takes them
+//!   ([`inputs::requests`]), INT reports and link loads
+//!   ([`inputs::telemetry`]), learned iterations ([`inputs::learning`]);
+//! * [`southbound`] — what every switch should hold at a given moment
+//!   ([`southbound::desired`]) and one task per switch
+//!   ([`southbound::switches`]);
+//! * [`persistence`] — the records ([`persistence::state_records`]), the
+//!   state that holds them ([`persistence::state`],
+//!   [`persistence::history`], [`persistence::live_reservations`]), the
+//!   state as keyed records ([`persistence::state_keys`]), and where it
+//!   survives ([`persistence::store`]: the state file's
+//!   [`persistence::journal`], or etcd for replicas, [`persistence::ha`]);
+//! * [`monitoring`] — the admin views' JSON ([`monitoring::api`]), what
+//!   each switch task publishes ([`monitoring::switch_status`]), and the
+//!   Prometheus [`monitoring::metrics`].
 //!
-//! Loops and commands that change the state through `transact`:
-//! * [`service`] — the NDSP gRPC service ([`leader_gate`] in front of it);
-//! * [`scheduler`] — installs and expiries at their moments;
-//! * [`predictions`] — reserving what learning predicts ([`learning`],
-//!   fed by [`telemetry`] or [`watch_counters`]);
-//! * [`follow`] — reservations that follow their traffic: extended while
-//!   it runs, released when it stops;
-//! * [`link_state`] — the operator's link down/up.
-//!
-//! The switches:
-//! * [`desired`] — what every switch should hold at a given moment;
-//! * [`switches`] — one task per switch: session, pipeline, reconcile, writes;
-//! * [`switch_status`] — what each switch task publishes about its switch.
-//!
-//! Watching and reading:
-//! * [`telemetry`] — INT report collector and link loads;
-//! * [`forecast_mismatches`] — traffic that differs from its forecast;
-//! * [`views`] — read-only views (status, a switch's entries, paths);
-//! * [`live_view`] — what the operator's web page reads (the fabric's
-//!   layout, reservations over time with their links, jobs);
-//! * [`metrics`], [`http`], [`api`], [`admin_token`], [`identity`] —
-//!   Prometheus, the admin endpoint, and who may call what.
+//! `inputs` and `southbound` do not call each other.
 
-pub mod admin_token;
-pub mod api;
-pub mod clock;
-pub mod config;
-pub mod controller;
-pub mod desired;
+pub mod control;
 pub mod engine;
-pub mod events;
-pub mod follow;
-pub mod forecast_mismatches;
-pub mod ha;
-pub mod history;
-pub mod http;
-pub mod identity;
-pub mod journal;
-pub mod leader_gate;
-pub mod learning;
-pub mod limits;
-pub mod link_state;
-pub mod live_reservations;
-pub mod live_view;
-pub mod metrics;
-pub mod predictions;
-pub mod requests;
-pub mod scheduler;
-pub mod service;
-pub mod startup;
-pub mod state;
-pub mod state_keys;
-pub mod state_records;
-pub mod store;
-pub mod switch_status;
-pub mod switches;
-pub mod telemetry;
-pub mod views;
-pub mod watch_counters;
+pub mod feedback;
+pub mod inputs;
+pub mod monitoring;
+pub mod northbound;
+pub mod persistence;
+pub mod running;
+pub mod southbound;
 
-pub use clock::now_unix_ns;
-pub use config::{Config, EntropyConfig, ReoptimizeMode, SteeringMode, Switches};
-pub use controller::Controller;
+pub use inputs::clock::now_unix_ns;
+pub use running::config::{Config, EntropyConfig, ReoptimizeMode, SteeringMode, Switches};

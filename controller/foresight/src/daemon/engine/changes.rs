@@ -11,7 +11,7 @@ use planner::demand::Flow;
 use super::outcome::Planned;
 use super::records::Engine;
 use super::refusal::Refusal;
-use crate::daemon::state_records::{Pattern, Reason, Reservation, Status, Subject};
+use crate::daemon::persistence::state_records::{Pattern, Reason, Reservation, Status, Subject};
 
 impl Engine {
     pub(super) fn cancel_at(&mut self, seq: u64) -> String {

@@ -15,7 +15,7 @@ use super::outcome::{FlowMeta, Opening, Planned};
 use super::patterns::shape_of;
 use super::records::{Engine, MAX_FLOWS_PER_RESERVATION};
 use super::refusal::{invalid, refuse_stale, Refusal};
-use crate::daemon::state_records::{Pattern, Reason, Status, Subject};
+use crate::daemon::persistence::state_records::{Pattern, Reason, Status, Subject};
 
 impl Engine {
     /// Expand and plan a collective over whole servers of the fabric.
@@ -361,7 +361,7 @@ mod tests {
 
     /// A 16-rank ring over two servers, from 100 to 300 ms after `T0`,
     /// submitted; its record.
-    fn two_server_ring(e: &mut Engine) -> crate::daemon::state_records::Reservation {
+    fn two_server_ring(e: &mut Engine) -> crate::daemon::persistence::state_records::Reservation {
         register(e, &["10.0.1.1", "10.0.2.1"]);
         let req = ring("ar", 16, 100 * MS, 200 * MS);
         let c = req.validate().unwrap();

@@ -13,7 +13,7 @@ use planner::demand::{DemandKind, Flow};
 use super::outcome::{FlowMeta, Opening, Pending, Planned, Superseded};
 use super::records::{Engine, MAX_FLOWS_PER_RESERVATION};
 use super::refusal::{invalid, refuse_stale, Refusal};
-use crate::daemon::state_records::{FlowRecord, Reason, Reservation, Status, Subject};
+use crate::daemon::persistence::state_records::{FlowRecord, Reason, Reservation, Status, Subject};
 
 impl Engine {
     /// Demands of `batch` that are not live already (an identical
@@ -406,8 +406,8 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use crate::daemon::learning::PredictedDemand;
-    use crate::daemon::requests::predicted_batch;
+    use crate::daemon::inputs::learning::PredictedDemand;
+    use crate::daemon::inputs::requests::predicted_batch;
 
     /// Job `job`'s predicted iteration `k`: h1 to h3 at 80 Gbit/s for
     /// 50 ms from `start` (rank 0 is on 10.0.1.1, rank 8 on 10.0.2.1).

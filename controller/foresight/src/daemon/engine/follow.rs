@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use planner::topology::EdgeId;
 
 use super::records::Engine;
-use crate::daemon::state_records::{FlowRecord, Reservation};
+use crate::daemon::persistence::state_records::{FlowRecord, Reservation};
 
 /// Why a reservation was not extended.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use ndsp::types as nt;
 
 use super::records::Engine;
-use crate::daemon::learning::JobHosts;
-use crate::daemon::state_records::Job;
+use crate::daemon::inputs::learning::JobHosts;
+use crate::daemon::persistence::state_records::Job;
 
 impl Engine {
     /// Register (or replace) a job's rank map. `recorded` is the

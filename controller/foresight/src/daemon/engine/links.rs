@@ -10,7 +10,7 @@ use ndsp::types as nt;
 
 use super::outcome::truncate;
 use super::records::Engine;
-use crate::daemon::state_records::{Hop, LinkRef, Reason, Reservation};
+use crate::daemon::persistence::state_records::{Hop, LinkRef, Reason, Reservation};
 
 /// What a link state change did.
 #[derive(Debug, Clone)]

@@ -12,14 +12,14 @@ use planner::demand::{Demand, DemandKind, Flow};
 
 use super::records::Engine;
 use super::steering::Hold;
-use crate::daemon::state_records::{
+use crate::daemon::persistence::state_records::{
     FlowRecord, Hop, Lifecycle, QpChoices, Reason, Reservation, Status, Subject,
 };
 
 /// Planner priority of each NDSP priority class (higher is planned first).
 fn planner_priority(p: nt::Priority) -> u8 {
     match p {
-        nt::Priority::Background => crate::daemon::desired::BACKGROUND_PRIORITY,
+        nt::Priority::Background => crate::daemon::southbound::desired::BACKGROUND_PRIORITY,
         nt::Priority::Standard => 64,
         nt::Priority::IterationBlocking => 128,
         nt::Priority::LatencyCritical => 192,

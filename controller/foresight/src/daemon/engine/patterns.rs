@@ -21,7 +21,9 @@ use planner::topology::{EdgeId, HostIdx};
 
 use super::outcome::{PlanTiming, Planned};
 use super::records::Engine;
-use crate::daemon::state_records::{FlowRecord, Pattern, PinnedFlow, Reason, Reservation, Status};
+use crate::daemon::persistence::state_records::{
+    FlowRecord, Pattern, PinnedFlow, Reason, Reservation, Status,
+};
 
 /// Most patterns one job keeps: each holds its SR entries for the job's
 /// life, so a job of many shapes (say pipeline stages) stops adopting
@@ -352,7 +354,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
-    use crate::daemon::state_records::Reservation;
+    use crate::daemon::persistence::state_records::Reservation;
 
     /// An engine with standing patterns on and the two-server job
     /// registered.

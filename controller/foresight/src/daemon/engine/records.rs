@@ -15,8 +15,8 @@ use planner::shares::{SharedPlanner, TenantShares};
 use planner::topology::HostIdx;
 use planner::{PlannerConfig, Topology};
 
-use crate::daemon::state::State;
-use crate::daemon::state_records::{Hop, Reservation, Status, Subject};
+use crate::daemon::persistence::state::State;
+use crate::daemon::persistence::state_records::{Hop, Reservation, Status, Subject};
 
 /// One flow as the ledger holds it: source NIC, path, window, bit/s.
 type LedgerFlow = (HostIdx, planner::Path, planner::Window, u64);
@@ -218,7 +218,7 @@ impl Engine {
         &mut self,
         seq: u64,
         advisory: String,
-        change: impl FnOnce(&mut [crate::daemon::state_records::FlowRecord]),
+        change: impl FnOnce(&mut [crate::daemon::persistence::state_records::FlowRecord]),
     ) -> Reservation {
         let mut r = self.state.reservations.record_mut(seq);
         change(&mut r.flows);

@@ -10,7 +10,9 @@ use planner::hash_profile::FabricHash;
 use planner::topology::Topology;
 
 use super::records::Engine;
-use crate::daemon::state_records::{FlowRecord, Hop, LinkRef, QpChoices, Reason, Status};
+use crate::daemon::persistence::state_records::{
+    FlowRecord, Hop, LinkRef, QpChoices, Reason, Status,
+};
 
 /// Entropy steering as the controller was started with it.
 #[derive(Clone, Debug)]
@@ -250,7 +252,10 @@ impl Engine {
 /// After some of `r`'s flows fell back to ECMP for `reason`: the
 /// least-served flow decides the reservation's status (PARTIAL while any
 /// flow is still reserved, FALLBACK_ECMP when none is).
-pub(super) fn settle_after_loss(r: &mut crate::daemon::state_records::Reservation, reason: Reason) {
+pub(super) fn settle_after_loss(
+    r: &mut crate::daemon::persistence::state_records::Reservation,
+    reason: Reason,
+) {
     let reserved = r.flows.iter().any(|f| f.status.reserves());
     r.status = if reserved {
         Status::Partial

@@ -9,12 +9,12 @@ pub use planner::{PlannerConfig, Topology};
 pub use testkit::requests::{demand, header};
 
 pub use super::*;
-pub use crate::daemon::desired::{Compiler, Policy};
-pub use crate::daemon::requests::{
+pub use crate::daemon::inputs::requests::{
     collective_key, demand_keys, recorded_registration, registered_jobs,
 };
-pub use crate::daemon::state::State;
-pub use crate::daemon::state_records::{Reason, Reservation, Status};
+pub use crate::daemon::persistence::state::State;
+pub use crate::daemon::persistence::state_records::{Reason, Reservation, Status};
+pub use crate::daemon::southbound::desired::{Compiler, Policy};
 use installer::ecn::EcnProfile;
 use ndsp::proto::collective;
 

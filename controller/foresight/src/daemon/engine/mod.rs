@@ -13,22 +13,21 @@
 //! [`Planned`] value: its records, the reservations moved for it, the
 //! predictions it took over.
 //!
-//! One file per request kind: `demands`, `collectives`, `changes`
-//! (cancel, deviation, expiry), `links` (link state), `jobs`
-//! (registrations); `outcome` opens records and turns a plan into them;
-//! `records` is the engine itself, records and ledger kept in step;
-//! `refusal` says why a request is refused; `steering` how a reserved flow
-//! is held on its path (SR labels or its UDP source port); `follow`
-//! extends or releases a reservation as its traffic runs on or stops;
-//! `patterns` installs a job's repeated collective once and admits its
-//! later steps on the same paths.
+//! One file per request kind that creates reservations: `demands`,
+//! `collectives`, `jobs` (registrations); `patterns` installs a job's
+//! repeated collective once and admits its later steps on the same paths;
+//! `outcome` opens records and turns a plan into them; `records` is the
+//! engine itself, records and ledger kept in step; `refusal` says why a
+//! request is refused; `steering` how a reserved flow is held on its path
+//! (SR labels or its UDP source port). What changes a live reservation
+//! afterwards is in `lifecycle/`: `changes` (cancel, deviation, expiry),
+//! `links` (link state), `follow` (extended or released as its traffic
+//! runs on or stops).
 
-mod changes;
 mod collectives;
 mod demands;
-mod follow;
 mod jobs;
-mod links;
+mod lifecycle;
 mod outcome;
 mod patterns;
 mod records;
@@ -37,8 +36,8 @@ mod steering;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use follow::{Extended, NoExtension, Released};
-pub use links::LinkChange;
+pub use lifecycle::follow::{Extended, NoExtension, Released};
+pub use lifecycle::links::LinkChange;
 pub use outcome::{PlanTiming, Planned};
 pub use records::{to_ndsp, Engine, Reoptimization, Restored};
 pub use refusal::Refusal;

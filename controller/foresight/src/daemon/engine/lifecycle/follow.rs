@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use planner::topology::EdgeId;
 
-use super::records::Engine;
+use super::super::records::Engine;
 use crate::daemon::persistence::state_records::{FlowRecord, Reservation};
 
 /// Why a reservation was not extended.
@@ -225,7 +225,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::*;
+    use super::super::super::testing::*;
     use super::*;
 
     /// h1 to h3, `gbps` for 50 ms from T0.

@@ -8,13 +8,13 @@ use ndsp::types::{self as nt, CancelTarget, DeviationTarget, WorkloadChange};
 use planner::conventions::transfer_ns;
 use planner::demand::Flow;
 
-use super::outcome::Planned;
-use super::records::Engine;
-use super::refusal::Refusal;
+use super::super::outcome::Planned;
+use super::super::records::Engine;
+use super::super::refusal::Refusal;
 use crate::daemon::persistence::state_records::{Pattern, Reason, Reservation, Status, Subject};
 
 impl Engine {
-    pub(super) fn cancel_at(&mut self, seq: u64) -> String {
+    pub(in crate::daemon::engine) fn cancel_at(&mut self, seq: u64) -> String {
         let mut r = self.state.reservations.record_mut(seq);
         self.planner.release(&r.id);
         r.cancelled = true;
@@ -218,7 +218,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::*;
+    use super::super::super::testing::*;
 
     #[test]
     fn cancel_releases_capacity_and_deviation_replans() {

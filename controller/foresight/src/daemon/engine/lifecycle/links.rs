@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use ndsp::types as nt;
 
-use super::outcome::truncate;
-use super::records::Engine;
+use super::super::outcome::truncate;
+use super::super::records::Engine;
 use crate::daemon::persistence::state_records::{Hop, LinkRef, Reason, Reservation};
 
 /// What a link state change did.
@@ -114,7 +114,7 @@ impl Engine {
 
     /// Sequence numbers of live reservations with a flow, not over at
     /// `now`, whose recorded hops cross an edge in `edges`.
-    pub(super) fn crossing(
+    pub(in crate::daemon::engine) fn crossing(
         &self,
         edges: &BTreeSet<planner::topology::EdgeId>,
         now: u64,
@@ -136,7 +136,7 @@ impl Engine {
 
     /// Re-plan reservation `seq` on the current link state; flows left
     /// without a reservation while a link is down get reason LINK_DOWN.
-    pub(super) fn replan_for_links(
+    pub(in crate::daemon::engine) fn replan_for_links(
         &mut self,
         seq: u64,
         down: &BTreeSet<planner::topology::EdgeId>,
@@ -310,7 +310,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::*;
+    use super::super::super::testing::*;
 
     #[test]
     fn a_link_down_replans_the_reservations_on_it_and_bad_names_change_nothing() {

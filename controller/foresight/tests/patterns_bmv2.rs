@@ -1,0 +1,116 @@
+//! Install once, admit per step, on BMv2: a controller with
+//! `--standing-patterns` and the lab's small leaf-spine. A job's first
+//! ring step puts its entries on the switches for good; later steps of the
+//! same ring are admitted on the same QPs and paths and the switches, read
+//! back over P4Runtime, hold exactly what they held; a link down on the
+//! pattern's paths moves the entries around it.
+//!
+//! Skipped (with a line saying so) when BMv2 is not installed.
+
+mod common;
+
+use common::*;
+use ndsp::Validate;
+
+const MS: u64 = 1_000_000;
+
+fn qps_and_labels(r: &ndsp::types::ValidatedReservation) -> Vec<(Option<u32>, Vec<u32>)> {
+    r.flows
+        .iter()
+        .map(|f| (f.dest_qp, f.sr_label_stack.clone()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn later_steps_write_nothing_and_a_link_down_moves_the_pattern() {
+    let _serial = serial().await;
+    let Some(fabric) = Fabric::start("standing patterns on BMv2") else {
+        return;
+    };
+    let controller = fabric.controller_with(50, &["--standing-patterns"]);
+    let mut reader = fabric.reader().await;
+    let mut client = controller.client().await;
+    client
+        .register_topology(register("train", &["10.0.1.1", "10.0.2.1"]))
+        .await
+        .unwrap();
+
+    // The first step: planned, its entries in (and they stay).
+    let first = client
+        .submit_collective(ring_allreduce("step-0", "train", 16, 2, 0, 300 * MS))
+        .await
+        .unwrap();
+    let changes = first
+        .metadata()
+        .get("foresight-switch-changes")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
+    let first = first.into_inner().validate().unwrap();
+    assert!(changes > 0, "the first step installs its pattern");
+    assert!(first.flows.iter().all(|f| f.accepted_bps > 0));
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let installed = reader.everything().await;
+    let sr = reader.entries(&["FsIngress.sr.reservation"]).await;
+    let sr_count: usize = sr.values().map(|s| s.len()).sum();
+    assert_eq!(
+        sr_count,
+        first.flows.len(),
+        "after the first step's end too"
+    );
+
+    // Later steps: the same QPs and labels, nothing written at submission,
+    // at their start or at their end; the switches hold the same.
+    for i in 1..=3 {
+        let id = format!("step-{i}");
+        let step = client
+            .submit_collective(ring_allreduce(&id, "train", 16, 2, 0, 200 * MS))
+            .await
+            .unwrap();
+        let changes = step
+            .metadata()
+            .get("foresight-switch-changes")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        let step = step.into_inner().validate().unwrap();
+        assert_eq!(changes, "0", "step {i} wrote to the switches");
+        assert_eq!(qps_and_labels(&step), qps_and_labels(&first), "step {i}");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            reader.everything().await == installed,
+            "the switches changed during step {i}"
+        );
+    }
+
+    // A link on the pattern's paths goes down: the pattern goes, and the
+    // next step installs a new one around the failure.
+    let first_hop = &first.flows[0].hops[0];
+    let (status, body) = controller.post_json(&format!(
+        "/v1/links/{}:{}/down",
+        first_hop.node, first_hop.egress_port
+    ));
+    assert_eq!(status, 200, "{body}");
+    let after = client
+        .submit_collective(ring_allreduce("step-after", "train", 16, 2, 0, 200 * MS))
+        .await
+        .unwrap()
+        .into_inner()
+        .validate()
+        .unwrap();
+    assert!(after.flows.iter().all(|f| f.accepted_bps > 0));
+    let crosses = |r: &ndsp::types::ValidatedReservation| {
+        r.flows.iter().any(|f| {
+            f.hops
+                .iter()
+                .any(|h| h.node == first_hop.node && h.egress_port == first_hop.egress_port)
+        })
+    };
+    assert!(!crosses(&after), "the new pattern avoids the link");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(reader.everything().await != installed);
+    controller.kill();
+}

@@ -5,15 +5,56 @@
 //!
 //! * [`pattern`] — the groups, and which NICs carry each pair's bytes
 //!   ([`NicLayout`]: each rank's own NIC, or rail-aligned);
-//! * [`bytes`] — one step's bytes per pair ([`StepBytes`]).
+//! * [`bytes`] — one step's bytes per pair ([`StepBytes`]);
+//! * [`routing`] — a path per flow computed from the pattern's structure
+//!   ([`MoeRouting`]), at or within one flow of the fabric's lower bound;
+//! * [`load`] — one step's bytes on the pinned paths ([`StepLoad`]).
+//!
+//! **Routing from structure** (details in `planes.rs`). The flows
+//! that leave a leaf form a bipartite multigraph of leaves (as in
+//! [`crate::assign`]); each leaf's flows, heaviest first, are cut into
+//! runs of `S` (spines) and the runs are edge-coloured with `S` colours
+//! ([`crate::colouring::Colouring::in_runs`], König): every run spreads
+//! over all `S` spines. Every leaf uplink and downlink then carries at
+//! most the leaf's bytes ÷ `S` (the fluid bound) plus its heaviest flow;
+//! with equal bytes `⌈flows/S⌉` flows (König's bound), which is the fluid
+//! bound when `S` divides the leaf's flow count. Among the colours the
+//! runs leave free, flows (heaviest first) take the least-loaded spine,
+//! which brings uneven bytes close to the fluid bound in practice. On a
+//! 3-tier fabric each plane's inter-pod flows are coloured again in runs
+//! of `X` (super-spines) per pod; when a pod link is the busiest, a
+//! second order that cuts the runs per pod first (each pod's inter-pod
+//! bytes spread over the planes) is tried and the lower peak kept. Flows
+//! between NICs of one leaf go straight down and never touch an uplink.
+//!
+//! **Uneven bytes.** Bytes change the best routing only through the order
+//! of each leaf's flows by size (which flows share a run) and the
+//! least-loaded choices. The routing is computed once for a *shape*
+//! (equal bytes, [`StepBytes::even`], routes the structure alone: runs
+//! are then cut by NIC, so when a NIC's flows out of its leaf are a
+//! multiple of `S`, every uplink carries as many of them, and a hot
+//! expert's or a busy source's bytes spread evenly over the spines) and
+//! the paths stay pinned: each step is evaluated on them in O(pairs)
+//! ([`MoeRouting::evaluate_into`]), which says whether it fits a time
+//! budget ([`StepLoad::fits`]) and how far it is from that step's own
+//! bound ([`MoeRouting::step_bound`]). Routing again for a step's own
+//! bytes ([`MoeRouting::route`]) reaches that step's bound more closely,
+//! at the cost of a first step: a re-route when the evaluation says the
+//! pinned paths no longer fit, not a per-step operation (figures in
+//! `examples/moe_round.rs`).
 
 pub mod bytes;
+pub mod load;
 pub mod pattern;
+mod planes;
+pub mod routing;
 
 pub use bytes::StepBytes;
+pub use load::{LinkLoad, StepLoad};
 pub use pattern::{MoePattern, NicLayout, Rank};
+pub use routing::{MoeFlow, MoeRouting};
 
-/// Why a pattern or a step's bytes was refused.
+/// Why a pattern, a step's bytes or a routing was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MoeError {
     /// The pattern has no group.

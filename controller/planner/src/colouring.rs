@@ -93,6 +93,33 @@ impl Colouring {
         }
     }
 
+    /// The graph split into *runs* for weighted balance: `left_order` lists
+    /// every edge once, all edges of a left vertex together, and each `k`
+    /// consecutive edges of one vertex become one copy of it (likewise
+    /// `right_order` on the right). Coloured with `k` colours of capacity
+    /// 1, every run gets `k` distinct colours, so a vertex has at most one
+    /// edge of each colour per run. With each vertex's runs ordered
+    /// heaviest first, the edges of one colour at a vertex then weigh at
+    /// most its total ÷ `k` plus its heaviest edge (a run's heaviest edge
+    /// weighs no more than the previous run's lightest, which is at most
+    /// that run's mean); with equal weights that is König's `⌈deg/k⌉`.
+    /// A copy has at most `k` edges, so the colouring always exists.
+    /// Edge ids are kept; [`Colouring::ends`] gives copy ids.
+    pub fn in_runs(
+        nl: usize,
+        nr: usize,
+        k: usize,
+        edges: &[(u32, u32)],
+        left_order: &[u32],
+        right_order: &[u32],
+    ) -> Colouring {
+        assert!(k > 0, "need at least one colour");
+        let (copies_l, left) = runs(nl, k, edges, left_order, |e| e.0);
+        let (copies_r, right) = runs(nr, k, edges, right_order, |e| e.1);
+        let split: Vec<(u32, u32)> = left.into_iter().zip(right).collect();
+        Colouring::new(copies_l, copies_r, k, 1, &split)
+    }
+
     fn list_index(&self, v: u32, c: u32) -> usize {
         let d = self.dense[v as usize];
         debug_assert!(d != u32::MAX, "vertex without edges");
@@ -362,6 +389,42 @@ impl Colouring {
     }
 }
 
+/// The copy of each edge's end when the ends' edges, in `order`, are cut
+/// into runs of `k`; returns the number of copies and each edge's copy.
+fn runs(
+    n: usize,
+    k: usize,
+    edges: &[(u32, u32)],
+    order: &[u32],
+    end: impl Fn(&(u32, u32)) -> u32,
+) -> (usize, Vec<u32>) {
+    assert_eq!(order.len(), edges.len(), "an order lists every edge once");
+    let mut copy = vec![u32::MAX; edges.len()];
+    let mut done = vec![false; n];
+    let (mut copies, mut cur, mut len) = (0u32, u32::MAX, 0usize);
+    for &e in order {
+        let v = end(&edges[e as usize]);
+        assert!((v as usize) < n, "edge {e}: vertex {v} out of range");
+        if v != cur {
+            assert!(
+                !done[v as usize],
+                "the order must list a vertex's edges together (vertex {v})"
+            );
+            if cur != u32::MAX {
+                done[cur as usize] = true;
+            }
+            (cur, len) = (v, 0);
+        }
+        if len == 0 {
+            copies += 1;
+        }
+        assert_eq!(copy[e as usize], u32::MAX, "edge {e} listed twice");
+        copy[e as usize] = copies - 1;
+        len = (len + 1) % k;
+    }
+    (copies as usize, copy)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,6 +473,69 @@ mod tests {
         for l in 0..4 {
             for col in 0..8 {
                 assert_eq!(c.left_count(l, col), 1);
+            }
+        }
+    }
+
+    /// Runs heaviest first: at every vertex, each colour's weight is at
+    /// most total / k + heaviest edge; equal weights give ⌈deg/k⌉ edges.
+    #[test]
+    fn runs_balance_weights_within_one_edge() {
+        let mut rng = Rng::new(7);
+        for case in 0..200 {
+            let (nl, nr) = (1 + rng.below(6) as usize, 1 + rng.below(6) as usize);
+            let k = 1 + rng.below(6) as usize;
+            let m = rng.below(80) as usize;
+            let edges: Vec<(u32, u32)> = (0..m)
+                .map(|_| (rng.below(nl as u64) as u32, rng.below(nr as u64) as u32))
+                .collect();
+            let equal = case % 4 == 0;
+            let w: Vec<u64> = (0..m)
+                .map(|_| if equal { 5 } else { 1 + rng.below(1000) })
+                .collect();
+            let order = |side: usize| {
+                let mut o: Vec<u32> = (0..m as u32).collect();
+                let end = |e: u32| {
+                    let (l, r) = edges[e as usize];
+                    if side == 0 {
+                        l
+                    } else {
+                        r
+                    }
+                };
+                o.sort_by_key(|&e| (end(e), std::cmp::Reverse(w[e as usize])));
+                o
+            };
+            let mut c = Colouring::in_runs(nl, nr, k, &edges, &order(0), &order(1));
+            c.colour_all(|_, _| 0);
+            assert!(c.is_proper());
+            for side in 0..2 {
+                let n = if side == 0 { nl } else { nr };
+                for v in 0..n as u32 {
+                    let mine: Vec<u32> = (0..m as u32)
+                        .filter(|&e| {
+                            let (l, r) = edges[e as usize];
+                            (if side == 0 { l } else { r }) == v
+                        })
+                        .collect();
+                    let total: u64 = mine.iter().map(|&e| w[e as usize]).sum();
+                    let max = mine.iter().map(|&e| w[e as usize]).max().unwrap_or(0);
+                    for col in 0..k as u32 {
+                        let on: Vec<u32> = mine
+                            .iter()
+                            .copied()
+                            .filter(|&e| c.colour_of(e) == col)
+                            .collect();
+                        let load: u64 = on.iter().map(|&e| w[e as usize]).sum();
+                        assert!(
+                            load as f64 <= total as f64 / k as f64 + max as f64 + 1e-9,
+                            "case {case}: vertex {v} colour {col}: {load} > {total}/{k} + {max}"
+                        );
+                        if equal {
+                            assert!(on.len() <= mine.len().div_ceil(k), "case {case}");
+                        }
+                    }
+                }
             }
         }
     }

@@ -14,6 +14,9 @@
 //!   own windows (local search), used for joint planning and re-optimization.
 //! * [`admission`] — priority order, deferral, partial reservations, ECMP
 //!   fallback; [`Planner`] is the entry point.
+//! * [`moe`] — mixture-of-experts EP all-to-all as one pattern: groups,
+//!   uneven bytes per step, structured routing to the fabric's bound, and
+//!   per-step evaluation on pinned paths.
 //! * [`periodic`] — learning a job's iteration period to reserve its next
 //!   iterations unannounced (T+5).
 //! * [`shares`] — per-tenant shares of every link (one planner per share group).
@@ -41,6 +44,7 @@ pub mod flow;
 pub mod hash_profile;
 pub mod joint;
 pub mod ledger;
+pub mod moe;
 pub mod paths;
 pub mod periodic;
 pub mod report;

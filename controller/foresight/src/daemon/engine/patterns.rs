@@ -17,10 +17,10 @@ use std::time::Instant;
 
 use ndsp::types as nt;
 use planner::demand::Flow;
-use planner::topology::{EdgeId, HostIdx};
+use planner::topology::EdgeId;
 
 use super::outcome::{PlanTiming, Planned};
-use super::records::Engine;
+use super::records::{Engine, PinnedPaths};
 use crate::daemon::persistence::state_records::{
     FlowRecord, Pattern, PinnedFlow, Reason, Reservation, Status,
 };
@@ -62,11 +62,6 @@ pub struct NoRoom {
     pub free_bps: u64,
     pub need_bps: u64,
 }
-
-/// A pattern's flows as the planner sees them (source NIC, path), worked
-/// out once per pattern: turning recorded hops into a path looks edges up
-/// by port, too slow to repeat for every flow of every step.
-pub(super) type PinnedPaths = Arc<Vec<(HostIdx, planner::Path)>>;
 
 impl Engine {
     /// Job `job`'s pattern of `shape`, if it has one and steps may use it.

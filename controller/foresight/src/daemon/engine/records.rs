@@ -18,6 +18,11 @@ use planner::{PlannerConfig, Topology};
 use crate::daemon::persistence::state::State;
 use crate::daemon::persistence::state_records::{Hop, Reservation, Status, Subject};
 
+/// A standing pattern's flows as the planner sees them (source NIC, path),
+/// worked out once per pattern: turning recorded hops into a path looks
+/// edges up by port, too slow to repeat for every flow of every step.
+pub(super) type PinnedPaths = std::sync::Arc<Vec<(HostIdx, planner::Path)>>;
+
 /// One flow as the ledger holds it: source NIC, path, window, bit/s.
 type LedgerFlow = (HostIdx, planner::Path, planner::Window, u64);
 
@@ -52,7 +57,7 @@ pub struct Engine {
     /// on the same paths (see `patterns`).
     pub standing_patterns: bool,
     /// The planner's view of each pattern's flows, by the pattern's seq.
-    pub(super) pinned_paths: HashMap<u64, super::patterns::PinnedPaths>,
+    pub(super) pinned_paths: HashMap<u64, PinnedPaths>,
 }
 
 /// Which earlier reservations planning may re-place (paths only, never
@@ -142,15 +147,7 @@ impl Engine {
             }
         }
         if !engine.state.links_down.is_empty() {
-            let down = engine.down_edges();
-            if engine.drop_patterns_crossing(&down) > 0 {
-                engine.unpin_orphans();
-            }
-            for seq in engine.crossing(&down, 0) {
-                let id = engine.state.reservations.record(seq).id.clone();
-                engine.replan_for_links(seq, &down, None, &mut Vec::new())?;
-                restored.diverged.push(id);
-            }
+            restored.diverged = engine.replan_on_links_down()?;
         }
         Ok((engine, restored))
     }

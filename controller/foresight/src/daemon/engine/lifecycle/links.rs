@@ -177,6 +177,25 @@ impl Engine {
         Ok(record)
     }
 
+    /// After a restart: the links recorded down are down again, so the
+    /// patterns on them go and every reservation still recorded across one
+    /// (a state written by an older controller) is re-planned. Returns the
+    /// re-planned reservations' ids.
+    pub(in crate::daemon::engine) fn replan_on_links_down(
+        &mut self,
+    ) -> anyhow::Result<Vec<String>> {
+        let down = self.down_edges();
+        if self.drop_patterns_crossing(&down) > 0 {
+            self.unpin_orphans();
+        }
+        let mut replanned = Vec::new();
+        for seq in self.crossing(&down, 0) {
+            replanned.push(self.state.reservations.record(seq).id.clone());
+            self.replan_for_links(seq, &down, None, &mut Vec::new())?;
+        }
+        Ok(replanned)
+    }
+
     /// Take the fabric link at `node:port` down (`down`) or bring it up.
     /// Down: both directions leave the planner's view and every live
     /// reservation recorded on the link is re-planned (other paths, or

@@ -78,7 +78,9 @@ impl Command {
     /// does not suit the command (the daemon: `controller::KEEP_FREED_MEMORY`).
     pub fn keep_freed_memory(&self) -> Option<std::time::Duration> {
         match self {
-            Command::Controller(_) => Some(controller::KEEP_FREED_MEMORY),
+            // `scale` times what the daemon computes: with its allocator's
+            // settings, or it would time the kernel zeroing fresh pages.
+            Command::Controller(_) | Command::Scale(_) => Some(controller::KEEP_FREED_MEMORY),
             _ => None,
         }
     }

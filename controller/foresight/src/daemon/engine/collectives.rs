@@ -66,7 +66,8 @@ impl Engine {
             };
             let server = self.topo.hosts()[h as usize].server;
             if servers.last() != Some(&server) {
-                if servers.contains(&server) {
+                // Counted already: the server came before another one.
+                if count.contains_key(&server) {
                     let field = if i < c.ranks.len() {
                         format!("collective.ranks[{i}]")
                     } else {
@@ -220,17 +221,6 @@ impl Engine {
             occurrences,
             period,
         };
-        let meta: Vec<FlowMeta> = (0..expanded.len() * occurrences as usize)
-            .map(|i| FlowMeta {
-                flow_id: format!("{}/{}", c.collective_id, i),
-                src_rank: None,
-                dst_rank: None,
-                // Entries match the controller's QP only where the
-                // library has QPs; a TCP job's match its host pairs.
-                steer_qp: job.library.uses_queue_pairs(),
-                qp_choices: None,
-            })
-            .collect();
         let mut no_room = None;
         if let Some(pattern) = pattern {
             let flows = self.step_flows(&steps, Some(&pattern));
@@ -250,6 +240,17 @@ impl Engine {
             }
         }
         let flows = self.step_flows(&steps, None);
+        let meta: Vec<FlowMeta> = (0..expanded.len() * occurrences as usize)
+            .map(|i| FlowMeta {
+                flow_id: format!("{}/{}", c.collective_id, i),
+                src_rank: None,
+                dst_rank: None,
+                // Entries match the controller's QP only where the
+                // library has QPs; a TCP job's match its host pairs.
+                steer_qp: job.library.uses_queue_pairs(),
+                qp_choices: None,
+            })
+            .collect();
         let mut moved = Vec::new();
         let pending = self.pending(record, DemandKind::Collective(kind), flows, meta);
         let (mut p, timing) = self.plan_one(pending, Some(now), &mut moved);

@@ -171,7 +171,11 @@ impl Engine {
             )));
         }
         let tenant = &batch.ctx.tenant;
-        batch.check_ranks(|job| self.jobs.get(&(tenant.clone(), job.to_string())))?;
+        batch.check_ranks(|job| {
+            self.jobs
+                .get(&(tenant.clone(), job.to_string()))
+                .map(|t| &**t)
+        })?;
         let reference = batch.reference_unix_ns.unwrap_or(now);
 
         // Existing ids first: identical resubmissions answer with the live

@@ -62,7 +62,7 @@ impl Engine {
         if dropped_patterns {
             self.unpin_orphans();
         }
-        self.jobs.insert(key, topo);
+        self.jobs.insert(key, std::sync::Arc::new(topo));
         warnings.truncate(16);
         (generation, warnings)
     }

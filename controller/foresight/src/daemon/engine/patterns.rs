@@ -270,12 +270,15 @@ impl Engine {
                 }
             })
             .collect();
-        job.patterns.push(Arc::new(Pattern {
+        let pattern = Arc::new(Pattern {
             shape,
             seq: record.seq,
             priority: record.priority,
             flows,
-        }));
+        });
+        job.patterns.push(pattern.clone());
+        // The first step pays for the planner's view of the paths, once.
+        self.pinned_paths(&pattern);
     }
 
     /// Drop every pattern with a hop on a directed edge in `down`: its

@@ -44,11 +44,14 @@ pub struct Restored {
 pub struct Engine {
     pub topo: &'static Topology,
     pub(super) by_ip: HashMap<Ipv4Addr, HostIdx>,
+    /// The host on each (leaf, port): a recorded last hop's edge at once.
+    host_ports: HashMap<(u32, u16), HostIdx>,
     /// One planner per tenant share group (one in all without shares).
     pub(super) planner: SharedPlanner<'static>,
     pub state: State,
     /// Validated topologies of registered jobs, by (tenant, job).
-    pub(super) jobs: HashMap<(String, String), nt::ValidatedTopology>,
+    /// Shared: a step reads its job's while the engine changes.
+    pub(super) jobs: HashMap<(String, String), std::sync::Arc<nt::ValidatedTopology>>,
     /// Which earlier reservations a planning call may move.
     pub reoptimization: Reoptimization,
     /// Hold reserved flows by their UDP source port rather than SR labels.
@@ -100,11 +103,22 @@ impl Engine {
         let mut engine = Engine {
             topo,
             by_ip,
+            host_ports: (0..topo.hosts().len() as HostIdx)
+                .map(|h| {
+                    let host = &topo.hosts()[h as usize];
+                    ((host.leaf, host.port), h)
+                })
+                .collect(),
             planner: SharedPlanner::new(topo, config, shares),
             state,
             jobs: jobs
                 .into_iter()
-                .map(|t| ((t.ctx.tenant.clone(), t.job_id.clone()), t))
+                .map(|t| {
+                    (
+                        (t.ctx.tenant.clone(), t.job_id.clone()),
+                        std::sync::Arc::new(t),
+                    )
+                })
                 .collect(),
             reoptimization: Reoptimization::default(),
             steering: None,
@@ -240,12 +254,8 @@ impl Engine {
         if let Some(&e) = self.topo.switch_out_edges(s).iter().find(|e| port(e)) {
             return Some(e);
         }
-        (0..self.topo.hosts().len() as HostIdx)
-            .map(|h| self.topo.host_down_edge(h))
-            .find(|e| {
-                port(e)
-                    && matches!(self.topo.edge(*e).from, planner::topology::NodeRef::Switch(x) if x == s)
-            })
+        let h = *self.host_ports.get(&(s, hop.port))?;
+        Some(self.topo.host_down_edge(h))
     }
 
     /// The planner path of recorded hops, if they form one.

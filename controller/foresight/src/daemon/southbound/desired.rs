@@ -176,6 +176,16 @@ pub struct Compiler {
     policy: Policy,
     /// Every switch's static state, shared by the states derived from it.
     base: BTreeMap<String, Arc<Resolved>>,
+    /// Every switch's static state with the standing patterns' entries laid
+    /// over it: what the reservations' overlays go on. Rebuilt only when
+    /// the patterns change, so a step's commit costs what the step changes.
+    standing: BTreeMap<String, Arc<Resolved>>,
+    /// The patterns (by seq) `standing` holds; `None`: to be rebuilt.
+    standing_of: Option<Vec<u64>>,
+    /// Ports the standing patterns keep at the lowered profile.
+    standing_ports: HashSet<(String, u16)>,
+    /// Switches whose standing state changed since the last `changes`.
+    standing_changed: BTreeSet<String>,
     /// The lowered DCQCN entry of every port (see `dcqcn_lowered_entry`).
     lowered: HashMap<(String, u16), Resolved1>,
     flows: HashMap<FlowKey, Arc<FlowEntities>>,
@@ -342,7 +352,11 @@ impl Compiler {
             info,
             devices,
             policy,
+            standing: base.clone(),
             base,
+            standing_of: None,
+            standing_ports: HashSet::new(),
+            standing_changed: BTreeSet::new(),
             lowered,
             flows: HashMap::new(),
             pattern_flows: HashMap::new(),
@@ -359,7 +373,69 @@ impl Compiler {
         let (base, lowered) = base_state(self.topo, &self.info, &self.devices, &self.policy, down)?;
         self.base = base;
         self.lowered = lowered;
+        self.standing_of = None;
         self.sent = None;
+        Ok(())
+    }
+
+    /// Lays the standing patterns of `state` over the static state, when
+    /// they are not the ones laid already: their flows' SR push (and watch)
+    /// entries, which win a key they share with a reservation (they hold
+    /// the paths the job's steps are booked on), and the lowered profile of
+    /// their ports, for the job's life.
+    fn refresh_standing(&mut self, state: &State) -> Result<(), IntentError> {
+        let patterns: Vec<&Pattern> = state
+            .jobs
+            .iter()
+            .flat_map(|j| &j.patterns)
+            .map(|p| &**p)
+            .collect();
+        let seqs: Vec<u64> = patterns.iter().map(|p| p.seq).collect();
+        if self.standing_of.as_ref() == Some(&seqs) {
+            return Ok(());
+        }
+        let mut adds: HashMap<String, Overlay> = HashMap::new();
+        let mut ports = HashSet::new();
+        let mut live = HashSet::new();
+        for p in patterns {
+            let yields = self.yields_at(p.priority);
+            for (i, f) in p.flows.iter().enumerate() {
+                live.insert((p.seq, i));
+                let e = self.pattern_entities(p, i)?;
+                push(&mut adds, &f.hops[0].switch, Write::IfAbsent, &e.sr);
+                if let Some(watch) = &e.watch {
+                    push(&mut adds, &f.hops[0].switch, Write::IfAbsent, watch);
+                }
+                if yields {
+                    continue;
+                }
+                for h in &f.hops {
+                    let port = (h.switch.clone(), h.port);
+                    if !ports.contains(&port) {
+                        if let Some(entry) = self.lowered.get(&port) {
+                            push(&mut adds, &h.switch, Write::Replace, entry);
+                        }
+                        ports.insert(port);
+                    }
+                }
+            }
+        }
+        self.pattern_flows.retain(|k, _| live.contains(k));
+        let mut standing = BTreeMap::new();
+        for (name, base) in &self.base {
+            let laid = match adds.get(name) {
+                None => base.clone(),
+                Some(overlay) => Arc::new(compose(base, Some(overlay)).whole()),
+            };
+            let before = self.standing.get(name);
+            if before.is_none_or(|b| !Arc::ptr_eq(b, &laid)) {
+                self.standing_changed.insert(name.clone());
+            }
+            standing.insert(name.clone(), laid);
+        }
+        self.standing = standing;
+        self.standing_ports = ports;
+        self.standing_of = Some(seqs);
         Ok(())
     }
 
@@ -557,22 +633,25 @@ impl Compiler {
     ) -> Result<BTreeMap<String, Layered>, IntentError> {
         let overlays = self.overlays(state, now)?;
         let empty = Overlay::default();
+        let restanded = std::mem::take(&mut self.standing_changed);
         let out = match &self.sent {
             None => self.layered(&overlays),
             Some(sent) => {
                 let differs = |name: &String| {
-                    overlays.get(name).unwrap_or(&empty) != sent.get(name).unwrap_or(&empty)
+                    restanded.contains(name)
+                        || overlays.get(name).unwrap_or(&empty) != sent.get(name).unwrap_or(&empty)
                 };
                 let touched: BTreeSet<&String> = overlays
                     .keys()
                     .chain(sent.keys())
+                    .chain(restanded.iter())
                     .filter(|n| differs(n))
                     .collect();
                 touched
                     .into_iter()
                     .filter_map(|name| {
-                        let base = self.base.get(name)?;
-                        Some((name.clone(), compose(base, overlays.get(name))))
+                        let standing = self.standing.get(name)?;
+                        Some((name.clone(), compose(standing, overlays.get(name))))
                     })
                     .collect()
             }
@@ -582,7 +661,7 @@ impl Compiler {
     }
 
     fn layered(&self, overlays: &HashMap<String, Overlay>) -> BTreeMap<String, Layered> {
-        self.base
+        self.standing
             .iter()
             .map(|(name, base)| (name.clone(), compose(base, overlays.get(name))))
             .collect()
@@ -601,34 +680,14 @@ impl Compiler {
         }
         // Install windows of active reserved flows, by (switch, port).
         let mut busy: HashMap<(&str, u16), Vec<(u64, u64)>> = HashMap::new();
-        // Standing patterns first: their entries stay whatever the time,
-        // and win a key they share with a reservation (they hold the
-        // paths the job's steps are booked on). Their ports keep the
-        // lowered profile for the job's life.
-        let mut live_patterns = HashSet::new();
-        for p in state.jobs.iter().flat_map(|j| &j.patterns) {
-            let yields = self.yields_at(p.priority);
-            for (i, f) in p.flows.iter().enumerate() {
-                live_patterns.insert((p.seq, i));
-                let e = self.pattern_entities(p, i)?;
-                push(&mut out, &f.hops[0].switch, Write::IfAbsent, &e.sr);
-                if let Some(watch) = &e.watch {
-                    push(&mut out, &f.hops[0].switch, Write::IfAbsent, watch);
-                }
-                if yields {
-                    continue;
-                }
-                for h in &f.hops {
-                    busy.entry((h.switch.as_str(), h.port)).or_insert_with(|| {
-                        let port = (h.switch.clone(), h.port);
-                        if let Some(entry) = self.lowered.get(&port) {
-                            push(&mut out, &h.switch, Write::Replace, entry);
-                        }
-                        Vec::new()
-                    });
-                }
-            }
-        }
+        self.refresh_standing(state)?;
+        // Pre-drain needs the windows of every reserved flow, pinned ones
+        // included, only when some flow falls back to ECMP: otherwise a
+        // pinned step costs nothing here.
+        let predrain_targets = state
+            .reservations
+            .iter()
+            .any(|r| !matches!(r.status, Status::Admitted | Status::Deferred));
         let mut live_flows = HashSet::new();
         let mut live_steered = HashSet::new();
         // Only records whose first flow starts within the lead can have
@@ -655,7 +714,10 @@ impl Compiler {
                     }
                     continue;
                 }
-                // A pinned flow's entries are its pattern's, in already.
+                // A pinned flow's entries are its pattern's, standing.
+                if f.pinned && !predrain_targets {
+                    continue;
+                }
                 if !f.pinned {
                     live_flows.insert((r.seq, r.revision, i));
                     let e = self.flow_entities(r, i, f)?;
@@ -670,10 +732,12 @@ impl Compiler {
                 for h in &f.hops {
                     let windows = busy.entry((h.switch.as_str(), h.port)).or_insert_with(|| {
                         // A port's lowered entry once, however many
-                        // flows cross it.
+                        // flows cross it (a standing pattern's port has it).
                         let port = (h.switch.clone(), h.port);
-                        if let Some(entry) = self.lowered.get(&port) {
-                            push(&mut out, &h.switch, Write::Replace, entry);
+                        if !self.standing_ports.contains(&port) {
+                            if let Some(entry) = self.lowered.get(&port) {
+                                push(&mut out, &h.switch, Write::Replace, entry);
+                            }
                         }
                         Vec::new()
                     });
@@ -712,9 +776,6 @@ impl Compiler {
         // Forget entities of flows no longer installed.
         if self.flows.len() > 2 * live_flows.len() + 1024 {
             self.flows.retain(|k, _| live_flows.contains(k));
-        }
-        if self.pattern_flows.len() > 2 * live_patterns.len() + 1024 {
-            self.pattern_flows.retain(|k, _| live_patterns.contains(k));
         }
         if self.predrain.len() > 2 * live_predrain.len() + 1024 {
             self.predrain.retain(|k, _| live_predrain.contains(k));

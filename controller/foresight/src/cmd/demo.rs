@@ -71,7 +71,7 @@ pub fn run(cmd: DemoCmd) -> anyhow::Result<()> {
                 "demo: to run it on BMv2 switches, install PI and BMv2 with\n  \
                  bash ci/p4-toolchain.sh\n\
                  (from p4lang's repositories at the pinned tags, or local clones named by \
-                 FORESIGHT_P4_SOURCES; ~35 min and ~3 GB on 2 cores, into /opt/p4tools or \
+                 FORESIGHT_P4_SOURCES; ~35 min and ~1.1 GB on 2 cores, into /opt/p4tools or \
                  FORESIGHT_P4_PREFIX), then run this again; `foresight doctor` lists what else is missing"
             );
             return Ok(());

@@ -170,7 +170,9 @@ pub fn examine(probe: &Probe) -> Vec<Finding> {
             found: Some(probe.system_python.clone())
                 .filter(|p| p.is_file())
                 .and_then(|p| {
-                    python_module_version(&p, "thrift").map(|v| found(&p, format!("thrift {v}")))
+                    imports(&p, "thrift")?;
+                    let v = package_version(&p, "thrift").unwrap_or_else(|| "importable".into());
+                    Some(found(&p, format!("thrift {v}")))
                 }),
             disables: "BMv2's Thrift CLI and Mininet (both run under it)",
             install: SETUP,
@@ -209,7 +211,7 @@ fn venv(
     let python = probe.checkout.join(name).join("bin/python");
     let found = Some(python.clone())
         .filter(|p| p.is_file())
-        .and_then(|p| python_module_version(&p, module).map(|_| p))
+        .and_then(|p| imports(&p, module).map(|_| p))
         .map(|p| {
             let version = package_version(&p, package).unwrap_or_else(|| "importable".into());
             found(&p, format!("{package} {version}"))
@@ -257,12 +259,13 @@ fn version_of(tool: &Path, args: &[&str]) -> String {
     }
 }
 
-fn python_module_version(python: &Path, module: &str) -> Option<String> {
+/// `Some` when `python` imports `module`.
+fn imports(python: &Path, module: &str) -> Option<()> {
     let out = Command::new(python)
         .args(["-c", &format!("import {module}")])
         .output()
         .ok()?;
-    out.status.success().then(String::new)
+    out.status.success().then_some(())
 }
 
 fn package_version(python: &Path, package: &str) -> Option<String> {

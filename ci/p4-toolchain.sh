@@ -147,8 +147,7 @@ origin_of() {
   echo "https://github.com/${github_owner[$name]}/$name.git"
 }
 no_sources() {
-  say "cannot build ${todo[*]}: no source for $1 (looked in ${sources:-FORESIGHT_P4_SOURCES (unset)} and at $(origin_of "$1"), which is not reachable)."
-  say "provide local clones: FORESIGHT_P4_SOURCES=DIR with DIR/{PI,behavioral-model,p4c,p4runtime,gnmi,public,uthash,googletest,abseil-cpp,protobuf} and run bash ci/p4-toolchain.sh again; the suites that need the tools say SKIPPED meanwhile"
+  say "cannot build ${todo[*]}: no source for $1 (not in ${sources:-FORESIGHT_P4_SOURCES, unset}; $(origin_of "$1") not reachable); set FORESIGHT_P4_SOURCES to a directory of clones named PI, behavioral-model, p4c, p4runtime, gnmi, public, uthash, googletest, abseil-cpp, protobuf and run it again (the suites that need the tools say SKIPPED meanwhile)"
   exit 3
 }
 reachable() {

@@ -5,6 +5,10 @@ use anyhow::bail;
 use planner::topology::generate::{multi_pod, preset, MultiPod, Preset};
 use planner::topology::Topology;
 
+/// The ~100k-GPU size: 12,800 servers; on `clos3` 3,200 leaves in 200
+/// pods of 16, on `rail-optimized` 25 pods of 16 scalable units.
+pub const GPUS_100K: u32 = 102_400;
+
 /// The `shape` preset for `gpus` GPUs, `oversubscription`:1 at the leaves
 /// (only `clos3` is generated oversubscribed).
 pub fn generated(shape: Preset, gpus: u32, oversubscription: u32) -> anyhow::Result<Topology> {
@@ -83,5 +87,38 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("must divide"));
+    }
+
+    /// The ~100k preset: whole pods at 1:1 and 2:1, every server's 8 NICs
+    /// on one leaf, and EP 256 groups of whole servers inside one pod.
+    #[test]
+    fn the_100k_fabric_is_whole_pods_and_ep256_groups_are_whole_servers() {
+        use planner::topology::Role;
+        for over in [1, 2] {
+            let t = clos3(GPUS_100K, over).unwrap();
+            assert_eq!(t.gpu_count(), GPUS_100K as u64);
+            assert_eq!(t.leaves().len(), 3200);
+            let spines = t
+                .switches()
+                .iter()
+                .filter(|s| s.role == Role::Spine)
+                .count();
+            assert_eq!(spines, 200 * 32 / over as usize, "{over}:1");
+            let servers: Vec<u32> = (0..t.servers().len() as u32).collect();
+            let groups = crate::workload::ep_groups_of(&t, &servers, 256).unwrap();
+            assert_eq!(groups.len(), 400);
+            for g in &groups {
+                assert_eq!(g.len(), 32);
+                let gpus: u32 = g.iter().map(|&s| t.servers()[s as usize].gpus).sum();
+                assert_eq!(gpus, 256);
+                let pod = |s: u32| {
+                    let h = t.servers()[s as usize].nics[0];
+                    t.switches()[t.hosts()[h as usize].leaf as usize].pod
+                };
+                assert!(g.iter().all(|&s| pod(s) == pod(g[0])), "group in one pod");
+            }
+            let err = crate::workload::ep_groups_of(&t, &servers, 260).unwrap_err();
+            assert!(err.to_string().contains("--ep-gpus 260"), "{err}");
+        }
     }
 }

@@ -20,13 +20,19 @@ pub struct Scenario {
     /// The first leaf's first uplink is down from the start (and known to
     /// the planner).
     pub link_down: bool,
-    /// GPU counts it runs at (all-to-all kinds stop at 8k: 32k would be 134
-    /// million connections).
+    /// GPU counts it runs at (fabric-wide all-to-all kinds stop at 8k: 32k
+    /// would be 134 million connections, which no job makes).
     pub sizes: &'static [u32],
 }
 
 const ALL_SIZES: &[u32] = &[1024, 8192, 32768];
 const A2A_SIZES: &[u32] = &[1024, 8192];
+/// MoE expert parallelism at the real shape: 8k, 32k and ~100k GPUs
+/// (102,400: 200 pods of 16 leaves, [`fabrics::GPUS_100K`]).
+pub const MOE_EP_SIZES: &[u32] = &[8192, 32768, fabrics::GPUS_100K];
+/// Steps of the MoE-EP rows: each a new token draw on the same
+/// connections (Foresight keeps its first paths).
+pub const MOE_EP_STEPS: u32 = 3;
 
 /// Background load of the background row: a quarter of every NIC.
 pub const BACKGROUND_LOAD: f64 = 0.25;
@@ -44,6 +50,11 @@ pub fn scenarios() -> Vec<Scenario> {
         oversubscription,
         link_down,
         sizes,
+    };
+    let moe = |ep_gpus| WorkloadSpec {
+        ep_gpus,
+        iterations: MOE_EP_STEPS,
+        ..spec(WorkloadKind::Moe)
     };
     vec![
         row("ring", spec(WorkloadKind::Ring), 1, false, ALL_SIZES),
@@ -87,6 +98,10 @@ pub fn scenarios() -> Vec<Scenario> {
             false,
             A2A_SIZES,
         ),
+        row("moe-ep64", moe(64), 1, false, MOE_EP_SIZES),
+        row("moe-ep256", moe(256), 1, false, MOE_EP_SIZES),
+        row("moe-ep64 2:1", moe(64), 2, false, MOE_EP_SIZES),
+        row("moe-ep256 2:1", moe(256), 2, false, MOE_EP_SIZES),
     ]
 }
 
@@ -149,7 +164,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rows_have_unique_comma_free_names_and_a2a_kinds_stop_at_8k() {
+    fn rows_have_unique_comma_free_names_and_global_a2a_stops_at_8k() {
         let s = scenarios();
         assert!(
             s.iter().all(|r| !r.name.contains(',')),
@@ -160,8 +175,25 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), s.len());
         for r in &s {
-            if matches!(r.spec.kind, WorkloadKind::AllToAll | WorkloadKind::Moe) {
+            let global = r.spec.kind == WorkloadKind::AllToAll
+                || (r.spec.kind == WorkloadKind::Moe && r.spec.ep_gpus >= 8192);
+            if global {
                 assert!(r.sizes.iter().all(|&g| g <= 8192), "{}", r.name);
+            }
+        }
+        // MoE at the real shape: EP 64 and 256, 1:1 and 2:1, up to ~100k.
+        for ep in [64, 256] {
+            for over in [1, 2] {
+                let r = s
+                    .iter()
+                    .find(|r| {
+                        r.spec.kind == WorkloadKind::Moe
+                            && r.spec.ep_gpus == ep
+                            && r.oversubscription == over
+                            && r.sizes == MOE_EP_SIZES
+                    })
+                    .unwrap_or_else(|| panic!("no EP {ep} {over}:1 row"));
+                assert!(r.spec.iterations > 1, "{}: steps", r.name);
             }
         }
     }

@@ -138,12 +138,29 @@ pub struct Workload {
     /// MoE: 0.1 % of its nominal phase, since uneven sizes make every finish
     /// its own event and exact max-min then re-rates most flows each time.
     pub coalesce_ns: f64,
+    /// MoE: the EP groups, servers in rank order, one per demand (empty
+    /// otherwise), so a planner can route the groups from their structure.
+    pub ep_groups: Vec<Vec<u32>>,
+    /// MoE steps after the first: per iteration `n ≥ 1`, at `n − 1`, the
+    /// bytes of every connection (in [`Workload::connections`] order), a
+    /// new token draw per step on the same connections. Empty: every
+    /// iteration repeats the demands' bytes.
+    pub step_bytes: Vec<Vec<u64>>,
 }
 
 impl Workload {
     /// Announced connections of one iteration of every job, in demand order.
     pub fn connections(&self) -> impl Iterator<Item = &Flow> {
         self.demands.iter().flat_map(|d| d.flows.iter())
+    }
+
+    /// Bytes of connection `conn` (index into [`Workload::connections`],
+    /// whose flow is `f`) in iteration `iteration` of its job.
+    pub fn bytes(&self, iteration: u32, conn: usize, f: &Flow) -> u64 {
+        match iteration.checked_sub(1) {
+            Some(n) if !self.step_bytes.is_empty() => self.step_bytes[n as usize][conn],
+            _ => f.bytes,
+        }
     }
 }
 
@@ -207,23 +224,63 @@ pub fn moe_weights(topo: &Topology, servers: &[u32], skew: f64, seed: u64) -> Ve
         .collect()
 }
 
-/// Reweights an all-to-all's flows by [`moe_weights`] and announces each
-/// flow at the rate that ends every flow together at the pace of the
-/// busiest NIC (so the demand never asks more of a NIC than it has).
-/// Returns that nominal duration, ns.
-fn make_moe(topo: &Topology, d: &mut Demand, servers: &[u32], skew: f64, seed: u64) -> f64 {
-    let w = moe_weights(topo, servers, skew, seed);
+/// One MoE step's bytes for an all-to-all's flows (`base`: their even
+/// bytes): each reweighted by its entry of the [`moe_weights`] draw from
+/// `seed`. Only the entries the flows use are drawn, each at its place
+/// in the random stream ([`moe_weight_at`]), so a group costs its own
+/// flows, not its servers times every NIC of the fabric (at 102,400 GPUs
+/// the whole draw was over a billion log-normals per step).
+fn moe_bytes(
+    topo: &Topology,
+    flows: &[Flow],
+    base: &[u64],
+    servers: &[u32],
+    skew: f64,
+    seed: u64,
+) -> Vec<u64> {
     let mut pos = vec![usize::MAX; topo.servers().len()];
     for (i, &s) in servers.iter().enumerate() {
         pos[s as usize] = i;
     }
     let hosts = topo.hosts();
+    let n = hosts.len() as u64;
+    let mut popularity = std::collections::HashMap::new();
+    flows
+        .iter()
+        .zip(base)
+        .map(|(f, &b)| {
+            let a = pos[hosts[f.src as usize].server as usize] as u64;
+            let dst = f.dst as u64;
+            let p = *popularity
+                .entry(dst)
+                .or_insert_with(|| moe_weight_at(seed, dst, skew));
+            let w = p * moe_weight_at(seed, n + a * n + dst, skew / 2.0);
+            ((b as f64 * w).round() as u64).max(1)
+        })
+        .collect()
+}
+
+/// The `k`-th log-normal draw of [`moe_weights`]'s stream from `seed`
+/// with log-sd `sigma`: each draw takes two outputs of the SplitMix64
+/// generator, whose state after `j` outputs is the seed plus `j` times
+/// its increment, so the stream can start at any draw.
+fn moe_weight_at(seed: u64, k: u64, sigma: f64) -> f64 {
+    const STEP: u64 = 0x9e37_79b9_7f4a_7c15;
+    let state = (seed ^ 0x0e5e_a5e5).wrapping_add((2 * k).wrapping_mul(STEP));
+    lognormal(&mut Rng::new(state), sigma)
+}
+
+/// Sets an all-to-all's flows to `bytes` and announces each flow at the
+/// rate that ends every flow together at the pace of the busiest NIC (so
+/// the demand never asks more of a NIC than it has). Returns that nominal
+/// duration, ns.
+fn announce_moe(topo: &Topology, d: &mut Demand, bytes: &[u64]) -> f64 {
+    let hosts = topo.hosts();
     let mut through = vec![0u128; hosts.len() * 2];
-    for f in &mut d.flows {
-        let a = pos[hosts[f.src as usize].server as usize];
-        f.bytes = ((f.bytes as f64 * w[a][f.dst as usize]).round() as u64).max(1);
-        through[f.src as usize * 2] += f.bytes as u128;
-        through[f.dst as usize * 2 + 1] += f.bytes as u128;
+    for (f, &b) in d.flows.iter_mut().zip(bytes) {
+        f.bytes = b;
+        through[f.src as usize * 2] += b as u128;
+        through[f.dst as usize * 2 + 1] += b as u128;
     }
     // Busiest NIC at 90 % of its line rate sets the duration.
     let dur_ns = through
@@ -238,6 +295,13 @@ fn make_moe(topo: &Topology, d: &mut Demand, servers: &[u32], skew: f64, seed: u
     dur_ns
 }
 
+/// The seed of MoE step `step` of EP group `group`: step 0 keeps the
+/// draws of single-step runs, later steps draw afresh.
+fn moe_seed(seed: u64, group: usize, step: u32) -> u64 {
+    seed ^ (group as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ (step as u64).wrapping_mul(0xd1b5_4a32_d192_ed03)
+}
+
 /// All-to-all among `servers` within [`MAX_ALL_TO_ALL_FLOWS`].
 fn a2a_fits(servers: &[u32], spec: &WorkloadSpec) -> anyhow::Result<()> {
     let s = servers.len() as u64;
@@ -250,6 +314,31 @@ fn a2a_fits(servers: &[u32], spec: &WorkloadSpec) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The EP groups of `ep_gpus` GPUs on consecutive `servers` (one group of
+/// them all when they have no more GPUs than that): whole servers, as
+/// many in every group.
+pub fn ep_groups_of(
+    topo: &Topology,
+    servers: &[u32],
+    ep_gpus: u32,
+) -> anyhow::Result<Vec<Vec<u32>>> {
+    let Some(&first) = servers.first() else {
+        bail!("--ep-gpus {ep_gpus}: no servers to group");
+    };
+    let per_server = topo.servers()[first as usize].gpus.max(1);
+    let group = (ep_gpus / per_server).max(1) as usize;
+    if ep_gpus == 0
+        || ep_gpus % per_server != 0
+        || (servers.len() > group && servers.len() % group != 0)
+    {
+        bail!(
+            "--ep-gpus {ep_gpus}: expert-parallel groups must be whole servers ({per_server} GPUs) dividing the {} servers",
+            servers.len()
+        );
+    }
+    Ok(servers.chunks(group).map(<[u32]>::to_vec).collect())
 }
 
 /// Nominal communication time of a demand (at its announced rates), ns.
@@ -294,6 +383,8 @@ pub fn build(topo: &Topology, spec: &WorkloadSpec) -> anyhow::Result<Workload> {
     let mut qps = QpAllocator::new(topo);
     let mut demands = Vec::new();
     let mut coalesce_ns = 0.0;
+    let mut ep_groups = Vec::new();
+    let mut step_bytes = Vec::new();
     let one_job = |name: &str, n: usize| {
         vec![JobSpec {
             name: name.into(),
@@ -327,19 +418,13 @@ pub fn build(topo: &Topology, spec: &WorkloadSpec) -> anyhow::Result<Workload> {
             one_job(spec.kind.name(), 1)
         }
         WorkloadKind::Moe => {
-            let per_server = topo.servers()[servers[0] as usize].gpus.max(1);
-            let group = (spec.ep_gpus / per_server).max(1) as usize;
-            if spec.ep_gpus % per_server != 0
-                || (servers.len() > group && servers.len() % group != 0)
-            {
-                bail!(
-                    "--ep-gpus {}: expert-parallel groups must be whole servers ({per_server} GPUs) dividing the {} servers",
-                    spec.ep_gpus,
-                    servers.len()
-                );
-            }
             let mut longest: f64 = 0.0;
-            for (g, members) in servers.chunks(group).enumerate() {
+            let steps = spec.iterations;
+            let mut later: Vec<Vec<u64>> = vec![Vec::new(); steps as usize - 1];
+            for (g, members) in ep_groups_of(topo, &servers, spec.ep_gpus)?
+                .iter()
+                .enumerate()
+            {
                 a2a_fits(members, spec)?;
                 let mut d = collective(
                     topo,
@@ -349,16 +434,21 @@ pub fn build(topo: &Topology, spec: &WorkloadSpec) -> anyhow::Result<Workload> {
                     spec.channels,
                     &mut qps,
                 )?;
-                longest = longest.max(make_moe(
-                    topo,
-                    &mut d,
-                    members,
-                    spec.moe_skew,
-                    spec.seed ^ (g as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                ));
+                let base: Vec<u64> = d.flows.iter().map(|f| f.bytes).collect();
+                let draw = |step| {
+                    let seed = moe_seed(spec.seed, g, step);
+                    moe_bytes(topo, &d.flows, &base, members, spec.moe_skew, seed)
+                };
+                for (n, out) in later.iter_mut().enumerate() {
+                    out.extend(draw(n as u32 + 1));
+                }
+                let first = draw(0);
+                longest = longest.max(announce_moe(topo, &mut d, &first));
                 d.id = format!("moe-ep{g}");
                 demands.push(d);
+                ep_groups.push(members.clone());
             }
+            step_bytes = later;
             coalesce_ns = 1e-3 * longest;
             one_job(spec.kind.name(), demands.len())
         }
@@ -486,6 +576,8 @@ pub fn build(topo: &Topology, spec: &WorkloadSpec) -> anyhow::Result<Workload> {
         streams,
         name: spec.kind.name().into(),
         coalesce_ns,
+        ep_groups,
+        step_bytes,
     })
 }
 
@@ -535,6 +627,24 @@ mod tests {
         assert!(again.connections().eq(w.connections()));
     }
 
+    /// Drawing one entry at its place in the stream gives the entry of
+    /// the whole draw, so skipping the fabric's other NICs changes nothing.
+    #[test]
+    fn moe_weight_at_is_the_whole_draws_entry() {
+        let t = clos(256);
+        let servers = [3u32, 4, 5];
+        let (skew, seed) = (0.3, 77);
+        let w = moe_weights(&t, &servers, skew, seed);
+        let n = t.hosts().len() as u64;
+        for (a, row) in w.iter().enumerate() {
+            for (h, &x) in row.iter().enumerate() {
+                let p = moe_weight_at(seed, h as u64, skew);
+                let y = p * moe_weight_at(seed, n + a as u64 * n + h as u64, skew / 2.0);
+                assert!((x - y).abs() <= 1e-12 * x, "server {a} NIC {h}: {x} vs {y}");
+            }
+        }
+    }
+
     #[test]
     fn moe_groups_are_consecutive_servers() {
         let t = clos(256);
@@ -564,6 +674,52 @@ mod tests {
             },
         );
         assert!(bad.unwrap_err().to_string().contains("--ep-gpus 12"));
+    }
+
+    /// MoE steps after the first draw new bytes on the same connections;
+    /// the first step is the single-step workload.
+    #[test]
+    fn moe_steps_draw_new_bytes_on_the_same_connections() {
+        let t = clos(256);
+        let spec = WorkloadSpec {
+            kind: WorkloadKind::Moe,
+            iterations: 3,
+            ..Default::default()
+        };
+        let w = build(&t, &spec).unwrap();
+        let one = build(
+            &t,
+            &WorkloadSpec {
+                iterations: 1,
+                ..spec.clone()
+            },
+        )
+        .unwrap();
+        assert!(one.step_bytes.is_empty());
+        assert!(one.connections().eq(w.connections()));
+        assert_eq!(w.ep_groups.len(), w.demands.len());
+        let conns: Vec<&Flow> = w.connections().collect();
+        assert_eq!(w.step_bytes.len(), 2);
+        let step = |n: u32| -> Vec<u64> {
+            conns
+                .iter()
+                .enumerate()
+                .map(|(k, f)| w.bytes(n, k, f))
+                .collect()
+        };
+        let (s0, s1, s2) = (step(0), step(1), step(2));
+        assert_eq!(s0, conns.iter().map(|f| f.bytes).collect::<Vec<_>>());
+        assert_eq!((&s1, &s2), (&w.step_bytes[0], &w.step_bytes[1]));
+        for (a, b) in [(&s0, &s1), (&s1, &s2)] {
+            let same = a.iter().zip(b).filter(|(x, y)| x == y).count();
+            assert!(
+                same * 100 < a.len(),
+                "{same} of {} flows kept their bytes",
+                a.len()
+            );
+            let (ta, tb) = (a.iter().sum::<u64>() as f64, b.iter().sum::<u64>() as f64);
+            assert!((ta / tb - 1.0).abs() < 0.05, "totals {ta} vs {tb}");
+        }
     }
 
     #[test]

@@ -19,7 +19,9 @@ fn unannounced(policy: Policy, f: &Flow, qp: Option<u32>, draw: u32) -> (How, Fl
     let five = FlowHash::of(&HashKey::of_flow(f, HashMode::FiveTuple));
     let how = match policy {
         Policy::Ideal => How::Ideal,
-        Policy::Ecmp | Policy::Foresight | Policy::ForesightEntropy => How::Hashed(five),
+        Policy::Ecmp | Policy::Foresight | Policy::ForesightReplan | Policy::ForesightEntropy => {
+            How::Hashed(five)
+        }
         Policy::QpHash { .. } => {
             let qp = qp.expect("qp-hash numbers every flow's QPs");
             return (
@@ -51,13 +53,17 @@ pub(super) struct Prepared {
 /// [`qps::qp_blocks`](crate::qps::qp_blocks) gives it, the same every iteration). Foresight's
 /// paths and the QP hashes are indexed like [`Workload::connections`].
 /// A flowlet's path is drawn from `seed` and the flow's index (each
-/// iteration's flows draw afresh). Under entropy steering, `ports` gives
+/// iteration's flows draw afresh). With `path_per_step`, the planned paths
+/// hold one per connection per iteration, iteration-major (a re-plan per
+/// step). A connection's bits in each iteration are
+/// [`Workload::bytes`]. Under entropy steering, `ports` gives
 /// per connection the source port it was told to send on. `described`:
 /// the switches hash as described, so keep every route's key.
 pub(super) fn prepare(
     w: &Workload,
     policy: Policy,
     planned: bool,
+    path_per_step: bool,
     seed: u64,
     ports: &[Option<u16>],
     described: bool,
@@ -109,9 +115,9 @@ pub(super) fn prepare(
         for n in 0..js.iterations {
             for di in js.demands.clone() {
                 for (k, f) in w.demands[di].flows.iter().enumerate() {
-                    let bits = f.bytes as f64 * 8.0;
-                    flows.push(SimFlow::gated(bits, job as u32, n, f.start_ns as f64));
                     let conn = (first[di] + k) as u32;
+                    let bits = w.bytes(n, conn as usize, f) as f64 * 8.0;
+                    flows.push(SimFlow::gated(bits, job as u32, n, f.start_ns as f64));
                     let five = || FlowHash::of(&HashKey::of_flow(f, HashMode::FiveTuple));
                     let mut key = FlowKey::of(f);
                     let how = match policy {
@@ -122,9 +128,10 @@ pub(super) fn prepare(
                         Policy::Adaptive => How::Adaptive(five()),
                         Policy::Spray(_) => How::Spray,
                         Policy::Flowlet(_) => How::Flowlet(draw(seed, routes.len() as u64)),
-                        Policy::Foresight => {
+                        Policy::Foresight | Policy::ForesightReplan => {
                             assert!(planned, "Foresight needs the planned paths");
-                            How::Fixed(conn, five())
+                            let step = if path_per_step { n * total as u32 } else { 0 };
+                            How::Fixed(step + conn, five())
                         }
                         Policy::ForesightEntropy => match ports[conn as usize] {
                             Some(port) => {

@@ -5,6 +5,8 @@
 //! * `flows` — one policy's flows and how each is routed;
 //! * `router` — the engine's router under a policy (hashing, spraying,
 //!   flowlets, planned paths) and what reordering costs;
+//! * `moe_paths` — Foresight's MoE paths from the controller's MoE planner,
+//!   pinned or re-planned per step;
 //! * `steering` — entropy steering's source ports (`SteeringStats`);
 //! * `failures` — links to fail (`FailSpec`);
 //! * `results` — what a run gives (`PolicyResult`, `JobResult`,
@@ -14,6 +16,7 @@
 
 pub(crate) mod failures;
 pub(crate) mod flows;
+pub(crate) mod moe_paths;
 pub(crate) mod policy;
 pub(crate) mod results;
 pub(crate) mod router;

@@ -23,8 +23,13 @@ pub enum Policy {
     Spray(Nic),
     /// Flowlet switching: a random path per flow (message), NICs of this kind.
     Flowlet(Nic),
-    /// The planner's paths.
+    /// The planner's paths (MoE: routed once from the groups' structure
+    /// and pinned for every step).
     Foresight,
+    /// The planner's paths, MoE re-planned for every step's own bytes:
+    /// what pinning costs (not in [`Policy::all`]; elsewhere as
+    /// `Foresight`, whose bytes do not change between iterations).
+    ForesightReplan,
     /// The planner's paths, reached through the switches' own ECMP hash:
     /// each reserved flow sends on the UDP source port that hashes onto its
     /// path ([`planner::entropy`]); a flow with no such port keeps its own
@@ -43,13 +48,14 @@ impl Policy {
             Policy::Spray(nic) => format!("spray-{}", nic.name()),
             Policy::Flowlet(nic) => format!("flowlet-{}", nic.name()),
             Policy::Foresight => "foresight".into(),
+            Policy::ForesightReplan => "foresight-replan".into(),
             Policy::ForesightEntropy => "foresight-entropy".into(),
         }
     }
 
     /// Parses `ecmp`, `qp` / `qp-hash` (with `default_qps`), `qp-hash-K`,
     /// `adaptive`, `spray-gbn`, `spray-ooo`, `flowlet-gbn`, `flowlet-ooo`,
-    /// `foresight`, `foresight-entropy`, `ideal`. `spray` alone is `spray-ooo`: the reorder-free
+    /// `foresight`, `foresight-replan`, `foresight-entropy`, `ideal`. `spray` alone is `spray-ooo`: the reorder-free
     /// spraying this simulator modelled before NICs were told apart.
     pub fn parse(s: &str, default_qps: u32) -> anyhow::Result<Policy> {
         Ok(match s {
@@ -65,11 +71,12 @@ impl Policy {
                 "policy 'flowlet': say which NICs, flowlet-gbn (go-back-N) or flowlet-ooo (out-of-order tolerant)"
             ),
             "foresight" => Policy::Foresight,
+            "foresight-replan" => Policy::ForesightReplan,
             "foresight-entropy" => Policy::ForesightEntropy,
             _ => match s.strip_prefix("qp-hash-").map(str::parse::<u32>) {
                 Some(Ok(k)) if k > 0 => Policy::QpHash { qps: k },
                 _ => bail!(
-                    "policy '{s}': expected one of ecmp, qp-hash, qp-hash-K, adaptive, spray-gbn, spray-ooo (or spray), flowlet-gbn, flowlet-ooo, foresight, foresight-entropy, ideal"
+                    "policy '{s}': expected one of ecmp, qp-hash, qp-hash-K, adaptive, spray-gbn, spray-ooo (or spray), flowlet-gbn, flowlet-ooo, foresight, foresight-replan, foresight-entropy, ideal"
                 ),
             },
         })
@@ -100,6 +107,9 @@ mod tests {
             assert_eq!(Policy::parse(&p.name(), 4).unwrap(), p);
         }
         assert_eq!(Policy::parse("spray", 4).unwrap(), Policy::Spray(Nic::Ooo));
+        let r = Policy::ForesightReplan;
+        assert_eq!(Policy::parse(&r.name(), 4).unwrap(), r);
+        assert!(!Policy::all(4).contains(&r));
         let e = Policy::parse("flowlet", 4).unwrap_err().to_string();
         assert!(
             e.contains("flowlet-gbn") && e.contains("flowlet-ooo"),

@@ -15,6 +15,7 @@ use planner::{Planner, PlannerConfig};
 
 use super::failures::FailSpec;
 use super::flows::{prepare, Prepared};
+use super::moe_paths::{moe_paths, Steps};
 use super::policy::Policy;
 use super::results::{JobResult, PolicyResult, UtilStats};
 use super::router::PolicyRouter;
@@ -46,9 +47,25 @@ fn setup<'t>(
     failures: &[Failure],
 ) -> Setup<'t> {
     let t0 = Instant::now();
-    let planned = matches!(policy, Policy::Foresight | Policy::ForesightEntropy);
+    let planned = matches!(
+        policy,
+        Policy::Foresight | Policy::ForesightReplan | Policy::ForesightEntropy
+    );
     let mut reserved = Vec::new();
-    let paths: Vec<Path> = if planned {
+    // MoE: the controller's MoE planner, when nothing is down at the start
+    // (it routes on the whole fabric).
+    let steps = match policy {
+        Policy::Foresight => Some(Steps::Pinned),
+        Policy::ForesightReplan => Some(Steps::Replanned),
+        _ => None,
+    };
+    let moe = steps
+        .filter(|_| !failures.iter().any(|f| f.at_ns <= 0.0))
+        .and_then(|s| moe_paths(topo, w, s));
+    let path_per_step = steps == Some(Steps::Replanned) && moe.is_some();
+    let paths: Vec<Path> = if let Some(paths) = moe {
+        paths
+    } else if planned {
         let config = match hashing {
             SwitchHashing::Program(seeds) => PlannerConfig {
                 ecmp_seeds: *seeds,
@@ -96,6 +113,7 @@ fn setup<'t>(
         w,
         policy,
         !paths.is_empty() || w.demands.is_empty(),
+        path_per_step,
         model.seed,
         &ports,
         described,
@@ -250,7 +268,7 @@ pub fn run_policy(
 fn cost_rank(p: Policy) -> u32 {
     match p {
         Policy::QpHash { qps } => 10 + qps,
-        Policy::Foresight | Policy::ForesightEntropy => 9,
+        Policy::Foresight | Policy::ForesightReplan | Policy::ForesightEntropy => 9,
         Policy::Adaptive => 8,
         Policy::Flowlet(_) => 6,
         Policy::Ecmp => 5,
@@ -783,6 +801,67 @@ mod tests {
                 b.events
             );
         }
+    }
+
+    /// MoE steps under Foresight: paths from the MoE planner, the same
+    /// pinned path for a connection in every step (re-planned: one per
+    /// step, not all the same); every step's bytes are new.
+    #[test]
+    fn moe_steps_reuse_pinned_paths_and_replanning_routes_each_step() {
+        use super::super::router::How;
+        let t = fabrics::clos3(1024, 2).unwrap();
+        let w = build(
+            &t,
+            &WorkloadSpec {
+                kind: WorkloadKind::Moe,
+                bytes: 16 << 20,
+                iterations: 3,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let conns = w.connections().count();
+        let pinned = moe_paths(&t, &w, Steps::Pinned).unwrap();
+        assert_eq!(pinned.len(), conns);
+        let re = moe_paths(&t, &w, Steps::Replanned).unwrap();
+        assert_eq!(re.len(), 3 * conns);
+        assert!(re.chunks(conns).any(|s| s != &pinned[..]));
+        // Paths leave the source's leaf and reach the destination's.
+        for (p, f) in pinned.iter().zip(w.connections()) {
+            let leaf = |h: u32| NodeRef::Switch(t.hosts()[h as usize].leaf);
+            if let (Some(&a), Some(&b)) = (p.edges().first(), p.edges().last()) {
+                assert_eq!(t.edge(a).from, leaf(f.src));
+                assert!(t.edge(b).to == leaf(f.dst) || t.edge(b).to == NodeRef::Host(f.dst));
+            }
+        }
+        let hashing: SwitchHashing = SeedPolicy::PerSwitch.into();
+        let m = ReorderModel::default();
+        let fixed = |p: Policy| -> Vec<usize> {
+            let su = setup(&t, &w, p, &hashing, &m, &[]);
+            su.router
+                .routes
+                .iter()
+                .map(|r| match r.how {
+                    How::Fixed(k, _) => k as usize,
+                    _ => panic!("{}: a connection off its planned path", p.name()),
+                })
+                .collect()
+        };
+        let (a, b) = (fixed(Policy::Foresight), fixed(Policy::ForesightReplan));
+        assert_eq!(a.len(), 3 * conns);
+        for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(x, i % conns, "pinned: step {} reuses the path", i / conns);
+            assert_eq!(y, i, "re-planned: its step's own path");
+        }
+        // The engine's flows carry each step's bytes.
+        let su = setup(&t, &w, Policy::Foresight, &hashing, &m, &[]);
+        let bits: Vec<f64> = su.flows.iter().map(|f| f.bits).collect();
+        assert!(bits[..conns] != bits[conns..2 * conns]);
+        assert!(bits[conns..2 * conns] != bits[2 * conns..]);
+        let r = run_policy(&t, &w, Policy::Foresight, &hashing, &m, &[], None, None);
+        let it = &r.jobs[0].iteration_ns;
+        assert_eq!(it.len(), 3);
+        assert!(it[0] != it[1] && it[1] != it[2], "{it:?}");
     }
 
     #[test]

@@ -63,7 +63,8 @@ enum Workload {
 #[derive(Args, Clone)]
 struct PolicyArgs {
     /// Policies, comma-separated: ecmp, qp-hash[-K], adaptive, spray-gbn,
-    /// spray-ooo (or spray), flowlet-gbn, flowlet-ooo, foresight, foresight-entropy (the planned paths reached by choosing UDP source ports, no Foresight program on the switches). gbn: onto
+    /// spray-ooo (or spray), flowlet-gbn, flowlet-ooo, foresight, foresight-replan (MoE:
+    /// re-planned for every step's bytes instead of pinned), foresight-entropy (the planned paths reached by choosing UDP source ports, no Foresight program on the switches). gbn: onto
     /// go-back-N RoCE NICs (reordering costs rewinds); ooo: onto NICs that
     /// accept out-of-order packets.
     #[arg(
@@ -119,7 +120,8 @@ struct Common {
     #[arg(long)]
     channels: Option<u32>,
     /// Iterations (each starts when the previous one's slowest flow ends;
-    /// multi-job: of the first training job, at least 3).
+    /// multi-job: of the first training job, at least 3; moe: steps, a
+    /// new token draw each on the same connections).
     #[arg(long, default_value_t = 1)]
     iterations: u32,
     /// Mix and multi-job: KV-cache bytes per prefill server.
@@ -171,7 +173,7 @@ struct RunArgs {
 struct TableArgs {
     /// Workloads (rows), comma-separated; default all: ring, all-to-all,
     /// moe, multi-job, ring+background, "all-to-all link-down", "ring 2:1",
-    /// "all-to-all 2:1".
+    /// "all-to-all 2:1", moe-ep64, moe-ep256, "moe-ep64 2:1", "moe-ep256 2:1".
     #[arg(long, value_delimiter = ',')]
     workloads: Vec<String>,
     /// GPU counts instead of each workload's own (1k, 8k, 32k where it allows).

@@ -282,10 +282,21 @@ pub struct ValidatedTopology {
 impl ValidatedTopology {
     /// The endpoint of `rank`, if registered.
     pub fn endpoint(&self, rank: u32) -> Option<&RankEndpoint> {
-        self.ranks
-            .binary_search_by_key(&rank, |r| r.rank)
-            .ok()
-            .map(|i| &self.ranks[i])
+        self.index_of(rank).map(|i| &self.ranks[i])
+    }
+
+    /// Where `rank` is in [`Self::ranks`], if registered.
+    pub fn index_of(&self, rank: u32) -> Option<usize> {
+        // Jobs register ranks 0..n as a rule: then a rank is its own index,
+        // which saves a 32k-rank collective its binary searches.
+        if self
+            .ranks
+            .get(rank as usize)
+            .is_some_and(|e| e.rank == rank)
+        {
+            return Some(rank as usize);
+        }
+        self.ranks.binary_search_by_key(&rank, |r| r.rank).ok()
     }
 }
 

@@ -226,6 +226,11 @@ impl<'t> SharedPlanner<'t> {
         self.planner_mut(tenant).restore(id, flows);
     }
 
+    /// Books fixed per-link entries for `tenant` (see [`Planner::book_fixed`]).
+    pub fn book_fixed(&mut self, tenant: &str, id: &str, entries: &[(EdgeId, Window, u64)]) {
+        self.planner_mut(tenant).book_fixed(id, entries);
+    }
+
     /// Frees a reservation's capacity, whichever group holds it.
     pub fn release(&mut self, id: &str) -> bool {
         self.planners.values_mut().any(|p| p.release(id))

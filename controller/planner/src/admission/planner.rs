@@ -219,6 +219,29 @@ impl<'t> Planner<'t> {
     }
 
     /// Frees every reservation of demand `id`; false if it has none.
+    /// Books `entries` (bit/s on a link over a window) as reservation `id`,
+    /// replacing what `id` held, as a group that never moves: what a step
+    /// admitted on its job's pinned paths holds, one entry per link and
+    /// window rather than per flow and hop.
+    pub fn book_fixed(&mut self, id: &str, entries: &[(EdgeId, Window, u64)]) {
+        self.release(id);
+        let mut c = Committed::default();
+        for &(e, w, bps) in entries {
+            if bps == 0 || w.len_ns() == 0 {
+                continue;
+            }
+            self.ledger.reserve(e, w, bps);
+            c.entries.push((e, w, bps));
+            if !c.groups.contains(&w) {
+                self.ledger.open(w);
+                c.groups.push(w);
+            }
+        }
+        if !c.entries.is_empty() {
+            self.committed.insert(id.to_string(), c);
+        }
+    }
+
     pub fn release(&mut self, id: &str) -> bool {
         let Some(c) = self.committed.remove(id) else {
             return false;
@@ -346,6 +369,34 @@ mod tests {
         assert!(p.release("a"));
         assert!(p.ledger().is_idle(w));
         assert_eq!(p.ledger().at(other.edges()[0], 15), 0);
+    }
+
+    #[test]
+    fn book_fixed_holds_its_entries_until_released_and_never_moves() {
+        let t = small();
+        let path = crate::paths::all_paths(&t, 0, 2, 8).remove(0);
+        let edges: Vec<_> = path.reserved_edges(&t, 0).collect();
+        let (w1, w2) = (Window::new(10, 20), Window::new(30, 40));
+        let mut p = planner(&t);
+        p.book_fixed(
+            "step",
+            &[(edges[0], w1, 7), (edges[1], w2, 3), (edges[1], w1, 0)],
+        );
+        assert_eq!(p.ledger().at(edges[0], 15), 7);
+        assert_eq!(p.ledger().at(edges[1], 35), 3);
+        assert_eq!(p.ledger().at(edges[1], 15), 0, "a zero rate books nothing");
+        assert!(!p.ledger().is_idle(w1) && !p.ledger().is_idle(w2));
+        assert!(
+            p.reoptimize(&["step"]).moved.is_empty(),
+            "fixed entries do not move"
+        );
+        // Booking again replaces, it does not add.
+        p.book_fixed("step", &[(edges[0], w1, 2)]);
+        assert_eq!(p.ledger().at(edges[0], 15), 2);
+        assert_eq!(p.ledger().at(edges[1], 35), 0);
+        assert!(p.release("step"));
+        assert_eq!(p.ledger().at(edges[0], 15), 0);
+        assert!(p.ledger().is_idle(w1) && p.ledger().is_idle(w2));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the planner's collective model expands them into flows, and the flows
 //! are planned as one reservation.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use ndsp::types as nt;
@@ -53,41 +53,41 @@ impl Engine {
             )));
         }
 
-        // Ranks -> hosts -> whole servers, in rank order.
-        let all_ranks: Vec<u32> = c.ranks.iter().chain(&c.peer_ranks).copied().collect();
-        let mut servers: Vec<u32> = Vec::new();
-        let mut count: HashMap<u32, u32> = HashMap::new();
+        // Ranks -> hosts -> whole servers, in rank order: runs of ranks on
+        // one server, each server's run once and whole.
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        let mut done: HashSet<u32> = HashSet::new();
         let mut unknown = None;
-        for (i, &r) in all_ranks.iter().enumerate() {
-            let ep = job.endpoint(r).expect("ranks checked");
-            let Some(&h) = self.by_ip.get(&ep.host_address) else {
-                unknown = Some(ep.host_address);
+        for (i, &r) in c.ranks.iter().chain(&c.peer_ranks).enumerate() {
+            let Some(server) = job.server_of(r).expect("ranks checked") else {
+                unknown = Some(job.endpoint(r).expect("ranks checked").host_address);
                 continue;
             };
-            let server = self.topo.hosts()[h as usize].server;
-            if servers.last() != Some(&server) {
-                // Counted already: the server came before another one.
-                if count.contains_key(&server) {
-                    let field = if i < c.ranks.len() {
-                        format!("collective.ranks[{i}]")
-                    } else {
-                        format!("collective.peer_ranks[{}]", i - c.ranks.len())
-                    };
-                    return Err(invalid(
-                        field,
-                        format!(
-                            "rank {r} is on server {} again after other servers; the controller plans collectives over whole servers with their ranks listed together",
-                            self.topo.servers()[server as usize].name
-                        ),
-                    ));
+            match runs.last_mut() {
+                Some((s, n)) if *s == server => *n += 1,
+                _ => {
+                    if !done.insert(server) {
+                        // Counted already: the server came before another one.
+                        let field = if i < c.ranks.len() {
+                            format!("collective.ranks[{i}]")
+                        } else {
+                            format!("collective.peer_ranks[{}]", i - c.ranks.len())
+                        };
+                        return Err(invalid(
+                            field,
+                            format!(
+                                "rank {r} is on server {} again after other servers; the controller plans collectives over whole servers with their ranks listed together",
+                                self.topo.servers()[server as usize].name
+                            ),
+                        ));
+                    }
+                    runs.push((server, 1));
                 }
-                servers.push(server);
             }
-            *count.entry(server).or_default() += 1;
         }
         if unknown.is_none() {
-            for &s in &servers {
-                let (have, gpus) = (count[&s], self.topo.servers()[s as usize].gpus);
+            for &(s, have) in &runs {
+                let gpus = self.topo.servers()[s as usize].gpus;
                 if have != gpus {
                     return Err(invalid(
                         "collective.ranks",
@@ -99,6 +99,7 @@ impl Engine {
                 }
             }
         }
+        let servers: Vec<u32> = runs.iter().map(|&(s, _)| s).collect();
         let reference = c.reference_unix_ns.unwrap_or(now);
         // With only a flow rate known, no flow carries more than the whole
         // buffer: that bounds the end.
@@ -168,9 +169,7 @@ impl Engine {
                 let prefill: std::collections::HashSet<u32> = c
                     .ranks
                     .iter()
-                    .filter_map(|r| job.endpoint(*r))
-                    .filter_map(|e| self.by_ip.get(&e.host_address))
-                    .map(|h| self.topo.hosts()[*h as usize].server)
+                    .filter_map(|&r| job.server_of(r).flatten())
                     .collect();
                 spec.prefill_servers = Some(prefill.len() as u32);
             }

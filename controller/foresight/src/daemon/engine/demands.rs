@@ -174,7 +174,7 @@ impl Engine {
         batch.check_ranks(|job| {
             self.jobs
                 .get(&(tenant.clone(), job.to_string()))
-                .map(|t| &**t)
+                .map(|t| &t.topology)
         })?;
         let reference = batch.reference_unix_ns.unwrap_or(now);
 
@@ -347,8 +347,8 @@ impl Engine {
                     accepted_bps: 0,
                     start_unix_ns: s,
                     end_unix_ns: s + duration,
-                    labels: Vec::new(),
-                    hops: Vec::new(),
+                    labels: Arc::from([]),
+                    hops: Arc::from([]),
                     udp_src_port: None,
                 });
             }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use ndsp::types as nt;
 
-use super::records::Engine;
+use super::records::{Engine, RegisteredJob};
 use crate::daemon::inputs::learning::JobHosts;
 use crate::daemon::persistence::state_records::Job;
 
@@ -62,7 +62,8 @@ impl Engine {
         if dropped_patterns {
             self.unpin_orphans();
         }
-        self.jobs.insert(key, std::sync::Arc::new(topo));
+        let job = RegisteredJob::new(topo, &self.by_ip, self.topo);
+        self.jobs.insert(key, std::sync::Arc::new(job));
         warnings.truncate(16);
         (generation, warnings)
     }

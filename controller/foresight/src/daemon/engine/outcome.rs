@@ -291,7 +291,7 @@ impl Engine {
             let mut lost = None;
             for (i, hops, hold) in paths {
                 let f = &mut r.flows[i];
-                f.hops = hops;
+                f.hops = hops.into();
                 if let Hold::Cannot(reason) = hold {
                     // Moved where neither labels nor a port hold it: ECMP.
                     f.status = Status::FallbackEcmp;
@@ -436,8 +436,8 @@ impl Engine {
                 accepted_bps: accepted,
                 start_unix_ns: start,
                 end_unix_ns: start + flow.duration_ns,
-                labels,
-                hops,
+                labels: labels.into(),
+                hops: hops.into(),
                 udp_src_port,
                 qp_choices: m.qp_choices,
                 pinned: false,

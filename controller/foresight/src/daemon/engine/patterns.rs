@@ -20,7 +20,7 @@ use planner::demand::Flow;
 use planner::topology::EdgeId;
 
 use super::outcome::{PlanTiming, Planned};
-use super::records::{Engine, PinnedPaths};
+use super::records::{Engine, PinnedPaths, PinnedRoutes};
 use crate::daemon::persistence::state_records::{
     FlowRecord, Pattern, PinnedFlow, Reason, Reservation, Status,
 };
@@ -106,11 +106,18 @@ impl Engine {
             return Some(p.clone());
         }
         let mut paths = Vec::with_capacity(pattern.flows.len());
-        for f in &pattern.flows {
+        let mut on: HashMap<EdgeId, Vec<u32>> = HashMap::new();
+        for (i, f) in pattern.flows.iter().enumerate() {
             let src = self.host(&f.src).ok()?;
-            paths.push((src, self.path_of(&f.hops)?));
+            let path = self.path_of(&f.hops)?;
+            for e in path.reserved_edges(self.topo, src) {
+                on.entry(e).or_default().push(i as u32);
+            }
+            paths.push((src, path));
         }
-        let paths = Arc::new(paths);
+        let mut links: Vec<_> = on.into_iter().collect();
+        links.sort_unstable_by_key(|(e, _)| *e);
+        let paths = Arc::new(PinnedRoutes { paths, links });
         self.pinned_paths.insert(pattern.seq, paths.clone());
         Some(paths)
     }
@@ -119,9 +126,11 @@ impl Engine {
     /// and rates, in the pattern's order) on `pattern`'s paths: check every
     /// link has the step's rate free over its window, book it, and fill
     /// `record` in (admitted, pinned: its entries are the pattern's).
-    /// Checked per link over the hull of the step's windows there (exact
-    /// for a step whose flows share a window, as a ring's do; safe when
-    /// they differ). Nothing is booked when it does not fit.
+    /// Checked and booked per link, not per flow and hop: the link's
+    /// flows' rates summed per window (checked over the hull of the
+    /// windows there: exact for a step whose flows share a window, as a
+    /// ring's do; safe when they differ). Nothing is booked when it does
+    /// not fit.
     pub(super) fn admit_on_pattern(
         &mut self,
         mut record: Reservation,
@@ -141,44 +150,44 @@ impl Engine {
         let Some(paths) = self.pinned_paths(pattern) else {
             return Err(no_path(record));
         };
-        if paths.len() != flows.len() {
+        if paths.paths.len() != flows.len() {
             return Err(no_path(record));
         }
-        // Per link: the bit/s the step adds and the hull of its windows.
-        let mut need: HashMap<EdgeId, (u64, u64, u64)> = HashMap::new();
-        for (flow, (src, path)) in flows.iter().zip(paths.iter()) {
-            for e in path.reserved_edges(self.topo, *src) {
-                let n =
-                    need.entry(e)
-                        .or_insert((0, flow.start_ns, flow.start_ns + flow.duration_ns));
-                n.0 += flow.rate_bps;
-                n.1 = n.1.min(flow.start_ns);
-                n.2 = n.2.max(flow.start_ns + flow.duration_ns);
+        // Per link, what the step adds there in each of its windows (one
+        // window for a ring's step: its flows share it).
+        let mut book: Vec<(EdgeId, planner::Window, u64)> = Vec::with_capacity(paths.links.len());
+        for (e, on) in &paths.links {
+            let first = book.len();
+            for &i in on {
+                let f = &flows[i as usize];
+                let w = planner::Window::new(f.start_ns, f.start_ns + f.duration_ns);
+                match book[first..].iter_mut().find(|(_, bw, _)| *bw == w) {
+                    Some(entry) => entry.2 += f.rate_bps,
+                    None => book.push((*e, w, f.rate_bps)),
+                }
             }
         }
         let tenant = record.tenant.clone();
-        for (e, (bps, from, to)) in &need {
+        for per_link in book.chunk_by(|a, b| a.0 == b.0) {
+            // Several windows on a link: their sum over their hull (safe
+            // where they overlap; a ring's step has one).
+            let e = per_link[0].0;
+            let bps: u64 = per_link.iter().map(|x| x.2).sum();
+            let from = per_link.iter().map(|x| x.1.start_ns).min().expect("one");
+            let to = per_link.iter().map(|x| x.1.end_ns).max().expect("one");
             let free = self
                 .planner
-                .free_bps(&tenant, *e, planner::Window::new(*from, *to));
-            if free < *bps {
+                .free_bps(&tenant, e, planner::Window::new(from, to));
+            if free < bps {
                 let room = NoRoom {
-                    link: self.topo.describe_edge(*e),
+                    link: self.topo.describe_edge(e),
                     free_bps: free,
-                    need_bps: *bps,
+                    need_bps: bps,
                 };
                 return Err(Box::new((record, room)));
             }
         }
-        let booked: Vec<_> = flows
-            .iter()
-            .zip(paths.iter())
-            .map(|(f, (src, path))| {
-                let w = planner::Window::new(f.start_ns, f.start_ns + f.duration_ns);
-                (*src, *path, w, f.rate_bps)
-            })
-            .collect();
-        self.planner.restore(&tenant, &record.id, &booked);
+        self.planner.book_fixed(&tenant, &record.id, &book);
         record.flows = flows
             .iter()
             .zip(&pattern.flows)
@@ -292,7 +301,7 @@ impl Engine {
                 let hit = p
                     .flows
                     .iter()
-                    .flat_map(|f| &f.hops)
+                    .flat_map(|f| f.hops.iter())
                     .any(|h| self.edge_of(h).is_some_and(|e| down.contains(&e)));
                 if hit {
                     crossing.entry(j).or_insert_with(Vec::new).push(p.seq);
@@ -374,7 +383,7 @@ mod tests {
     }
 
     fn qps_and_labels(r: &Reservation) -> Vec<(u32, Vec<u32>)> {
-        r.flows.iter().map(|f| (f.qp, f.labels.clone())).collect()
+        r.flows.iter().map(|f| (f.qp, f.labels.to_vec())).collect()
     }
 
     /// The principal promise: the first step is planned and its entries go

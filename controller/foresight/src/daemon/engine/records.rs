@@ -21,7 +21,16 @@ use crate::daemon::persistence::state_records::{Hop, Reservation, Status, Subjec
 /// A standing pattern's flows as the planner sees them (source NIC, path),
 /// worked out once per pattern: turning recorded hops into a path looks
 /// edges up by port, too slow to repeat for every flow of every step.
-pub(super) type PinnedPaths = std::sync::Arc<Vec<(HostIdx, planner::Path)>>;
+pub(super) type PinnedPaths = std::sync::Arc<PinnedRoutes>;
+
+/// A pattern's flows as the planner holds them: each flow's source NIC and
+/// path, and the flows crossing each reserved link, so that a step is
+/// checked and booked per link rather than per flow and hop.
+pub(super) struct PinnedRoutes {
+    pub paths: Vec<(HostIdx, planner::Path)>,
+    /// Each reserved link once, with the flows (indexes into `paths`) on it.
+    pub links: Vec<(planner::topology::EdgeId, Vec<u32>)>,
+}
 
 /// One flow as the ledger holds it: source NIC, path, window, bit/s.
 type LedgerFlow = (HostIdx, planner::Path, planner::Window, u64);
@@ -51,7 +60,7 @@ pub struct Engine {
     pub state: State,
     /// Validated topologies of registered jobs, by (tenant, job).
     /// Shared: a step reads its job's while the engine changes.
-    pub(super) jobs: HashMap<(String, String), std::sync::Arc<nt::ValidatedTopology>>,
+    pub(super) jobs: HashMap<(String, String), std::sync::Arc<RegisteredJob>>,
     /// Which earlier reservations a planning call may move.
     pub reoptimization: Reoptimization,
     /// Hold reserved flows by their UDP source port rather than SR labels.
@@ -61,6 +70,48 @@ pub struct Engine {
     pub standing_patterns: bool,
     /// The planner's view of each pattern's flows, by the pattern's seq.
     pub(super) pinned_paths: HashMap<u64, PinnedPaths>,
+}
+
+/// A registered job: its validated rank map, and each rank's server on
+/// the fabric (by the rank's place in the map), so that a step over 32k
+/// ranks finds their servers by index rather than by address.
+pub struct RegisteredJob {
+    pub topology: nt::ValidatedTopology,
+    /// `servers[i]` is the server of `topology.ranks[i]` (none: its host is
+    /// not attached to the fabric).
+    pub servers: Vec<Option<u32>>,
+}
+
+impl RegisteredJob {
+    pub fn new(
+        topology: nt::ValidatedTopology,
+        by_ip: &HashMap<Ipv4Addr, HostIdx>,
+        topo: &Topology,
+    ) -> RegisteredJob {
+        let servers = topology
+            .ranks
+            .iter()
+            .map(|r| {
+                by_ip
+                    .get(&r.host_address)
+                    .map(|&h| topo.hosts()[h as usize].server)
+            })
+            .collect();
+        RegisteredJob { topology, servers }
+    }
+
+    /// The server of `rank` (outer none: not registered; inner none: its
+    /// host is not on the fabric).
+    pub fn server_of(&self, rank: u32) -> Option<Option<u32>> {
+        self.topology.index_of(rank).map(|i| self.servers[i])
+    }
+}
+
+impl std::ops::Deref for RegisteredJob {
+    type Target = nt::ValidatedTopology;
+    fn deref(&self) -> &nt::ValidatedTopology {
+        &self.topology
+    }
 }
 
 /// Which earlier reservations planning may re-place (paths only, never
@@ -111,20 +162,19 @@ impl Engine {
                 .collect(),
             planner: SharedPlanner::new(topo, config, shares),
             state,
-            jobs: jobs
-                .into_iter()
-                .map(|t| {
-                    (
-                        (t.ctx.tenant.clone(), t.job_id.clone()),
-                        std::sync::Arc::new(t),
-                    )
-                })
-                .collect(),
+            jobs: HashMap::new(),
             reoptimization: Reoptimization::default(),
             steering: None,
             standing_patterns: false,
             pinned_paths: HashMap::new(),
         };
+        for t in jobs {
+            let job = RegisteredJob::new(t, &engine.by_ip, topo);
+            engine.jobs.insert(
+                (job.ctx.tenant.clone(), job.job_id.clone()),
+                std::sync::Arc::new(job),
+            );
+        }
         let mut restored = Restored::default();
         for r in &engine.state.reservations {
             for (i, f) in r.flows.iter().enumerate() {
@@ -374,7 +424,7 @@ pub fn to_ndsp(r: &Reservation) -> nt::ValidatedReservation {
             start_unix_ns: f.start_unix_ns,
             end_unix_ns: f.end_unix_ns,
             sr_label_stack: if reserves(f.status) {
-                f.labels.clone()
+                f.labels.to_vec()
             } else {
                 Vec::new()
             },
@@ -474,8 +524,8 @@ mod tests {
             .expect("two spines");
         let mut first = saved.reservations.nth_mut(0);
         let f = &mut first.flows[0];
-        f.hops = e.hops_of(&other);
-        f.labels = other.label_stack(e.topo).unwrap();
+        f.hops = e.hops_of(&other).into();
+        f.labels = other.label_stack(e.topo).unwrap().into();
         let recorded = f.hops.clone();
         drop(first);
         let (again, restored) = restart(e.topo, saved);

@@ -80,14 +80,15 @@ impl Hold {
         if let Some(qp) = self.qp() {
             f.qp = qp;
         }
-        (f.labels, f.udp_src_port) = self.parts();
+        let (labels, port) = self.parts();
+        (f.labels, f.udp_src_port) = (labels.into(), port);
     }
 
     /// The hold a recorded flow has now.
     fn of(f: &FlowRecord) -> Hold {
         match f.udp_src_port {
             Some(port) => Hold::Port { port, qp: f.qp },
-            None if !f.labels.is_empty() => Hold::Labels(f.labels.clone()),
+            None if !f.labels.is_empty() => Hold::Labels(f.labels.to_vec()),
             None => Hold::Cannot(f.reason),
         }
     }
@@ -190,7 +191,7 @@ impl Engine {
             }
             hold.write_to(f);
             if let Some(hops) = ecmp.remove(&i) {
-                f.hops = hops;
+                f.hops = hops.into();
             }
         }
         let settled = (lost > 0).then(|| {
@@ -559,7 +560,7 @@ mod tests {
         assert!(f.udp_src_port.is_some());
         assert_eq!(
             walk(&e, f.qp),
-            f.hops,
+            f.hops.to_vec(),
             "the chosen QP walks the reserved path"
         );
     }

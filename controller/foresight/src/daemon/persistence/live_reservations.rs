@@ -462,11 +462,11 @@ pub(crate) mod tests {
             accepted_bps: 1,
             start_unix_ns: start,
             end_unix_ns: end,
-            labels: vec![16],
-            hops: vec![super::super::state_records::Hop {
+            labels: Arc::from([16]),
+            hops: Arc::from([super::super::state_records::Hop {
                 switch: "leaf1".into(),
                 port: 1,
-            }],
+            }]),
             udp_src_port: None,
             qp_choices: None,
             pinned: false,

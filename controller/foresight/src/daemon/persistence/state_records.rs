@@ -72,8 +72,8 @@ pub struct PinnedFlow {
     pub dst_ip: Ipv4Addr,
     pub qp: u32,
     pub steer_qp: bool,
-    pub labels: Vec<u32>,
-    pub hops: Vec<Hop>,
+    pub labels: Arc<[u32]>,
+    pub hops: Arc<[Hop]>,
 }
 
 impl PinnedFlow {
@@ -305,9 +305,11 @@ pub struct FlowRecord {
     pub start_unix_ns: u64,
     pub end_unix_ns: u64,
     /// SR-MPLS labels the ingress leaf pushes, top first (empty: none).
-    pub labels: Vec<u32>,
-    /// The reserved path, or the ECMP path of a fallback flow.
-    pub hops: Vec<Hop>,
+    /// Shared: a pinned step's flows hold their pattern's.
+    pub labels: Arc<[u32]>,
+    /// The reserved path, or the ECMP path of a fallback flow. Shared: a
+    /// pinned step's flows hold their pattern's.
+    pub hops: Arc<[Hop]>,
     /// The UDP source port the sender was told to use, when the fabric's
     /// own ECMP hash carries the flow along `hops` (entropy steering;
     /// `labels` is then empty and nothing is installed for the flow).

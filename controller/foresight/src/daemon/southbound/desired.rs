@@ -409,7 +409,7 @@ impl Compiler {
                 if yields {
                     continue;
                 }
-                for h in &f.hops {
+                for h in f.hops.iter() {
                     let port = (h.switch.clone(), h.port);
                     if !ports.contains(&port) {
                         if let Some(entry) = self.lowered.get(&port) {
@@ -729,7 +729,7 @@ impl Compiler {
                 if self.yields(r) {
                     continue;
                 }
-                for h in &f.hops {
+                for h in f.hops.iter() {
                     let windows = busy.entry((h.switch.as_str(), h.port)).or_insert_with(|| {
                         // A port's lowered entry once, however many
                         // flows cross it (a standing pattern's port has it).
@@ -757,7 +757,7 @@ impl Compiler {
                     {
                         continue;
                     }
-                    for h in &f.hops {
+                    for h in f.hops.iter() {
                         let overlaps = busy.get(&(h.switch.as_str(), h.port)).is_some_and(|ws| {
                             ws.iter()
                                 .any(|&(s, e)| f.start_unix_ns < e && s < f.end_unix_ns)

@@ -61,3 +61,19 @@ fn collective_ranks_must_be_registered() {
     let e = accepts(&r).check_ranks(&topo).unwrap_err();
     assert_eq!(e.field, "collective.job_id");
 }
+
+#[test]
+fn endpoints_of_sparse_ranks_are_found_by_rank_not_index() {
+    let mut t = topology();
+    let topo = t.topology.as_mut().unwrap();
+    topo.world_size = 8;
+    topo.ranks[2].rank = 5;
+    topo.ranks[3].rank = 7;
+    let topo = accepts(&t);
+    // Index 2 holds rank 5: rank 2 is not registered, rank 5 is.
+    assert!(topo.endpoint(2).is_none());
+    assert_eq!(topo.endpoint(5).map(|e| e.rank), Some(5));
+    assert_eq!(topo.endpoint(7).map(|e| e.rank), Some(7));
+    assert_eq!(topo.endpoint(1).map(|e| e.rank), Some(1));
+    assert!(topo.endpoint(8).is_none());
+}

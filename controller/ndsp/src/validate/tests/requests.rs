@@ -817,6 +817,16 @@ fn collective_rank_is_bounded() {
 }
 
 #[test]
+fn ascending_collective_ranks_are_bounded_too() {
+    rejects(
+        &ring(),
+        with_collective(|c| c.ranks = vec![0, 1, 2, u32::MAX]),
+        "collective.ranks[3]",
+        "largest world size",
+    );
+}
+
+#[test]
 fn peer_ranks_only_for_kv_transfer() {
     rejects(
         &ring(),

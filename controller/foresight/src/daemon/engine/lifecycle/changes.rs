@@ -26,8 +26,8 @@ impl Engine {
             f.status = Status::Cancelled;
             f.reason = Reason::None;
             f.accepted_bps = 0;
-            f.labels.clear();
-            f.hops.clear();
+            f.labels = Arc::from([]);
+            f.hops = Arc::from([]);
             f.udp_src_port = None;
         }
         let id = r.id.clone();

@@ -23,6 +23,9 @@ pub struct Scenario {
     /// GPU counts it runs at (fabric-wide all-to-all kinds stop at 8k: 32k
     /// would be 134 million connections, which no job makes).
     pub sizes: &'static [u32],
+    /// Runs only when named (`--workloads`): its sizes take minutes to
+    /// hours here (the MoE-EP rows), too long for the table's default.
+    pub when_named: bool,
 }
 
 const ALL_SIZES: &[u32] = &[1024, 8192, 32768];
@@ -50,6 +53,7 @@ pub fn scenarios() -> Vec<Scenario> {
         oversubscription,
         link_down,
         sizes,
+        when_named: false,
     };
     let moe = |ep_gpus| WorkloadSpec {
         ep_gpus,
@@ -103,6 +107,12 @@ pub fn scenarios() -> Vec<Scenario> {
         row("moe-ep64 2:1", moe(64), 2, false, MOE_EP_SIZES),
         row("moe-ep256 2:1", moe(256), 2, false, MOE_EP_SIZES),
     ]
+    .into_iter()
+    .map(|r| Scenario {
+        when_named: r.sizes == MOE_EP_SIZES,
+        ..r
+    })
+    .collect()
 }
 
 /// Runs one scenario at `gpus` GPUs: the ideal, then `policies`
@@ -174,6 +184,10 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), s.len());
+        // The MoE-EP rows run only when named; every other row by default.
+        for r in &s {
+            assert_eq!(r.when_named, r.name.starts_with("moe-ep"), "{}", r.name);
+        }
         for r in &s {
             let global = r.spec.kind == WorkloadKind::AllToAll
                 || (r.spec.kind == WorkloadKind::Moe && r.spec.ep_gpus >= 8192);

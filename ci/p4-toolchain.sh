@@ -305,14 +305,19 @@ build_p4c_into() {
     if ! git -C "$work/deps/z3" apply --reverse --check "$src/cmake/z3.patch" 2>/dev/null; then
       git -C "$work/deps/z3" apply "$src/cmake/z3.patch"
     fi
-    checkout spdlog "$SPDLOG_REF" "$work/deps/spdlog"
-    fetch="$fetch -DFETCHCONTENT_SOURCE_DIR_Z3=$work/deps/z3 -DFETCHCONTENT_SOURCE_DIR_SPDLOG=$work/deps/spdlog"
+    # The backend's cmake adds spdlog from backends/tofino/third_party
+    # whatever FetchContent is told, so it goes there.
+    checkout spdlog "$SPDLOG_REF" "$src/backends/tofino/third_party/spdlog"
+    fetch="$fetch -DFETCHCONTENT_SOURCE_DIR_Z3=$work/deps/z3"
     # The Tofino backend's Python generators (p4c-build-logs and friends).
     if [ ! -x "$work/tofino-venv/bin/pyinstaller" ]; then
       /usr/bin/python3 -m venv "$work/tofino-venv"
       "$work/tofino-venv/bin/pip" install -q pyinstaller jsl 'jsonschema<4' pyyaml
     fi
-    export PATH="$PATH:$work/tofino-venv/bin"
+    # First on PATH, and named to cmake, so the generators run with them
+    # rather than whichever python3 a shell finds first.
+    export PATH="$work/tofino-venv/bin:$PATH"
+    fetch="$fetch -DPython3_EXECUTABLE=$work/tofino-venv/bin/python3 -DPYTHON_EXECUTABLE=$work/tofino-venv/bin/python3"
   fi
   mkdir -p "$builddir"
   step "$what: cmake (log $log)"

@@ -204,9 +204,11 @@ class Switch:
         return action
 
     def table_entry(self, table_name, match=None, action=None, params=None,
-                    priority=None, member_id=None, group_id=None, default=False):
+                    priority=None, member_id=None, group_id=None, default=False,
+                    meter=None):
         """match: {field: value} for exact, {field: (value, prefix_len)} for
-        LPM, {field: (value, mask)} for ternary (omit a field for don't-care)."""
+        LPM, {field: (value, mask)} for ternary (omit a field for don't-care).
+        meter: (cir, cburst, pir, pburst) of the table's direct meter."""
         table = self.p4info.table(table_name)
         entry = p4runtime_pb2.TableEntry()
         entry.table_id = table.preamble.id
@@ -240,6 +242,9 @@ class Switch:
             entry.action.action_profile_member_id = member_id
         elif group_id is not None:
             entry.action.action_profile_group_id = group_id
+        if meter is not None:
+            cfg = entry.meter_config
+            cfg.cir, cfg.cburst, cfg.pir, cfg.pburst = meter
         return entry
 
     def insert(self, table_name, match=None, action=None, params=None, **kw):
@@ -326,12 +331,15 @@ class Switch:
         data = entities[0].counter_entry.data
         return data.packet_count, data.byte_count
 
-    def read_entries(self, table_name):
-        """Every entry of a table, as the switch reports them."""
+    def read_entries(self, table_name, with_meter=False):
+        """Every entry of a table, as the switch reports them (with their
+        direct meter's configuration if asked: PI returns it only then)."""
         tid = self.p4info.table(table_name).preamble.id
 
         def fill(entity):
             entity.table_entry.table_id = tid
+            if with_meter:
+                entity.table_entry.meter_config.SetInParent()
         return [e.table_entry for e in self._read(fill)]
 
     def read_default(self, table_name):

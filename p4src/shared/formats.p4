@@ -36,6 +36,9 @@ const bit<6>  DSCP_CNP = 48;
 const bit<8>  BTH_OPCODE_CNP = 0x81;     // RoCEv2 Congestion Notification Packet
 // BMv2 priority queue used by CNPs (highest of 8).
 const bit<3>  PRIORITY_CNP = 7;
+// Queue of reserved traffic beyond its grant (the reservation's meter says
+// red): the lowest, so an overrunning job yields to every other class.
+const bit<3>  PRIORITY_DEMOTED = 0;
 
 // ECN codepoints (RFC 3168).
 const bit<2>  ECN_NOT_ECT = 0;

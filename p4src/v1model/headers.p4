@@ -63,11 +63,15 @@ struct flow_meta_t {
     bit<32> ecmp_hash;
 }
 
+// v1model meter colours (BMv2: RFC 2698 two-rate three-colour marking).
+const bit<2> METER_GREEN = 0;
+
 struct sr_meta_t {
     bit<1> forwarded;        // an adjacency label chose the egress port
     bit<1> tc_valid;         // tc below carries the packet's traffic class
     bit<3> tc;
     bit<1> reserved;         // matched a reservation at this switch
+    bit<2> color;            // the reservation's meter: 0 green, 1 yellow, 2 red
 }
 
 struct int_meta_t {

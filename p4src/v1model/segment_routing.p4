@@ -15,6 +15,14 @@
 // dropped (DROP_MPLS_UNKNOWN_LABEL), a stack deeper than 4 never gets here
 // (the parser flags it, DROP_MPLS_TOO_DEEP).
 //
+// Policing: the entry's direct meter runs at the flow's granted rate (the
+// controller writes CIR = PIR = grant and a burst of a few ms). A packet the
+// meter does not colour green is beyond the grant: it still takes the pinned
+// path (moving it would reorder the flow) but every pushed label carries
+// PRIORITY_DEMOTED, so each hop queues it below all other traffic, and
+// FsIngress.sr.demoted counts it per ingress port. An entry without a meter
+// configuration is never policed (BMv2 colours it green).
+//
 // TTL, uniform model (RFC 3443): pushed labels take the IPv4 TTL; each hop
 // decrements the top label's TTL once and copies it to the next label, or to
 // the IPv4 header when it pops the bottom one. A reserved packet therefore
@@ -32,8 +40,13 @@ control SegmentRouting(inout headers_t hdr, inout fs_metadata_t meta,
     // Packets and bytes per reservation entry (BMv2 updates a direct
     // counter whenever its entry matches).
     direct_counter(CounterType.packets_and_bytes) reservation_counter;
+    // The flow's grant (bytes), configured per entry by the controller.
+    direct_meter<bit<2>>(MeterType.bytes) reservation_meter;
+    // Packets/bytes beyond their grant, index = ingress port.
+    counter(FS_PORT_COUNT, CounterType.packets_and_bytes) demoted;
 
     action push_common(bit<3> tc) {
+        reservation_meter.read(meta.sr.color);
         hdr.ethernet.ether_type = ETHERTYPE_MPLS;
         meta.sr.reserved = 1;
         meta.sr.tc_valid = 1;
@@ -81,6 +94,16 @@ control SegmentRouting(inout headers_t hdr, inout fs_metadata_t meta,
         push_common(tc);
     }
 
+    /// Beyond the grant: every pushed label (and so every hop) queues the
+    /// packet at PRIORITY_DEMOTED.
+    @hidden action demote() {
+        hdr.mpls[0].tc = PRIORITY_DEMOTED;
+        if (hdr.mpls[1].isValid()) { hdr.mpls[1].tc = PRIORITY_DEMOTED; }
+        if (hdr.mpls[2].isValid()) { hdr.mpls[2].tc = PRIORITY_DEMOTED; }
+        if (hdr.mpls[3].isValid()) { hdr.mpls[3].tc = PRIORITY_DEMOTED; }
+        demoted.count((bit<32>)sm.ingress_port);
+    }
+
     table reservation {
         key = {
             hdr.ipv4.src_addr : ternary @name("src_addr");
@@ -95,6 +118,7 @@ control SegmentRouting(inout headers_t hdr, inout fs_metadata_t meta,
             @defaultonly NoAction;
         }
         counters = reservation_counter;
+        meters = reservation_meter;
         size = FS_RESERVATION_SIZE;
     }
 
@@ -125,7 +149,10 @@ control SegmentRouting(inout headers_t hdr, inout fs_metadata_t meta,
     apply {
         // Ingress leaf: a plain IPv4 packet may match a reservation.
         if (!hdr.mpls[0].isValid()) {
-            reservation.apply();
+            meta.sr.color = METER_GREEN;
+            if (reservation.apply().hit && meta.sr.color != METER_GREEN) {
+                demote();
+            }
         }
         if (hdr.mpls[0].isValid()) {
             if (hdr.mpls[0].ttl <= 1) {

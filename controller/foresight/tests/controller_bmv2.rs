@@ -695,6 +695,7 @@ async fn restart_reconciles_without_duplicates_or_losses() {
         priority: Some(100),
         group: None,
         member: None,
+        meter: None,
     };
     let mut victim_entry = victim.to_entry_key(&info);
     let stray = p4rt::EntrySpec {
@@ -720,6 +721,7 @@ async fn restart_reconciles_without_duplicates_or_losses() {
         priority: Some(100),
         group: None,
         member: None,
+        meter: None,
     };
     use p4rt::proto::p4::v1 as p4;
     victim_entry.action = None;

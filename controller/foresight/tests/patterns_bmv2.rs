@@ -61,12 +61,20 @@ async fn later_steps_write_nothing_and_a_link_down_moves_the_pattern() {
         "after the first step's end too"
     );
 
-    // Later steps: the same QPs and labels, nothing written at submission,
-    // at their start or at their end; the switches hold the same.
+    // Later steps (granted no more than the first): the same QPs and
+    // labels, nothing written at submission, at their start or at their
+    // end; the switches hold the same.
     for i in 1..=3 {
         let id = format!("step-{i}");
         let step = client
-            .submit_collective(ring_allreduce(&id, "train", 16, 2, 0, 200 * MS))
+            .submit_collective(ring_allreduce(
+                &id,
+                "train",
+                16,
+                2,
+                0,
+                300 * MS + i * 50 * MS,
+            ))
             .await
             .unwrap();
         let changes = step
@@ -85,6 +93,41 @@ async fn later_steps_write_nothing_and_a_link_down_moves_the_pattern() {
             "the switches changed during step {i}"
         );
     }
+
+    // A step granted more (the same bytes in less time) raises the
+    // meters: one MODIFY per SR entry, read back with the new rate.
+    let meters = |sr: &std::collections::BTreeMap<String, Vec<p4rt::proto::p4::v1::TableEntry>>| {
+        let mut rates: Vec<i64> = sr
+            .values()
+            .flatten()
+            .map(|t| t.meter_config.as_ref().expect("a metered entry").cir)
+            .collect();
+        rates.sort_unstable();
+        rates.dedup();
+        rates
+    };
+    let before = meters(&reader.tables(&["FsIngress.sr.reservation"]).await);
+    let faster = client
+        .submit_collective(ring_allreduce("step-faster", "train", 16, 2, 0, 150 * MS))
+        .await
+        .unwrap();
+    let changes = faster
+        .metadata()
+        .get("foresight-switch-changes")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse::<usize>()
+        .unwrap();
+    let faster = faster.into_inner().validate().unwrap();
+    assert_eq!(qps_and_labels(&faster), qps_and_labels(&first));
+    assert_eq!(changes, first.flows.len(), "one meter per flow rises");
+    let after_raise = meters(&reader.tables(&["FsIngress.sr.reservation"]).await);
+    assert!(
+        after_raise.iter().max() > before.iter().max(),
+        "{before:?} -> {after_raise:?}"
+    );
+    let installed = reader.everything().await;
 
     // A link on the pattern's paths goes down: the pattern goes, and the
     // next step installs a new one around the failure.

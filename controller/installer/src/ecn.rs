@@ -85,6 +85,7 @@ fn dcqcn(port: u16, queue: Option<u8>, profile: EcnProfile, priority: i32) -> Ob
         priority: Some(priority),
         group: None,
         member: None,
+        meter: None,
     })
 }
 
@@ -134,6 +135,7 @@ pub fn predrain_entry(
         priority: Some(PREDRAIN_PRIORITY),
         group: None,
         member: None,
+        meter: None,
     })
 }
 

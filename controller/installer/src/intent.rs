@@ -204,6 +204,7 @@ pub fn normal_form(entity: p4::Entity) -> p4::Entity {
                 r#match,
                 action: t.action.map(normal_table_action),
                 priority: t.priority,
+                meter_config: t.meter_config,
                 ..Default::default()
             })
         }

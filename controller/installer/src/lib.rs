@@ -12,6 +12,8 @@
 //!   resolved once, for the controller's commits;
 //! * [`ecn`] — DCQCN port profiles (static and lowered around a reserved
 //!   burst) and pre-drain entries for competing flows;
+//! * [`policing`] — a reserved flow's grant as its entry's meter, beyond
+//!   which the data plane demotes its packets;
 //! * [`pipeline`] — push a pipeline, deleting the clone sessions BMv2
 //!   would otherwise keep;
 //! * [`reconcile`] — read a switch, diff against intent, apply the minimal
@@ -28,6 +30,7 @@ pub mod layered;
 pub mod names;
 pub mod object;
 pub mod pipeline;
+pub mod policing;
 pub mod reconcile;
 pub mod reservations;
 pub mod reserved_entries;

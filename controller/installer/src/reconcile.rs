@@ -94,18 +94,13 @@ fn diff_maps(
     out
 }
 
-/// Wildcard reads of everything the controller owns on a switch.
+/// Wildcard reads of everything the controller owns on a switch (with the
+/// direct meters' configurations, which PI returns only when asked).
 pub fn owned_selectors(info: &P4Info) -> Result<Vec<p4::Entity>, p4rt::error::P4InfoError> {
     let mut wanted = Vec::new();
     for table in names::OWNED_TABLES {
         let id = info.table(table)?.preamble.as_ref().map_or(0, |p| p.id);
-        wanted.push(
-            p4::TableEntry {
-                table_id: id,
-                ..Default::default()
-            }
-            .into(),
-        );
+        wanted.push(p4rt::entity::table_wildcard(info, id));
     }
     let profile = info
         .action_profile(names::ECMP_SELECTOR)?

@@ -47,6 +47,8 @@ pub struct ReservedFlow {
     pub hops: Vec<(SwitchIdx, u16)>,
     pub start_ns: u64,
     pub end_ns: u64,
+    /// The rate (bits/s) its entry's meter holds it to; 0: not policed.
+    pub grant_bps: u64,
 }
 
 fn qp_match(dst_qp: Option<u32>) -> String {
@@ -62,7 +64,7 @@ fn host_match(ip: Ipv4Addr) -> String {
 
 impl ReservedFlow {
     /// The ingress leaf's `sr.reservation` entry: push the label stack and
-    /// put the flow in the reserved priority queue.
+    /// put the flow in the reserved priority queue, up to its grant.
     pub fn entry(&self) -> Object {
         self.entry_in_queue(RESERVED_TC)
     }
@@ -86,6 +88,7 @@ impl ReservedFlow {
             priority: Some(RESERVATION_PRIORITY),
             group: None,
             member: None,
+            meter: crate::policing::meter_of(self.grant_bps),
         })
     }
 
@@ -150,6 +153,7 @@ fn watch(
         priority: Some(priority),
         group: None,
         member: None,
+        meter: None,
     })
 }
 
@@ -198,6 +202,7 @@ pub fn reserved_flows(topo: &Topology, demands: &[Demand], plan: &Plan) -> Vec<R
                 hops,
                 start_ns: fp.start_ns,
                 end_ns: fp.start_ns + flow.duration_ns,
+                grant_bps: fp.reserved_bps,
             });
         }
     }

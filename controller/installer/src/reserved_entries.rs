@@ -11,12 +11,13 @@ use std::net::Ipv4Addr;
 use p4rt::entity::BuildError;
 use p4rt::prepared::{FieldValue, PreparedTable};
 use p4rt::proto::p4::v1 as p4;
-use p4rt::P4Info;
+use p4rt::{MeterRates, P4Info};
 use planner::conventions::ROCEV2_UDP_PORT;
 
 use crate::ecn::PREDRAIN_PRIORITY;
 use crate::intent::normal_form;
 use crate::names;
+use crate::policing::meter_of;
 use crate::reservations::{
     ReservedFlow, INT_DS_INSTRUCTIONS, INT_INSTRUCTIONS, INT_MAX_HOP, RESERVATION_PRIORITY,
     WATCH_PRIORITY,
@@ -28,6 +29,9 @@ const QP: u128 = 0xff_ffff;
 /// The tables every reserved flow writes to, resolved once.
 pub struct ReservedEntries {
     sr: PreparedTable,
+    /// Whether the program meters reservations (a pipeline without the
+    /// meter gets entries without one: its reserved traffic is unpoliced).
+    sr_metered: bool,
     watch: PreparedTable,
     predrain: PreparedTable,
 }
@@ -41,7 +45,13 @@ impl ReservedEntries {
             &["tc", "label0", "label1", "label2", "label3"],
         ];
         let pushes: Vec<(&str, &[&str])> = names::SR_PUSH.iter().copied().zip(PARAMS).collect();
+        let sr_id = info
+            .table(names::SR_RESERVATION)?
+            .preamble
+            .as_ref()
+            .map_or(0, |p| p.id);
         Ok(ReservedEntries {
+            sr_metered: info.has_direct_meter(sr_id),
             sr: PreparedTable::new(
                 info,
                 names::SR_RESERVATION,
@@ -79,12 +89,15 @@ impl ReservedEntries {
         let mut params = Vec::with_capacity(depth + 1);
         params.push(u128::from(tc));
         params.extend(f.labels.iter().map(|l| u128::from(*l)));
-        let entry = self.sr.entry(
+        let mut entry = self.sr.entry(
             &[hosts(f.src_ip), hosts(f.dst_ip), qp(f.dst_qp)],
             depth - 1,
             &params,
             RESERVATION_PRIORITY,
         )?;
+        if self.sr_metered {
+            entry.meter_config = meter_of(f.grant_bps).map(MeterRates::to_config);
+        }
         Ok(normal_form(entry.into()))
     }
 
@@ -167,6 +180,7 @@ mod tests {
             hops: Vec::new(),
             start_ns: 0,
             end_ns: 1,
+            grant_bps: 0,
         }
     }
 
@@ -248,14 +262,21 @@ mod tests {
                     ("10.0.1.1", "10.0.2.1", 16),
                     ("0.0.0.1", "255.255.255.254", 0xf_ffff),
                 ] {
-                    let f = flow(src, dst, dst_qp, (0..depth).map(|i| label - i).collect());
-                    for tc in [0, 5, 7] {
+                    let mut f = flow(src, dst, dst_qp, (0..depth).map(|i| label - i).collect());
+                    for (tc, grant_bps) in [(0, 0), (5, 1), (5, 25_000_000_001), (7, u64::MAX)] {
+                        f.grant_bps = grant_bps;
+                        let sr = prepared.sr(&f, tc).unwrap();
                         assert_eq!(
-                            prepared.sr(&f, tc).unwrap(),
+                            sr,
                             by_text(&f, f.entry_in_queue(tc), &info),
                             "{f:?} tc {tc}"
                         );
+                        let Some(p4::entity::Entity::TableEntry(t)) = &sr.entity else {
+                            unreachable!()
+                        };
+                        assert_eq!(t.meter_config.is_some(), grant_bps > 0, "{f:?}");
                     }
+                    f.grant_bps = 0;
                     assert_eq!(
                         prepared.watch(&f).unwrap(),
                         by_text(&f, f.watch_entry(), &info),

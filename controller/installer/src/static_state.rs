@@ -51,6 +51,7 @@ fn entry(
         priority: None,
         group: None,
         member: None,
+        meter: None,
     }
 }
 
@@ -430,6 +431,7 @@ fn route(prefix: &str, member_port: u32, group: Option<u32>) -> EntrySpec {
         priority: None,
         group,
         member: group.is_none().then_some(member_port),
+        meter: None,
     }
 }
 

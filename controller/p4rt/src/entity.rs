@@ -274,11 +274,19 @@ impl<'a> TableEntryBuilder<'a> {
 /// Selects every entry of a table, for wildcard reads.
 pub fn all_table_entries(info: &P4Info, table: &str) -> Build<p4::Entity> {
     let table_id = info.table(table)?.preamble.as_ref().map_or(0, |p| p.id);
-    Ok(p4::TableEntry {
+    Ok(table_wildcard(info, table_id))
+}
+
+/// Selects every entry of table `table_id`, with its direct meter's
+/// configuration where the table has one (PI returns it only when the
+/// request carries a `meter_config`).
+pub fn table_wildcard(info: &P4Info, table_id: u32) -> p4::Entity {
+    p4::TableEntry {
         table_id,
+        meter_config: info.has_direct_meter(table_id).then(Default::default),
         ..Default::default()
     }
-    .into())
+    .into()
 }
 
 /// A member of an action profile (one ECMP next hop).

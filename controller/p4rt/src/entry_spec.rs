@@ -33,6 +33,42 @@ pub struct EntrySpec {
     pub group: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member: Option<u32>,
+    /// The configuration of the table's direct meter for this entry;
+    /// absent: the switch's default (BMv2 colours every packet green).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meter: Option<MeterRates>,
+}
+
+/// A two-rate meter (RFC 2698), in the unit the meter counts (bytes or
+/// packets per second, and bytes or packets of burst).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeterRates {
+    pub cir: i64,
+    pub cburst: i64,
+    pub pir: i64,
+    pub pburst: i64,
+}
+
+impl MeterRates {
+    pub fn to_config(self) -> p4::MeterConfig {
+        p4::MeterConfig {
+            cir: self.cir,
+            cburst: self.cburst,
+            pir: self.pir,
+            pburst: self.pburst,
+            eburst: 0,
+        }
+    }
+
+    pub fn from_config(c: &p4::MeterConfig) -> MeterRates {
+        MeterRates {
+            cir: c.cir,
+            cburst: c.cburst,
+            pir: c.pir,
+            pburst: c.pburst,
+        }
+    }
 }
 
 fn parse(text: &str, label: &str) -> Result<crate::Value, BuildError> {
@@ -108,7 +144,23 @@ impl EntrySpec {
                 )))
             }
         };
-        builder.build()
+        let mut entry = builder.build()?;
+        if let Some(meter) = self.meter {
+            if !info.has_direct_meter(entry.table_id) {
+                return Err(BuildError::Invalid(format!(
+                    "table {}: a meter is given but the table has no direct meter",
+                    self.table
+                )));
+            }
+            if meter.cir < 0 || meter.pir < meter.cir || meter.cburst < 0 || meter.pburst < 0 {
+                return Err(BuildError::Invalid(format!(
+                    "table {}: meter wants 0 <= cir <= pir and bursts >= 0, got {meter:?}",
+                    self.table
+                )));
+            }
+            entry.meter_config = Some(meter.to_config());
+        }
+        Ok(entry)
     }
 
     /// Describe an entry read from a switch with P4Info names.
@@ -143,6 +195,7 @@ impl EntrySpec {
             priority: (entry.priority != 0).then_some(entry.priority),
             group: None,
             member: None,
+            meter: entry.meter_config.as_ref().map(MeterRates::from_config),
         };
         match entry.action.as_ref().and_then(|a| a.r#type.as_ref()) {
             Some(p4::table_action::Type::Action(call)) => {

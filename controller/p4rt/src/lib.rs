@@ -18,7 +18,7 @@ pub mod switch;
 pub mod value;
 
 pub use entity::TableEntryBuilder;
-pub use entry_spec::EntrySpec;
+pub use entry_spec::{EntrySpec, MeterRates};
 pub use error::{Error, Result, WriteError};
 pub use p4info::P4Info;
 pub use shared_write::{SharedEntity, SharedUpdate, SharedWriteRequest};

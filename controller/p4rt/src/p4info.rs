@@ -189,6 +189,15 @@ impl P4Info {
         &self.raw
     }
 
+    /// Whether table `table_id` has a direct meter (its entries may carry a
+    /// meter configuration, and a read returns it only when asked).
+    pub fn has_direct_meter(&self, table_id: u32) -> bool {
+        self.raw
+            .direct_meters
+            .iter()
+            .any(|m| m.direct_table_id == table_id)
+    }
+
     lookups! {
         table, table_by_id, tables, tables, "table", cfg::Table;
         action, action_by_id, actions, actions, "action", cfg::Action;

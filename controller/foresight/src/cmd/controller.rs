@@ -159,11 +159,16 @@ pub struct ControllerCmd {
     /// for the job's life; each later step is admitted on the same paths
     /// and QPs (its window booked), writing nothing. A pattern goes when
     /// the job registers other ranks or is cancelled, or a link on its
-    /// paths goes down. Off by default until overrun policing lands: the
-    /// standing entries give the job's traffic the reserved queue outside
-    /// its admitted windows too (docs/operations.md).
+    /// paths goes down. Each flow's entry is metered at the largest rate a
+    /// step was granted (see --no-policing), so the standing entries lend
+    /// the reserved queue for that rate only (docs/operations.md).
     #[arg(long)]
     standing_patterns: bool,
+    /// Do not meter reserved flows: by default each SR push entry carries
+    /// a meter at the flow's grant, and what a flow sends beyond it leaves
+    /// in the lowest queue, on the same path (docs/operations.md).
+    #[arg(long)]
+    no_policing: bool,
     /// With --steering entropy[-only]: the UDP source ports flows may be
     /// told to use, FIRST-LAST.
     #[arg(long, default_value_t = planner::entropy::PortRange::default())]
@@ -707,6 +712,7 @@ pub fn run(cmd: ControllerCmd) -> anyhow::Result<()> {
             int_mtu: cmd.int_mtu,
             // Set below, once the readers of the watch entries are known.
             watch_reserved: false,
+            police_reserved: !cmd.no_policing,
         },
         telemetry: TelemetryConfig {
             congestion_queue_packets: cmd.congestion_queue_packets,

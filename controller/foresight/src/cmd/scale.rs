@@ -327,6 +327,7 @@ fn compiler(topo: &'static Topology, watch_reserved: bool) -> anyhow::Result<Com
         background_tc: installer::reservations::RESERVED_TC,
         int_mtu: None,
         watch_reserved,
+        police_reserved: true,
     };
     Compiler::new(topo, pipeline.info, Arc::new(Devices::bmv2()), policy)
         .map_err(|e| anyhow::anyhow!("the static state: {e}"))

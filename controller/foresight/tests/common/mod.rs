@@ -369,6 +369,28 @@ impl Reader {
     }
 
     /// Entries of `tables` on every switch, as `table|match|action(params)` strings.
+    /// The entries of `tables` on every switch, as read (meters included).
+    pub async fn tables(&mut self, tables: &[&str]) -> BTreeMap<String, Vec<p4::TableEntry>> {
+        let info = self.info().await.clone();
+        let mut out = BTreeMap::new();
+        for (name, sw) in &self.sessions {
+            let wanted: Vec<p4::Entity> = tables
+                .iter()
+                .map(|t| p4rt::entity::all_table_entries(&info, t).unwrap())
+                .collect();
+            let read = sw.read(wanted).await.unwrap();
+            let entries = read
+                .into_iter()
+                .filter_map(|e| match e.entity {
+                    Some(p4::entity::Entity::TableEntry(t)) => Some(t),
+                    _ => None,
+                })
+                .collect();
+            out.insert(name.clone(), entries);
+        }
+        out
+    }
+
     pub async fn entries(&mut self, tables: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
         let info = self.info().await.clone();
         let mut out = BTreeMap::new();
@@ -406,13 +428,7 @@ impl Reader {
                 .raw()
                 .tables
                 .iter()
-                .map(|t| {
-                    p4::TableEntry {
-                        table_id: t.preamble.as_ref().unwrap().id,
-                        ..Default::default()
-                    }
-                    .into()
-                })
+                .map(|t| p4rt::entity::table_wildcard(&info, t.preamble.as_ref().unwrap().id))
                 .collect();
             for p in &info.raw().action_profiles {
                 let id = p.preamble.as_ref().unwrap().id;

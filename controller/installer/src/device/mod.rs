@@ -359,6 +359,7 @@ mod tests {
             priority: None,
             group: None,
             member: None,
+            meter: None,
         })
     }
 

@@ -67,6 +67,7 @@ pub fn every_object(topo: &Topology) -> BTreeMap<String, Intent> {
             hops: vec![(leaf1, 3)],
             start_ns: 0,
             end_ns: 1,
+            grant_bps: 0,
         };
         intent.push(flow.entry_in_queue(depth as u8));
         intent.push(flow.watch_entry());

@@ -424,6 +424,7 @@ mod tests {
             e.topo,
             Policy {
                 watch_reserved: false,
+                police_reserved: true,
                 ..test_policy(lead, seeds, 1)
             },
         );

@@ -224,6 +224,7 @@ impl Engine {
         record.status = Status::Admitted;
         record.reason = Reason::None;
         record.advisory = None;
+        self.raise_grants(pattern, &record);
         let record = Arc::new(record);
         self.state.reservations.insert(record.clone());
         Ok(Planned {
@@ -233,6 +234,48 @@ impl Engine {
             },
             ..Planned::default()
         })
+    }
+
+    /// When step `record` on `pattern` was granted more than a flow's meter
+    /// lets through, the pattern takes the larger grants and the step's
+    /// sequence number (so its entries are laid again: a meter MODIFY per
+    /// raised flow). Grants only rise: a job whose steps vary writes once
+    /// per new peak, not once per step.
+    fn raise_grants(&mut self, pattern: &Pattern, record: &Reservation) {
+        let raised = record
+            .flows
+            .iter()
+            .zip(&pattern.flows)
+            .any(|(f, pf)| f.accepted_bps > pf.grant_bps);
+        if !raised {
+            return;
+        }
+        let Some(job) = self.state.jobs.iter_mut().find(|j| {
+            j.tenant == record.tenant && Some(j.job_id.as_str()) == record.job_id.as_deref()
+        }) else {
+            return;
+        };
+        let Some(slot) = job.patterns.iter_mut().find(|p| p.seq == pattern.seq) else {
+            return;
+        };
+        let flows = pattern
+            .flows
+            .iter()
+            .zip(&record.flows)
+            .map(|(pf, f)| PinnedFlow {
+                grant_bps: pf.grant_bps.max(f.accepted_bps),
+                ..pf.clone()
+            })
+            .collect();
+        *slot = Arc::new(Pattern {
+            shape: pattern.shape.clone(),
+            seq: record.seq,
+            priority: pattern.priority,
+            flows,
+        });
+        if let Some(paths) = self.pinned_paths.remove(&pattern.seq) {
+            self.pinned_paths.insert(record.seq, paths);
+        }
     }
 
     /// Make `record` (a step just planned) its job's pattern of `shape`
@@ -276,6 +319,7 @@ impl Engine {
                     steer_qp: f.steer_qp,
                     labels: f.labels.clone(),
                     hops: f.hops.clone(),
+                    grant_bps: f.accepted_bps,
                 }
             })
             .collect();
@@ -433,6 +477,59 @@ mod tests {
             16
         );
         assert_eq!(e.state.jobs[0].patterns.len(), 1);
+    }
+
+    /// Each standing entry is metered at the largest grant a step of the
+    /// pattern got: a step granted more raises the meters (the SR entries
+    /// are re-laid, same keys, new meters); one granted the same or less
+    /// writes nothing.
+    #[test]
+    fn a_larger_grant_raises_the_pattern_meters_once() {
+        let mut e = patterned();
+        let sr = installer::names::SR_RESERVATION;
+        let meters = |d: &std::collections::BTreeMap<String, installer::intent::Resolved>| {
+            let mut m: Vec<i64> = entries_of(d, None, sr)
+                .iter()
+                .map(|t| t.meter_config.as_ref().expect("metered").cir)
+                .collect();
+            m.dedup();
+            m
+        };
+        let first = step(&mut e, "s1", 256 << 20, 100 * MS, 200 * MS, T0);
+        let grant = first.flows[0].accepted_bps;
+        assert!(grant > 0);
+        let mut comp = compiler(e.topo, 10 * MS);
+        let rate = |bps: u64| installer::policing::meter_of(bps).unwrap().cir;
+        assert_eq!(meters(&comp.desired(&e.state, T0).unwrap()), [rate(grant)]);
+        assert!(!comp.changes(&e.state, T0).unwrap().is_empty());
+        e.expire(T0 + 300 * MS);
+
+        // Twice the bytes in the same time: twice the grant.
+        let bigger = step(&mut e, "s2", 512 << 20, 400 * MS, 200 * MS, T0 + 310 * MS);
+        assert!(bigger.flows.iter().all(|f| f.pinned));
+        let raised = bigger.flows[0].accepted_bps;
+        assert!(raised > grant);
+        let changed = comp.changes(&e.state, T0 + 310 * MS).unwrap();
+        assert!(!changed.is_empty(), "the meters rise");
+        assert_eq!(
+            meters(&comp.desired(&e.state, T0 + 310 * MS).unwrap()),
+            [rate(raised)]
+        );
+        assert_eq!(
+            tables(&comp.desired(&e.state, T0 + 310 * MS).unwrap(), sr),
+            16
+        );
+        e.expire(T0 + 600 * MS);
+
+        // The first size again: the meters stay at the peak, nothing moves.
+        let again = step(&mut e, "s3", 256 << 20, 700 * MS, 200 * MS, T0 + 610 * MS);
+        assert!(again.flows.iter().all(|f| f.pinned));
+        for t in [610, 700, 900] {
+            assert!(
+                comp.changes(&e.state, T0 + t * MS).unwrap().is_empty(),
+                "{t} ms"
+            );
+        }
     }
 
     /// The step's window is booked on the pinned paths: a demand that

@@ -416,6 +416,7 @@ mod tests {
             background_tc: installer::reservations::RESERVED_TC,
             int_mtu: None,
             watch_reserved: true,
+            police_reserved: true,
         };
         Compiler::new(
             topo,

@@ -101,6 +101,7 @@ pub fn test_policy(lead_ns: u64, seeds: planner::ecmp::SeedPolicy, background_tc
         background_tc,
         int_mtu: None,
         watch_reserved: true,
+        police_reserved: true,
     }
 }
 

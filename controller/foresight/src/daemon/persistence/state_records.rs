@@ -74,6 +74,11 @@ pub struct PinnedFlow {
     pub steer_qp: bool,
     pub labels: Arc<[u32]>,
     pub hops: Arc<[Hop]>,
+    /// The largest rate (bits/s) a step of the pattern was granted: the
+    /// standing entry's meter (0, as in state written before policing:
+    /// unmetered).
+    #[serde(default)]
+    pub grant_bps: u64,
 }
 
 impl PinnedFlow {

@@ -87,6 +87,10 @@ pub struct Policy {
     /// following from counters) read it; without them it would be one
     /// more write per flow, as many as the SR pushes, for nothing.
     pub watch_reserved: bool,
+    /// Meter every reserved flow's SR push entry at its grant, so what it
+    /// sends beyond the grant leaves in the lowest queue (installer's
+    /// `policing`); off: reserved traffic keeps its queue whatever it sends.
+    pub police_reserved: bool,
 }
 
 type Resolved1 = (Key, Arc<SharedEntity>);
@@ -490,7 +494,14 @@ impl Compiler {
     }
 
     fn reserved_flow(&self, f: &FlowRecord) -> ReservedFlow {
-        self.reserved_flow_on(&f.hops, f.src_ip, f.dst_ip, f.dst_qp(), &f.labels)
+        self.reserved_flow_on(
+            &f.hops,
+            f.src_ip,
+            f.dst_ip,
+            f.dst_qp(),
+            &f.labels,
+            f.accepted_bps,
+        )
     }
 
     fn reserved_flow_on(
@@ -500,6 +511,7 @@ impl Compiler {
         dst_ip: Ipv4Addr,
         dst_qp: Option<u32>,
         labels: &[u32],
+        grant_bps: u64,
     ) -> ReservedFlow {
         let hops: Vec<(u32, u16)> = hops
             .iter()
@@ -523,6 +535,11 @@ impl Compiler {
             hops,
             start_ns: 0,
             end_ns: 0,
+            grant_bps: if self.policy.police_reserved {
+                grant_bps
+            } else {
+                0
+            },
         }
     }
 
@@ -537,7 +554,14 @@ impl Compiler {
             return Ok(e.clone());
         }
         let f = &p.flows[i];
-        let rf = self.reserved_flow_on(&f.hops, f.src_ip, f.dst_ip, f.dst_qp(), &f.labels);
+        let rf = self.reserved_flow_on(
+            &f.hops,
+            f.src_ip,
+            f.dst_ip,
+            f.dst_qp(),
+            &f.labels,
+            f.grant_bps,
+        );
         let leaf = &f.hops[0].switch;
         let tc = self.tc_of(p.priority);
         let entities = Arc::new(FlowEntities {

@@ -444,11 +444,7 @@ async fn read_all(switch: &Switch, pipeline: &Pipeline) -> Result<Vec<p4::Entity
         .tables
         .iter()
         .map(|t| {
-            p4::TableEntry {
-                table_id: t.preamble.as_ref().map_or(0, |p| p.id),
-                ..Default::default()
-            }
-            .into()
+            p4rt::entity::table_wildcard(&pipeline.info, t.preamble.as_ref().map_or(0, |p| p.id))
         })
         .collect();
     for profile in &info.action_profiles {

@@ -7,6 +7,7 @@
     sudo bmv2-lab/experiment.py predrain  [--seeds 3]  [--out bmv2-lab/results/predrain]
     sudo bmv2-lab/experiment.py jax       [--seeds 5]  [--out bmv2-lab/results/jax]   (jax_experiment.py)
     sudo bmv2-lab/experiment.py t5        [--seeds 2]  [--out bmv2-lab/results/t5]    (learned_experiment.py)
+    sudo bmv2-lab/experiment.py overrun   [--seeds 3]  [--out bmv2-lab/results/overrun] (overrun_experiment.py)
     sudo bmv2-lab/experiment.py plot --out DIR          # plots again from DIR/*.csv
 
 One lab (bmv2-lab/lab.py) is brought up for the whole experiment and taken
@@ -804,8 +805,10 @@ def main():
         p.set_defaults(func=cmd_predrain if name == "predrain" else cmd_allreduce)
     import jax_experiment
     import learned_experiment
+    import overrun_experiment
     jax_experiment.add_parser(sub)
     learned_experiment.add_parser(sub)
+    overrun_experiment.add_parser(sub)
     pl = sub.add_parser("plot")
     pl.add_argument("--out", required=True)
     pl.set_defaults(func=None)

@@ -24,7 +24,7 @@ class P4InfoNamesDocumented(FsTest):
         documented = set(re.findall(r"`(Fs(?:Ingress|Egress)\.[A-Za-z0-9_.]+)", text))
         objects = {}
         for kind in ("tables", "actions", "action_profiles", "counters", "direct_counters",
-                     "registers"):
+                     "meters", "direct_meters", "registers"):
             for o in getattr(info, kind):
                 objects[o.preamble.name] = (kind, o)
         # NoAction comes from core.p4; everything of ours is FsIngress/FsEgress.

@@ -101,3 +101,39 @@ class UnmeteredEntryIsNotPoliced(PolicingBase):
         [entry] = s1.read_entries("sr.reservation", with_meter=True)
         self.assertFalse(entry.HasField("meter_config"))
         self.expect_nothing()
+
+
+class RecycledHandleKeepsItsMeter(PolicingBase):
+    """Why the controller writes a meter nothing reaches on an unpoliced
+    entry rather than none (installer::policing::UNLIMITED): BMv2 reuses a
+    deleted entry's handle with its meter configuration, so an entry
+    inserted without one is policed at the earlier entry's grant and reads
+    back with it. With the unlimited configuration it is not policed."""
+
+    MATCH = {"src_addr": (SRC, 0xffffffff), "dst_addr": (DST, 0xffffffff),
+             "dst_qp": (QP, 0xffffff)}
+    PUSH = {"tc": RESERVED_TC, "label0": 1002, "label1": 1099}
+    UNLIMITED = (10 ** 12, 2 ** 32 - 2, 10 ** 12, 2 ** 32 - 2)
+
+    def runTest(self):
+        s1 = self.sw["s1"]
+        entry = self.reserve(meter=(2000, 3000, 2000, 3000))
+        self.burst(4, 70)
+        s1.delete(entry)
+        entry = s1.insert("sr.reservation", self.MATCH, "sr.push_2", self.PUSH, priority=10)
+        out = self.burst(8, 80)
+        [read] = s1.read_entries("sr.reservation", with_meter=True)
+        print("\n  inserted without a meter:", [p[2] for p in out], "reads back cir",
+              read.meter_config.cir)
+        self.assertEqual(read.meter_config.cir, 2000, "BMv2 no longer recycles meters?")
+        self.assertIn(DEMOTED_TC, [p[2] for p in out])
+
+        s1.delete(entry)
+        s1.insert("sr.reservation", self.MATCH, "sr.push_2", self.PUSH, priority=10,
+                  meter=self.UNLIMITED)
+        out = self.burst(8, 90)
+        self.assertEqual([p[2] for p in out], [RESERVED_TC] * 8, out)
+        [read] = s1.read_entries("sr.reservation", with_meter=True)
+        cfg = read.meter_config
+        self.assertEqual((cfg.cir, cfg.cburst, cfg.pir, cfg.pburst), self.UNLIMITED)
+        self.expect_nothing()

@@ -37,6 +37,18 @@ pub fn meter_of(grant_bps: u64) -> Option<MeterRates> {
 /// Rates above this (bytes/s, 8 Tb/s) are held at it: no link is faster.
 const MAX_RATE: u64 = 1_000_000_000_000;
 
+/// A meter no traffic reaches: what an unpoliced entry carries where the
+/// table has a meter. Writing none is not the same on BMv2: it recycles a
+/// deleted entry's handle *with its meter configuration*, so an entry
+/// inserted without one can be policed at an earlier entry's grant (and
+/// reads back with it). ptf-tests/test_policing.py shows both.
+pub const UNLIMITED: MeterRates = MeterRates {
+    cir: MAX_RATE as i64,
+    cburst: u32::MAX as i64 - 1,
+    pir: MAX_RATE as i64,
+    pburst: u32::MAX as i64 - 1,
+};
+
 /// The least rate from `rate` up that BMv2 gives back unchanged. BMv2 keeps
 /// a rate per microsecond as a double and PI converts it back by truncation,
 /// so some rates read back one byte/s lower; the controller would then see
@@ -67,6 +79,13 @@ mod tests {
         let m = meter_of(u64::MAX).unwrap();
         assert_eq!(m.cburst, i64::from(u32::MAX - 1));
         assert!(m.cir >= MAX_RATE as i64);
+    }
+
+    #[test]
+    fn the_unlimited_meter_reads_back_and_is_above_any_grant() {
+        let r = UNLIMITED.cir as u64;
+        assert_eq!(((r as f64 / 1e6) * 1e6) as u64, r);
+        assert!(meter_of(400_000_000_000_000).unwrap().cir <= UNLIMITED.cir);
     }
 
     #[test]

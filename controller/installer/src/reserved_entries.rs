@@ -11,13 +11,13 @@ use std::net::Ipv4Addr;
 use p4rt::entity::BuildError;
 use p4rt::prepared::{FieldValue, PreparedTable};
 use p4rt::proto::p4::v1 as p4;
-use p4rt::{MeterRates, P4Info};
+use p4rt::P4Info;
 use planner::conventions::ROCEV2_UDP_PORT;
 
 use crate::ecn::PREDRAIN_PRIORITY;
 use crate::intent::normal_form;
 use crate::names;
-use crate::policing::meter_of;
+use crate::policing::{meter_of, UNLIMITED};
 use crate::reservations::{
     ReservedFlow, INT_DS_INSTRUCTIONS, INT_INSTRUCTIONS, INT_MAX_HOP, RESERVATION_PRIORITY,
     WATCH_PRIORITY,
@@ -96,7 +96,9 @@ impl ReservedEntries {
             RESERVATION_PRIORITY,
         )?;
         if self.sr_metered {
-            entry.meter_config = meter_of(f.grant_bps).map(MeterRates::to_config);
+            // Unpoliced: a meter nothing reaches, not none (see UNLIMITED).
+            let meter = meter_of(f.grant_bps).unwrap_or(UNLIMITED);
+            entry.meter_config = Some(meter.to_config());
         }
         Ok(normal_form(entry.into()))
     }
@@ -263,20 +265,23 @@ mod tests {
                     ("0.0.0.1", "255.255.255.254", 0xf_ffff),
                 ] {
                     let mut f = flow(src, dst, dst_qp, (0..depth).map(|i| label - i).collect());
-                    for (tc, grant_bps) in [(0, 0), (5, 1), (5, 25_000_000_001), (7, u64::MAX)] {
+                    for (tc, grant_bps) in [(5, 1), (5, 25_000_000_001), (7, u64::MAX)] {
                         f.grant_bps = grant_bps;
-                        let sr = prepared.sr(&f, tc).unwrap();
                         assert_eq!(
-                            sr,
+                            prepared.sr(&f, tc).unwrap(),
                             by_text(&f, f.entry_in_queue(tc), &info),
                             "{f:?} tc {tc}"
                         );
-                        let Some(p4::entity::Entity::TableEntry(t)) = &sr.entity else {
-                            unreachable!()
-                        };
-                        assert_eq!(t.meter_config.is_some(), grant_bps > 0, "{f:?}");
                     }
+                    // Unpoliced: by name, no meter; as the controller
+                    // writes it, the meter nothing reaches.
                     f.grant_bps = 0;
+                    let mut by_name = by_text(&f, f.entry_in_queue(0), &info);
+                    if let Some(p4::entity::Entity::TableEntry(t)) = &mut by_name.entity {
+                        assert_eq!(t.meter_config, None);
+                        t.meter_config = Some(UNLIMITED.to_config());
+                    }
+                    assert_eq!(prepared.sr(&f, 0).unwrap(), by_name, "{f:?}");
                     assert_eq!(
                         prepared.watch(&f).unwrap(),
                         by_text(&f, f.watch_entry(), &info),
@@ -289,7 +294,8 @@ mod tests {
 
     /// What one reserved flow writes, in bytes of a P4Runtime `Update`
     /// (docs/figures.md quotes these): at its ingress leaf an SR push
-    /// (growing 9 bytes a label) and an INT watch; on each port of its
+    /// (growing 9 bytes a label, its meter at a 100 Gb/s grant included)
+    /// and an INT watch; on each port of its
     /// path, one pre-drain entry per competing flow it marks.
     #[test]
     fn what_a_reserved_flow_writes() {
@@ -304,6 +310,7 @@ mod tests {
             .encoded_len()
         };
         let mut f = flow("10.0.1.1", "10.2.4.1", Some(0x1234), Vec::new());
+        f.grant_bps = 100_000_000_000;
         let sr: Vec<usize> = (1..=4u32)
             .map(|depth| {
                 f.labels = (0..depth).map(|i| 0x1_0000 + i).collect();
@@ -317,7 +324,7 @@ mod tests {
                 .unwrap(),
         );
         println!("sr by label depth {sr:?}, watch {watch}, pre-drain {predrain}");
-        assert_eq!((sr, watch, predrain), (vec![89, 98, 107, 116], 110, 90));
+        assert_eq!((sr, watch, predrain), (vec![113, 122, 131, 142], 110, 90));
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod millis;
 mod plan;
 mod reserve;
 mod scale;
+mod scale_moe;
 mod sim;
 mod status;
 mod switch;

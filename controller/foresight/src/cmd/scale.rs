@@ -48,6 +48,9 @@ enum Workload {
     Ring,
     /// One all-to-all round: each rank sends to the rank half the fabric away.
     AllToAllRound,
+    /// One MoE expert-parallel round, every group of --ep ranks at once
+    /// (the planner's side only: see `scale_moe`).
+    MoeEp,
 }
 
 #[derive(Args)]
@@ -58,6 +61,18 @@ pub struct ScaleCmd {
     /// GPUs (one rank, one NIC each).
     #[arg(long, default_value_t = 8192)]
     gpus: u32,
+    /// Uplinks oversubscribed this many to one (clos3 only).
+    #[arg(long, default_value_t = 1)]
+    oversubscription: u32,
+    /// --workload moe-ep: ranks per expert-parallel group.
+    #[arg(long, default_value_t = 64)]
+    ep: u32,
+    /// --workload moe-ep: bytes each rank sends to its group per step.
+    #[arg(long, default_value_t = 64 << 20)]
+    moe_bytes: u64,
+    /// --workload moe-ep: log-normal skew of the experts' popularity.
+    #[arg(long, default_value_t = 0.3)]
+    moe_skew: f64,
     #[arg(long, value_enum, default_value = "ring")]
     workload: Workload,
     /// Ring channels (flows per neighbour pair); a reservation holds at
@@ -157,8 +172,18 @@ pub fn run(cmd: ScaleCmd) -> anyhow::Result<()> {
     let topo: &'static Topology = Box::leak(Box::new(sim::fabrics::generated(
         cmd.fabric.preset(),
         cmd.gpus,
-        1,
+        cmd.oversubscription,
     )?));
+    if matches!(cmd.workload, Workload::MoeEp) {
+        let report =
+            super::scale_moe::run(topo, cmd.ep, cmd.iterations, cmd.moe_bytes, cmd.moe_skew)?;
+        if cmd.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            super::scale_moe::print(&report);
+        }
+        return Ok(());
+    }
     // Ranks server by server (NCCL's order: a server's GPUs are neighbours
     // in the ring, and talk over NVLink).
     let mut by_server: Vec<&planner::topology::Host> = topo.hosts().iter().collect();
@@ -479,6 +504,7 @@ fn submit(
             }
             Ok(flows)
         }
+        Workload::MoeEp => unreachable!("timed by scale_moe"),
     }
 }
 
@@ -532,7 +558,7 @@ fn quantiles(mut v: Vec<f64>) -> Quantiles {
 }
 
 /// The process's peak resident memory (VmHWM), MiB.
-fn peak_rss_mib() -> f64 {
+pub(super) fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -555,6 +581,7 @@ fn print(r: &Report) {
             (Workload::Ring, Steps::Steady) =>
                 "one ring all-reduce over every rank, a steady step (its pattern standing)",
             (Workload::AllToAllRound, _) => "one all-to-all round",
+            (Workload::MoeEp, _) => unreachable!("printed by scale_moe"),
         },
         r.flows,
         r.iterations

@@ -21,6 +21,18 @@ fn qps_and_labels(r: &ndsp::types::ValidatedReservation) -> Vec<(Option<u32>, Ve
         .collect()
 }
 
+/// What the controller wrote to the switches for a submission (its
+/// `foresight-switch-changes` header).
+fn switch_changes<T>(r: &tonic::Response<T>) -> u64 {
+    r.metadata()
+        .get("foresight-switch-changes")
+        .expect("the header")
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn later_steps_write_nothing_and_a_link_down_moves_the_pattern() {
     let _serial = serial().await;
@@ -40,14 +52,7 @@ async fn later_steps_write_nothing_and_a_link_down_moves_the_pattern() {
         .submit_collective(ring_allreduce("step-0", "train", 16, 2, 0, 300 * MS))
         .await
         .unwrap();
-    let changes = first
-        .metadata()
-        .get("foresight-switch-changes")
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .parse::<u64>()
-        .unwrap();
+    let changes = switch_changes(&first);
     let first = first.into_inner().validate().unwrap();
     assert!(changes > 0, "the first step installs its pattern");
     assert!(first.flows.iter().all(|f| f.accepted_bps > 0));
@@ -77,15 +82,9 @@ async fn later_steps_write_nothing_and_a_link_down_moves_the_pattern() {
             ))
             .await
             .unwrap();
-        let changes = step
-            .metadata()
-            .get("foresight-switch-changes")
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .to_string();
+        let changes = switch_changes(&step);
         let step = step.into_inner().validate().unwrap();
-        assert_eq!(changes, "0", "step {i} wrote to the switches");
+        assert_eq!(changes, 0, "step {i} wrote to the switches");
         assert_eq!(qps_and_labels(&step), qps_and_labels(&first), "step {i}");
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         assert!(
@@ -111,14 +110,7 @@ async fn later_steps_write_nothing_and_a_link_down_moves_the_pattern() {
         .submit_collective(ring_allreduce("step-faster", "train", 16, 2, 0, 150 * MS))
         .await
         .unwrap();
-    let changes = faster
-        .metadata()
-        .get("foresight-switch-changes")
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .parse::<usize>()
-        .unwrap();
+    let changes = switch_changes(&faster) as usize;
     let faster = faster.into_inner().validate().unwrap();
     assert_eq!(qps_and_labels(&faster), qps_and_labels(&first));
     assert_eq!(changes, first.flows.len(), "one meter per flow rises");

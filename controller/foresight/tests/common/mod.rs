@@ -368,7 +368,6 @@ impl Reader {
         self.info.as_ref().unwrap()
     }
 
-    /// Entries of `tables` on every switch, as `table|match|action(params)` strings.
     /// The entries of `tables` on every switch, as read (meters included).
     pub async fn tables(&mut self, tables: &[&str]) -> BTreeMap<String, Vec<p4::TableEntry>> {
         let info = self.info().await.clone();
@@ -391,20 +390,13 @@ impl Reader {
         out
     }
 
+    /// Entries of `tables` on every switch, as `table|match|action(params)` strings.
     pub async fn entries(&mut self, tables: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
         let info = self.info().await.clone();
         let mut out = BTreeMap::new();
-        for (name, sw) in &self.sessions {
-            let wanted: Vec<p4::Entity> = tables
-                .iter()
-                .map(|t| p4rt::entity::all_table_entries(&info, t).unwrap())
-                .collect();
-            let read = sw.read(wanted).await.unwrap();
+        for (name, read) in self.tables(tables).await {
             let mut set = BTreeSet::new();
-            for e in read {
-                let Some(p4::entity::Entity::TableEntry(t)) = e.entity else {
-                    continue;
-                };
+            for t in read {
                 let spec = EntrySpec::from_entry(&info, &t).unwrap();
                 let line = entry_line(&spec);
                 assert!(
@@ -412,7 +404,7 @@ impl Reader {
                     "duplicate entry on {name}: {line}"
                 );
             }
-            out.insert(name.clone(), set);
+            out.insert(name, set);
         }
         out
     }

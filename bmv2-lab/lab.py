@@ -540,12 +540,18 @@ def teardown(state):
     # Host namespaces are Mininet's (unnamed): find what runs in them by
     # their inode, recorded at start-up.
     # Their processes (shells, traffic generators) are the lab's own: SIGKILL.
-    for pid in in_netns(set(state.get("host_netns", {}).values())):
+    host_netns = set(state.get("host_netns", {}).values())
+    for pid in in_netns(host_netns):
         if pid != os.getpid():
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+    # SIGKILL takes a moment to land: wait (5 s at most) until they are
+    # gone, so that whoever checks right after (leftovers) finds nothing.
+    deadline = time.time() + 5
+    while time.time() < deadline and [p for p in in_netns(host_netns) if p != os.getpid()]:
+        time.sleep(0.05)
     _kill([p for p in pids if p != os.getpid()])
     subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     for intf in state.get("interfaces", []):
